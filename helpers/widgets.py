@@ -1,0 +1,49 @@
+"""The course's sliders. Each function returns a live ipywidgets control
+whose figure redraws as the slider moves. ipywidgets is imported inside
+each function, never by `import helpers`."""
+
+from __future__ import annotations
+
+import torch
+
+from helpers import plots
+
+# ---------------------------------------------------------------------------
+# Chapter 01: lookup tables
+# ---------------------------------------------------------------------------
+
+
+def lookup_explorer(weight: torch.Tensor, ids: torch.Tensor, tokens: list[str]):
+    """Slide over the positions of a text: the token's row lights up in W."""
+    import ipywidgets as widgets
+
+    slider = widgets.IntSlider(value=0, min=0, max=len(tokens) - 1, description="position", continuous_update=False)
+    return widgets.interactive(lambda position: plots.lookup_picture(weight, ids, tokens, highlight=position), position=slider)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 02: scaling and weight tying
+# ---------------------------------------------------------------------------
+
+# (end of chapter 02)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 03: sinusoidal encodings
+# ---------------------------------------------------------------------------
+
+# (end of chapter 03)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 04: learned positions and BERT
+# ---------------------------------------------------------------------------
+
+# (end of chapter 04)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 05: rotary embeddings (RoPE)
+# ---------------------------------------------------------------------------
+
+# (end of chapter 05)

@@ -1,0 +1,16 @@
+import importlib
+import pkgutil
+
+import pytest
+
+from tests import submissions
+
+
+def submission_modules():
+    return [importlib.import_module(f"tests.submissions.{m.name}") for m in pkgutil.iter_modules(submissions.__path__)]
+
+
+@pytest.fixture(autouse=True)
+def short_check_timeout(monkeypatch):
+    """Endless-loop submissions stop after 2 s instead of the students' 10 s."""
+    monkeypatch.setenv("COURSE_CHECK_TIMEOUT", "2")

@@ -1,0 +1,173 @@
+"""Chapter 01 submissions, written as students write them.
+
+RIGHT: different correct implementations; every one must pass.
+WRONG: (exercise id, the diagnosis it must get, the code); each is a real
+mistake, and the check must name exactly that code.
+"""
+
+import torch
+import torch.nn.functional as F
+
+# --- right -----------------------------------------------------------------
+
+
+def lookup_indexing(weight, ids):
+    return weight[ids]
+
+
+def lookup_index_select(weight, ids):
+    rows = weight.index_select(0, ids.reshape(-1))
+    return rows.reshape(*ids.shape, weight.shape[1])
+
+
+def lookup_loop(weight, ids):
+    rows = [weight[i] for i in ids.reshape(-1).tolist()]
+    return torch.stack(rows).reshape(*ids.shape, weight.shape[-1])
+
+
+def one_hot_matmul(weight, ids):
+    return F.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight
+
+
+def one_hot_einsum(weight, ids):
+    one_hot = torch.zeros(*ids.shape, weight.shape[0], dtype=weight.dtype, device=weight.device)
+    one_hot.scatter_(-1, ids.unsqueeze(-1), 1.0)
+    return torch.einsum("...v,vd->...d", one_hot, weight)
+
+
+def one_hot_eye_rows(weight, ids):
+    eye = torch.eye(weight.shape[0], dtype=weight.dtype, device=weight.device)
+    return torch.matmul(eye[ids], weight)
+
+
+RIGHT = {
+    "lookup": [lookup_indexing, lookup_index_select, lookup_loop, one_hot_matmul],
+    "one_hot_lookup": [one_hot_matmul, one_hot_einsum, one_hot_eye_rows],
+}
+
+# --- wrong -----------------------------------------------------------------
+
+
+def columns_not_rows(weight, ids):
+    return weight.T[ids]
+
+
+def columns_first(weight, ids):
+    return weight[:, ids]
+
+
+def one_hot_times_transpose(weight, ids):
+    return F.one_hot(ids, weight.shape[1]).to(weight.dtype) @ weight.T
+
+
+def uses_f_embedding(weight, ids):
+    return F.embedding(ids, weight)
+
+
+def uses_nn_embedding(weight, ids):
+    return torch.nn.Embedding.from_pretrained(weight, freeze=False)(ids)
+
+
+def plain_indexing_for_one_hot(weight, ids):
+    return weight[ids]
+
+
+def detached(weight, ids):
+    return weight.detach()[ids]
+
+
+def through_numpy(weight, ids):
+    return torch.from_numpy(weight.detach().cpu().numpy()[ids.cpu().numpy()])
+
+
+def always_float32(weight, ids):
+    return F.one_hot(ids, weight.shape[0]).float() @ weight.float()
+
+
+def flattened(weight, ids):
+    return weight[ids.reshape(-1)]
+
+
+def off_by_a_little(weight, ids):
+    return weight[ids] + 1e-3
+
+
+def off_by_one_row(weight, ids):
+    return weight[(ids + 1) % weight.shape[0]]
+
+
+def divides_by_zero_norm(weight, ids):
+    rows = weight[ids]
+    return rows / (rows - rows).sum(-1, keepdim=True)
+
+
+def indexes_past_the_end(weight, ids):
+    return weight[ids + weight.shape[0]]
+
+
+def scales_weight_in_place(weight, ids):
+    weight.mul_(1.0)
+    weight += 0.0
+    weight[0, 0] = 42.0
+    return weight[ids]
+
+
+def spins_forever(weight, ids):
+    while True:
+        pass
+
+
+def allocates_a_terabyte(weight, ids):
+    torch.zeros(10**6, 10**6)
+    return weight[ids]
+
+
+def sets_default_dtype(weight, ids):
+    torch.set_default_dtype(torch.float64)
+    return weight[ids]
+
+
+def turns_grad_off(weight, ids):
+    torch.set_grad_enabled(False)
+    return weight[ids]
+
+
+def stub(weight, ids):
+    raise NotImplementedError("your code here")
+
+
+def returns_a_list(weight, ids):
+    return weight[ids].tolist()
+
+
+def output_made_on_the_cpu(weight, ids):
+    out = torch.zeros(*ids.shape, weight.shape[1], dtype=weight.dtype)  # no device=: always the CPU
+    return out + weight[ids]
+
+
+WRONG = [
+    ("lookup", "transposed_weight", columns_not_rows),
+    ("lookup", "transposed_weight", columns_first),
+    ("one_hot_lookup", "transposed_weight", one_hot_times_transpose),
+    ("lookup", "forbidden_api", uses_f_embedding),
+    ("lookup", "forbidden_api", uses_nn_embedding),
+    ("one_hot_lookup", "forbidden_api", uses_f_embedding),
+    ("one_hot_lookup", "not_a_matrix_product", plain_indexing_for_one_hot),
+    ("lookup", "no_gradient", detached),
+    ("lookup", "no_gradient", through_numpy),
+    ("one_hot_lookup", "wrong_dtype", always_float32),
+    ("lookup", "wrong_shape", flattened),
+    ("lookup", "wrong_values", off_by_a_little),
+    ("lookup", "wrong_values", off_by_one_row),
+    ("lookup", "nan_or_inf", divides_by_zero_norm),
+    ("lookup", "raised", indexes_past_the_end),
+    ("lookup", "mutated_input", scales_weight_in_place),
+    ("lookup", "timeout", spins_forever),
+    ("lookup", "out_of_memory", allocates_a_terabyte),
+    ("lookup", "changed_global_state", sets_default_dtype),
+    ("one_hot_lookup", "changed_global_state", turns_grad_off),
+    ("lookup", "not_implemented", stub),
+    ("one_hot_lookup", "not_implemented", stub),
+    ("lookup", "wrong_type", returns_a_list),
+    ("lookup", "wrong_device", output_made_on_the_cpu),
+]

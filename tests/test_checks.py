@@ -1,0 +1,40 @@
+"""The checkers, tested against a catalogue of right and wrong code.
+
+Every correct implementation in tests/submissions must pass; every wrong one
+must fail with exactly its diagnosis code, and a message that names the
+student's function or tells them what to do."""
+
+import pytest
+
+from helpers import check
+from helpers.registry import DIAGNOSES, all_exercises
+from tests.conftest import submission_modules
+
+RIGHT = [(ex, fn) for m in submission_modules() for ex, fns in m.RIGHT.items() for fn in fns]
+WRONG = [case for m in submission_modules() for case in m.WRONG]
+
+
+@pytest.mark.parametrize("exercise, fn", RIGHT, ids=[f"{ex}-{fn.__name__}" for ex, fn in RIGHT])
+def test_correct_code_passes(exercise, fn):
+    result = check(exercise, fn)
+    assert result.passed, str(result)
+    assert result.diagnosis is None and result.score == result.max_score > 0
+
+
+@pytest.mark.parametrize("exercise, code, fn", WRONG, ids=[f"{ex}-{code}-{fn.__name__}" for ex, code, fn in WRONG])
+def test_wrong_code_gets_its_diagnosis(exercise, code, fn):
+    result = check(exercise, fn)
+    assert not result.passed
+    assert (result.diagnosis, result.score) == (code, 0), str(result)
+    assert len(result.message) > 20
+
+
+def test_every_diagnosis_code_has_wrong_code_that_gets_it():
+    covered = {code for _, code, _ in WRONG}
+    assert set(DIAGNOSES) - covered == set()
+
+
+def test_every_exercise_has_two_different_correct_implementations():
+    for exercise in all_exercises():
+        passing = {fn for ex, fn in RIGHT if ex == exercise}
+        assert len(passing) >= 2, f"{exercise} has {len(passing)} correct implementations in tests/submissions"
