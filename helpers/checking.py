@@ -391,6 +391,16 @@ class Probe:
         module = self.call(cls, *args, what=f"`{self.name}(...)`", **kwargs)
         return self.call(module.to, self.device, what=f"`{self.name}.to(device)`")
 
+    def find_tensor(self, module: torch.nn.Module, shape: tuple[int, ...], what: str) -> tuple[str, torch.Tensor]:
+        """A student's parameter or buffer of the given shape, found by shape, not
+        by name (students name things as they like). Fails if there is none."""
+        tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+        for name, tensor in tensors.items():
+            if tuple(tensor.shape) == tuple(shape):
+                return name, tensor
+        found = ", ".join(f"{n} {tuple(t.shape)}" for n, t in tensors.items()) or "none"
+        self.fail("wrong_shape", f"`{self.name}` has no parameter or buffer of shape {tuple(shape)} for {what} (it has: {found}).")
+
     # ---- comparing -----------------------------------------------------
     def expect(
         self,

@@ -9,8 +9,11 @@ hygiene probes (gradients, buffers, devices) come after the values.
 
 from __future__ import annotations
 
+import math  # noqa: F401  (used by later chapters)
+
 import torch
 import torch.nn.functional as F
+from torch import nn  # noqa: F401
 
 from helpers import mistakes, reference
 from helpers.checking import Probe

@@ -9,7 +9,11 @@ So every docstring speaks to the student and says what to do instead.
 
 from __future__ import annotations
 
+import math  # noqa: F401  (used by later chapters)
+
 import torch
+import torch.nn.functional as F  # noqa: F401
+from torch import nn  # noqa: F401
 
 # ---------------------------------------------------------------------------
 # Chapter 01: lookup tables

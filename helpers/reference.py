@@ -9,7 +9,11 @@ Shapes: B batch, T sequence length, d (d_model), V vocabulary, H heads.
 
 from __future__ import annotations
 
+import math  # noqa: F401  (used by later chapters)
+
 import torch
+import torch.nn.functional as F  # noqa: F401
+from torch import nn  # noqa: F401
 
 # ---------------------------------------------------------------------------
 # Chapter 01: lookup tables

@@ -14,6 +14,7 @@ light.
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +94,13 @@ class Exercise:
     run: Callable[..., None]
     mistakes: dict[str, Callable[..., Any]] = field(default_factory=dict)
     forbidden: tuple[Callable[..., Any], ...] = ()
+
+    @property
+    def signature(self) -> str:
+        """What the stub shows, e.g. `lookup(weight, ids)`: the reference's own signature."""
+        target = self.reference.__init__ if self.kind == "module" else self.reference
+        parameters = [p for name, p in inspect.signature(target).parameters.items() if name != "self"]
+        return f"{self.id}({', '.join(str(p) for p in parameters)})"
 
 
 EXERCISES: dict[str, Exercise] = {}
