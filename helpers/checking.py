@@ -364,6 +364,8 @@ class Probe:
             if _raised_by_stub(error):
                 self.fail("not_implemented", f"{what} is not implemented yet: replace `raise NotImplementedError` with your code, run that cell, then run this check again.")
             self.fail("raised", f"{what} raised {_last_line(error)}")
+        except SystemExit as error:
+            self.fail("raised", f"{what} called exit() ({_last_line(error)}): return a result instead of ending the program.")
         except Exception as error:
             if _is_out_of_memory(error):
                 self.fail(

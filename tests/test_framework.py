@@ -1,0 +1,186 @@
+"""The checker framework itself: results, the safety net, devices.
+
+Each failure mode of the checker contract (COURSE.md) has a test here or a
+wrong submission in tests/submissions that must get its code."""
+
+import os
+import threading
+
+import pytest
+import torch
+
+from helpers import check, checking, solution_or_reference
+from helpers.registry import DIAGNOSES, all_exercises, get
+
+
+def good_lookup(weight, ids):
+    return weight[ids]
+
+
+def test_result_is_truthy_renders_as_text_and_html():
+    passed, failed = check("lookup", good_lookup), check("lookup", lambda w, i: w.T[i])
+    assert bool(passed) and not bool(failed)
+    assert "passed" in str(passed) and "2/2" in str(passed)
+    assert "transposed_weight" in str(failed) and "0/2" in str(failed)
+    html = failed._repr_html_()
+    assert 'class="course-check check-fail"' in html and 'data-diagnosis="transposed_weight"' in html
+    assert "check-pass" in passed._repr_html_()
+
+
+def test_html_escapes_the_message():
+    def shouty(weight, ids):
+        raise ValueError("<script>alert(1)</script>")
+
+    html = check("lookup", shouty)._repr_html_()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_as_dict_has_the_report_fields():
+    assert check("lookup", good_lookup).as_dict() == {
+        "exercise": "lookup",
+        "passed": True,
+        "score": 2,
+        "max_score": 2,
+        "diagnosis": None,
+        "message": "All probes passed: shapes, dtypes, devices, values and properties.",
+    }
+
+
+def test_unknown_exercise_raises_with_a_suggestion():
+    with pytest.raises(KeyError, match="Did you mean 'lookup'"):
+        check("lokup", good_lookup)
+
+
+@pytest.mark.parametrize(
+    "submission",
+    [None, 42, "weight[ids]", good_lookup(torch.eye(3), torch.tensor([0]))],
+    ids=["None", "int", "str", "tensor"],
+)
+def test_a_non_callable_is_a_wrong_type(submission):
+    result = check("lookup", submission)
+    assert result.diagnosis == "wrong_type" and "needs a function" in result.message
+
+
+def test_exit_and_base_exceptions_become_results():
+    def exits(weight, ids):
+        raise SystemExit(3)
+
+    def generator_exit(weight, ids):
+        raise GeneratorExit
+
+    assert check("lookup", exits).diagnosis == "raised"
+    assert check("lookup", generator_exit).diagnosis == "raised"
+
+
+def test_the_callers_rng_and_settings_are_restored():
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+
+    def noisy(weight, ids):
+        torch.rand(1000)  # draws from the global RNG
+        return weight[ids]
+
+    assert check("lookup", noisy).passed
+    assert torch.equal(torch.rand(3), expected_next)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda: torch.set_default_dtype(torch.float64),
+        lambda: torch.set_grad_enabled(False),
+        lambda: torch.use_deterministic_algorithms(True),
+    ],
+    ids=["dtype", "grad", "deterministic"],
+)
+def test_global_state_changes_are_reported_and_undone(change):
+    def meddles(weight, ids):
+        change()
+        return weight[ids]
+
+    result = check("lookup", meddles)
+    assert result.diagnosis == "changed_global_state"
+    assert torch.get_default_dtype() == torch.float32
+    assert torch.is_grad_enabled() and not torch.are_deterministic_algorithms_enabled()
+
+
+def test_timeout_also_works_off_the_main_thread():
+    def spins(weight, ids):
+        while True:
+            pass
+
+    results = []
+    worker = threading.Thread(target=lambda: results.append(check("lookup", spins)))
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive() and results[0].diagnosis == "timeout"
+
+
+def test_memory_cap_is_lifted_afterwards():
+    def greedy(weight, ids):
+        return torch.ones(2**40, dtype=torch.uint8)
+
+    assert check("lookup", greedy).diagnosis == "out_of_memory"
+    assert torch.ones(2**28, dtype=torch.uint8).sum() == 2**28  # 256 MB still fine
+
+
+def test_device_follows_the_override(monkeypatch):
+    monkeypatch.setenv("COURSE_DEVICE", "cpu")
+    assert checking.check_device() == torch.device("cpu")
+    monkeypatch.setenv("COURSE_DEVICE", "meta")
+    assert checking.check_device() == torch.device("meta")
+    monkeypatch.delenv("COURSE_DEVICE")
+    assert checking.check_device().type == ("cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu")
+
+
+def test_cuda_is_preferred_when_present(monkeypatch):
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert checking.check_device() == torch.device("cuda")
+
+
+def test_inputs_are_made_on_the_check_device(monkeypatch):
+    """With COURSE_DEVICE=meta every probe input is a meta tensor: what a GPU
+    run would see, without a GPU. Code that builds on the CPU is caught."""
+    monkeypatch.setenv("COURSE_DEVICE", "meta")
+    probe = checking.Probe(get("lookup"), "x")
+    assert probe.randn(2, 3).device.type == "meta" and probe.randint(5, 4).device.type == "meta"
+
+
+def test_device_pass_flags_cpu_tensors_and_stays_quiet_on_missing_meta_kernels():
+    probe = checking.Probe(get("lookup"), "x")
+    with pytest.raises(checking.Failure) as caught:
+        probe.device_pass(lambda device: probe.call(lambda: torch.arange(3) + torch.zeros(3, device=device)))
+    assert caught.value.code == "wrong_device"
+    with pytest.raises(checking.Failure):
+        probe.device_pass(lambda device: probe.call(lambda: torch.zeros(3)))  # returned on the CPU
+    probe.device_pass(lambda device: probe.call(lambda: torch.zeros(3, device=device).tolist()))  # no verdict
+
+
+def test_solution_or_reference_falls_back_with_a_label(capsys):
+    def stub(weight, ids):
+        raise NotImplementedError
+
+    assert solution_or_reference("lookup", good_lookup) is good_lookup
+    assert solution_or_reference("lookup", stub) is get("lookup").reference
+    assert "reference" in capsys.readouterr().out
+
+
+def test_failure_codes_are_documented():
+    with pytest.raises(ValueError):
+        checking.Failure("made_up_code", "...")
+    assert all(isinstance(text, str) and text for text in DIAGNOSES.values())
+
+
+def test_every_exercise_has_a_signature_and_points():
+    for exercise in all_exercises().values():
+        assert exercise.points > 0 and exercise.signature.startswith(exercise.id + "(")
+
+
+def test_check_environment_variables_are_read(monkeypatch):
+    monkeypatch.setenv("COURSE_CHECK_TIMEOUT", "0.5")
+    monkeypatch.setenv("COURSE_CHECK_MEMORY_MB", "64")
+    probe = checking.Probe(get("lookup"), "x")
+    assert (probe.timeout, probe.memory_mb) == (0.5, 64)
+    assert os.environ["COURSE_CHECK_TIMEOUT"] == "0.5"

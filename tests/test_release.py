@@ -1,0 +1,46 @@
+"""The release tool: solution markers become stubs, nothing else changes."""
+
+import pytest
+
+from helpers.release import student_source
+
+SOLUTION = '''```{code-cell} ipython3
+def lookup(weight, ids):
+    """weight: (V, d); ids: (...)."""
+    # BEGIN SOLUTION
+    return weight[ids]
+    # END SOLUTION
+```
+
+```{code-cell} ipython3
+class Scaled(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        # BEGIN SOLUTION
+        self.d = d
+        # END SOLUTION
+
+    def forward(self, x):
+        # BEGIN SOLUTION
+        return x * self.d
+        # END SOLUTION
+```
+'''
+
+
+def test_solution_blocks_become_stubs_at_their_indentation():
+    student = student_source(SOLUTION)
+    assert "weight[ids]" not in student and "self.d = d" not in student and "x * self.d" not in student
+    assert student.count('raise NotImplementedError("your code here")') == 3
+    assert '    raise NotImplementedError("your code here")\n```' in student
+    assert '        raise NotImplementedError("your code here")\n\n    def forward' in student
+    assert '"""weight: (V, d); ids: (...)."""' in student and "super().__init__()" in student
+
+
+def test_text_without_markers_is_unchanged():
+    assert student_source("# Title\n\nprose only\n") == "# Title\n\nprose only\n"
+
+
+def test_unbalanced_markers_are_refused():
+    with pytest.raises(ValueError, match="unbalanced"):
+        student_source("# BEGIN SOLUTION\nx = 1\n")
