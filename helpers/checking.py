@@ -26,6 +26,7 @@ import inspect
 import os
 import resource
 import signal
+import sys
 import threading
 import traceback
 import zlib
@@ -190,6 +191,9 @@ def time_limit(seconds: float) -> Iterator[None]:
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
 
         def on_alarm(signum, frame):
+            if _importing(frame):  # never cut an import in half: the module would stay broken
+                signal.setitimer(signal.ITIMER_REAL, 0.1)
+                return
             raise CheckTimeout
 
         previous = signal.signal(signal.SIGALRM, on_alarm)
@@ -204,7 +208,11 @@ def time_limit(seconds: float) -> Iterator[None]:
         done = threading.Event()
 
         def watchdog():
-            if not done.wait(seconds):
+            if done.wait(seconds):
+                return
+            while _importing(sys._current_frames().get(target)) and not done.wait(0.1):
+                pass
+            if not done.is_set():
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), ctypes.py_object(CheckTimeout))
 
         threading.Thread(target=watchdog, daemon=True).start()
@@ -212,6 +220,15 @@ def time_limit(seconds: float) -> Iterator[None]:
             yield
         finally:
             done.set()
+
+
+def _importing(frame) -> bool:
+    """Is this stack in the middle of an import? (torch imports sympy lazily, for one.)"""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _data_segment_bytes() -> int | None:
