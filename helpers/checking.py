@@ -20,6 +20,7 @@ Nothing in here raises because of a submission: every failure becomes a
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import html
 import inspect
@@ -345,6 +346,7 @@ class Probe:
         # Inputs the student did not choose, yet the same on every run.
         self.generator = torch.Generator().manual_seed(zlib.crc32(exercise.id.encode()))
         self.calls_seen: set[Callable] = set()
+        self.factories_on_meta = False  # set during device_pass's second run
 
     # ---- failing -------------------------------------------------------
     def fail(self, code: str, message: str) -> None:
@@ -369,7 +371,7 @@ class Probe:
         watch = _Watch(self.exercise.forbidden)
         state = TorchState.capture()
         try:
-            with time_limit(self.timeout), memory_cap(self.memory_mb, self.device), watch:
+            with time_limit(self.timeout), memory_cap(self.memory_mb, self.device), watch, _FactoriesOnMeta() if self.factories_on_meta else contextlib.nullcontext():
                 result = fn(*args, **kwargs)
         except Failure:
             raise
@@ -435,7 +437,8 @@ class Probe:
         """Compare with the reference; on a mismatch, name the known mistake that
         reproduces `out`, else the first generic probe that fails."""
         if not isinstance(out, torch.Tensor):
-            self.fail("wrong_type", f"{what} should be a torch.Tensor, got {type(out).__name__}.")
+            forgot = " Did the function forget to `return` its result?" if out is None else ""
+            self.fail("wrong_type", f"{what} should be a torch.Tensor, got {type(out).__name__}.{forgot}")
         values_ok = close(out, expected, rtol, atol)
         if values_ok and out.dtype == expected.dtype and out.device == expected.device:
             return
@@ -467,24 +470,58 @@ class Probe:
         return " ".join((doc or registry.DIAGNOSES[code]).split())
 
     def device_pass(self, run: Callable[[torch.device], Any], code: str = "wrong_device", message: str = "") -> None:
-        """Run once more with every input on the meta device. Code that makes
-        a tensor without `device=` (torch.arange(T) on the CPU) either mixes
-        devices and fails, or returns a CPU result: exactly the bug that
-        breaks on a GPU, caught on a CPU-only machine."""
+        """Catch, on a CPU-only machine, the code that breaks on a GPU: a tensor
+        made without `device=` (torch.arange(T), torch.zeros(...)) lands on the
+        CPU whatever the input's device. Two runs of `run(device)`:
+
+        1. every input on the meta device: CPU-made tensors mix devices and
+           fail, or come back as a CPU result;
+        2. inputs on the CPU, while factories called without `device=` make
+           meta tensors (`_FactoriesOnMeta`): the output, or a device clash,
+           betrays them even where run 1 could not copy out of meta.
+        Correct code that meta cannot run (.item(), .tolist()) gets no verdict."""
         message = (
             message
-            or f"`{self.name}` creates a tensor on the CPU whatever its input's device (e.g. `torch.arange(T)` without `device=x.device`); on a GPU this fails. Make new tensors on the input's device."
+            or f"`{self.name}` creates a tensor on the CPU whatever its input's device (e.g. `torch.arange(T)` or `torch.zeros(...)` without `device=x.device`); on a GPU this fails. Make new tensors on the input's device."
         )
-        meta = torch.device("meta")
-        try:
-            out = run(meta)
-        except Failure as failure:
-            if failure.code == "raised" and "device" in failure.message.lower():
+        for inputs_on, suspect in ((torch.device("meta"), "cpu"), (torch.device("cpu"), "meta")):
+            self.factories_on_meta = suspect == "meta"  # read by call(): only student code is affected
+            try:
+                out = run(inputs_on)
+            except Failure as failure:
+                clash = "device" in failure.message.lower() and "copy out of meta" not in failure.message
+                if failure.code == "raised" and clash:
+                    self.fail(code, message)
+                continue  # no meta kernel for some correct code: no verdict from this run
+            finally:
+                self.factories_on_meta = False
+            outs = out if isinstance(out, (tuple, list)) else [out]
+            if any(isinstance(t, torch.Tensor) and t.device.type == suspect for t in outs):
                 self.fail(code, message)
-            return  # some correct code has no meta kernel (.item(), data-dependent ops): no verdict
-        outs = out if isinstance(out, (tuple, list)) else [out]
-        if any(isinstance(t, torch.Tensor) and t.device != meta for t in outs):
-            self.fail(code, message)
+
+
+class _FactoriesOnMeta(TorchFunctionMode):
+    """Tensors made without `device=` (outside a module's __init__, whose
+    buffers .to() moves later) come out on the meta device. 0-dim results stay
+    on the CPU: a CPU scalar mixes with any device, as on a real GPU."""
+
+    FACTORIES = {"zeros", "ones", "empty", "full", "arange", "eye", "linspace", "logspace", "rand", "randn", "randint", "randperm", "tensor", "as_tensor"}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if getattr(func, "__name__", "") in self.FACTORIES and kwargs.get("device") is None and isinstance(result, torch.Tensor) and result.dim() > 0 and not _in_module_init():
+            return result.to("meta")
+        return result
+
+
+def _in_module_init() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "__init__" and isinstance(frame.f_locals.get("self"), torch.nn.Module):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def describe_difference(out: torch.Tensor, expected: torch.Tensor, what: str) -> str:

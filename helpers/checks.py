@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn  # noqa: F401
 
 from helpers import mistakes, reference
-from helpers.checking import Probe
+from helpers.checking import Failure, Probe
 from helpers.registry import Exercise, register
 
 # Every way to get an embedding without writing one.
@@ -33,10 +33,10 @@ def _check_lookup(fn, probe: Probe) -> None:
     weight = probe.randn(11, 7)
     ids = probe.randint(7, 3, 5)  # (B=3, T=5)
     probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="the (3, 5) batch")
-    # Any leading shape, the full id range, and the weight's dtype kept.
-    weight = probe.randn(50, 16, dtype=torch.float64)
-    ids = probe.randint(50, 2, 3, 4)
-    probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of float64 rows")
+    # Any leading shape and the full id range (a one-hot must be V wide even if the last ids are unused).
+    weight = probe.randn(50, 16)
+    ids = probe.randint(40, 2, 3, 4)
+    probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of ids")
     # Gradients: each row's gradient counts how often that token was used.
     weight = probe.randn(9, 4).requires_grad_()
     ids = torch.tensor([[0, 2, 2], [5, 0, 2]], device=probe.device)
@@ -51,7 +51,12 @@ def _check_lookup(fn, probe: Probe) -> None:
 
 
 def _check_one_hot_lookup(fn, probe: Probe) -> None:
-    _check_lookup(fn, probe)
+    try:
+        _check_lookup(fn, probe)
+    except Failure as failure:
+        if failure.code == "raised" and "cannot be multiplied" in failure.message:
+            failure.message += " Without num_classes, F.one_hot guesses the width from the largest id in the batch: pass num_classes=weight.shape[0]."
+        raise
     if not {getattr(f, "__name__", "") for f in probe.calls_seen} & MATRIX_PRODUCTS:
         probe.fail("not_a_matrix_product", f"`{probe.name}` gives the right rows but never multiplies matrices: build one_hot(ids) with shape (..., V) and multiply it by the (V, d) weight with `@`.")
 

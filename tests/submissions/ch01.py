@@ -40,9 +40,19 @@ def one_hot_eye_rows(weight, ids):
     return torch.matmul(eye[ids], weight)
 
 
+def one_hot_float_then_moved(weight, ids):
+    one_hot = torch.zeros(ids.numel(), weight.shape[0]).to(weight.device)  # made on the CPU, then moved
+    one_hot[torch.arange(ids.numel(), device=weight.device), ids.reshape(-1)] = 1.0
+    return (one_hot @ weight).reshape(*ids.shape, -1)
+
+
+def one_hot_dot_float(weight, ids):
+    return F.one_hot(ids, num_classes=weight.shape[0]).float() @ weight
+
+
 RIGHT = {
     "lookup": [lookup_indexing, lookup_index_select, lookup_loop, one_hot_matmul],
-    "one_hot_lookup": [one_hot_matmul, one_hot_einsum, one_hot_eye_rows],
+    "one_hot_lookup": [one_hot_matmul, one_hot_einsum, one_hot_eye_rows, one_hot_float_then_moved, one_hot_dot_float],
 }
 
 # --- wrong -----------------------------------------------------------------
@@ -80,8 +90,22 @@ def through_numpy(weight, ids):
     return torch.from_numpy(weight.detach().cpu().numpy()[ids.cpu().numpy()])
 
 
-def always_float32(weight, ids):
-    return F.one_hot(ids, weight.shape[0]).float() @ weight.float()
+def computes_in_float64(weight, ids):
+    return F.one_hot(ids, weight.shape[0]).double() @ weight.double()
+
+
+def one_hot_without_num_classes(weight, ids):
+    return F.one_hot(ids).float() @ weight
+
+
+def fills_a_cpu_tensor(weight, ids):
+    out = torch.zeros(*ids.shape, weight.shape[1])  # no device=
+    out[...] = weight[ids]
+    return out
+
+
+def cpu_identity_rows(weight, ids):
+    return torch.eye(weight.shape[0])[ids] @ weight  # no device=
 
 
 def flattened(weight, ids):
@@ -155,7 +179,10 @@ WRONG = [
     ("one_hot_lookup", "not_a_matrix_product", plain_indexing_for_one_hot),
     ("lookup", "no_gradient", detached),
     ("lookup", "no_gradient", through_numpy),
-    ("one_hot_lookup", "wrong_dtype", always_float32),
+    ("one_hot_lookup", "wrong_dtype", computes_in_float64),
+    ("one_hot_lookup", "raised", one_hot_without_num_classes),
+    ("lookup", "wrong_device", fills_a_cpu_tensor),
+    ("one_hot_lookup", "wrong_device", cpu_identity_rows),
     ("lookup", "wrong_shape", flattened),
     ("lookup", "wrong_values", off_by_a_little),
     ("lookup", "wrong_values", off_by_one_row),
