@@ -488,6 +488,7 @@ class Submission:
         self.skip: set[int] = set()  # cells that hung or killed the kernel: never run again
         self.restarts = 0
         self.cwd = ""
+        self.timings: dict[str, float] = {}  # seconds: kernel start (with the grader's set-up), cells, checks
 
     def error(self, cell: int | None, kind: str, message: str) -> None:
         self.errors.append({"cell": cell, "type": kind, "message": message})
@@ -504,10 +505,18 @@ class Submission:
     async def run(self) -> list[dict[str, Any]]:
         self.cwd = tempfile.mkdtemp(prefix="grade-")
         kernel: Kernel | None = None
+        clock = time.perf_counter
         try:
+            started = clock()
             kernel = await self.new_kernel()
+            self.timings["start"] = clock() - started
+            started = clock()
             kernel = await self.execute(kernel)
-            return await self.grade(kernel)
+            self.timings["execute"] = clock() - started
+            started = clock()
+            results = await self.grade(kernel)
+            self.timings["grade"] = clock() - started
+            return results
         finally:
             if kernel is not None:
                 await kernel.stop()
@@ -625,11 +634,21 @@ class Submission:
 
 
 def read_cells(data: bytes) -> tuple[list[tuple[int, str]], list[str]]:
-    """(index, source) of every non-empty code cell; and every code cell's source."""
-    import nbformat
+    """(index, source) of every non-empty code cell; and every code cell's source.
 
-    notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
-    code = [(i, cell.source) for i, cell in enumerate(notebook.cells) if cell.get("cell_type") == "code"]
+    Plain JSON for nbformat 4 (nbformat's schema validation costs seconds per
+    notebook and a student's stray metadata must not cost them their grade);
+    older formats go through nbformat's converter."""
+    notebook = json.loads(data.decode("utf-8"))
+    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+        import nbformat
+
+        notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
+    code = []
+    for index, cell in enumerate(notebook["cells"]):
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            source = cell.get("source", "")
+            code.append((index, "".join(source) if isinstance(source, list) else str(source)))
     return [(i, s) for i, s in code if s.strip()], [s for _, s in code]
 
 
@@ -682,7 +701,10 @@ async def grade_notebook_async(
     submission = Submission(cells, selected, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, memory_mb=memory_mb)
     graded = True
     try:
-        results = await submission.run()
+        if errors:  # unreadable: nothing to run
+            results = [Submission.verdict(e, False, "not_implemented", "The submission could not be read as a notebook (see the errors).") for e in selected]
+        else:
+            results = await submission.run()
     except Exception as error:  # noqa: BLE001  (the kernel did not start, ...: not the student's fault)
         graded = False
         submission.error(None, "GraderError", f"{type(error).__name__}: {error}"[:500])
@@ -697,6 +719,7 @@ async def grade_notebook_async(
         "chapters": sorted(wanted),
         "graded": graded,
         "seconds": round(time.monotonic() - started, 2),
+        "timings": {k: round(v, 2) for k, v in submission.timings.items()},
     }
 
 
@@ -1002,6 +1025,7 @@ def measure_overhead(notebook: str | Path, repeats: int = 1) -> dict[str, Any]:
         "within_budget": ratio <= OVERHEAD_BUDGET,
         "score": report.get("score"),
         "max_score": report.get("max_score"),
+        "timings": report.get("timings"),  # the last graded run: start, execute, grade (the checks alone)
     }
 
 

@@ -301,6 +301,15 @@ def test_only_the_nonce_tagged_verdict_counts():
     assert submission.parse(exercise, {"user_expressions": {}})["diagnosis"] == "raised"
 
 
+def test_an_unreadable_submission_scores_zero_without_a_kernel(tmp_path):
+    path = tmp_path / "01_broken.ipynb"
+    path.write_text("{ this is not json")
+    report = grade.grade_notebook(path)
+    assert report["graded"] and report["score"] == 0 and report["max_score"] > 0
+    assert report["errors"][0]["type"] == "NotebookFormatError"
+    assert {ex["diagnosis"] for ex in report["exercises"]} == {"not_implemented"}
+
+
 def test_cli_refuses_missing_paths(tmp_path, capsys):
     assert grade.main([str(tmp_path / "nope.ipynb"), "--out", str(tmp_path / "out")]) == 2
     assert grade.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2  # a folder without notebooks
