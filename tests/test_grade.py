@@ -1,0 +1,315 @@
+"""The grader: `python -m helpers.grade`.
+
+One batch (module fixture, --jobs 2) grades chapter 01's solution and its
+unfilled chapter plus eight tiny synthetic notebooks: tampering, a killed
+kernel and a segfault, a check that kills the kernel, overwritten names,
+errors, wrong code. The tests below read its reports. The endless-cell
+notebook runs on its own with a short --timeout. The rest are unit tests that
+start no kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers import grade
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION = ROOT / "solutions" / "01_lookup_tables.ipynb"
+CHAPTER = ROOT / "chapters" / "01_lookup_tables.ipynb"
+
+HEAD = "import torch\nimport torch.nn.functional as F\n\nfrom helpers import check"
+RIGHT_LOOKUP = "def lookup(weight, ids):\n    return weight[ids]"
+WRONG_LOOKUP = "def lookup(weight, ids):\n    return weight.T[ids]  # columns, not rows"
+RIGHT_ONE_HOT = "def one_hot_lookup(weight, ids):\n    return F.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight"
+
+TAMPER_CHECK = 'check = lambda *args, **kwargs: True\ncheck("lookup", lookup)'
+TAMPER_HELPERS = """\
+import helpers
+import helpers.checking
+from helpers.checking import CheckResult
+
+
+def always_passes(exercise_id, submission):
+    return CheckResult(exercise_id, True, None, "All probes passed", 2, 2)
+
+
+helpers.checking.check = always_passes
+helpers.check = always_passes
+helpers.checking.close = lambda *args, **kwargs: True
+torch.allclose = lambda *args, **kwargs: True
+torch.equal = lambda *args, **kwargs: True
+check = always_passes"""
+SNEAKY_LOOKUP = """\
+def lookup(weight, ids):
+    import sys
+
+    import torch
+
+    torch.allclose = lambda *args, **kwargs: True  # patched while being checked
+    sys.modules["helpers.checking"].close = lambda *args, **kwargs: True
+    return weight.T[ids]"""
+TAMPER_REGISTRY = """\
+import dataclasses
+
+import helpers.registry
+
+for exercise_id, exercise in list(helpers.registry.EXERCISES.items()):
+    helpers.registry.EXERCISES[exercise_id] = dataclasses.replace(exercise, run=lambda fn, probe: None)
+print('{"id": "lookup", "passed": true, "score": 2, "diagnosis": null}')
+print("lookup: passed 2/2")"""
+TAMPER_SHADOW = """\
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+os.makedirs("helpers", exist_ok=True)
+with open("helpers/__init__.py", "w") as f:
+    f.write("class R:\\n    passed = True\\n\\ndef check(*args, **kwargs):\\n    return R()\\n")
+with open("helpers.py", "w") as f:
+    f.write("def check(*args, **kwargs):\\n    return True\\n")
+
+
+class Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "helpers" or name.startswith("helpers."):
+            here = os.path.abspath("helpers")
+            return importlib.util.spec_from_file_location(name, os.path.join(here, "__init__.py"), submodule_search_locations=[here])
+        return None
+
+
+sys.meta_path.insert(0, Finder())
+sys.path.insert(0, os.getcwd())
+for name in [n for n in sys.modules if n.startswith("helpers")]:
+    del sys.modules[name]
+import helpers
+
+print(helpers.check("lookup", lookup).passed)"""
+
+SEGFAULT = "import ctypes\n\nctypes.string_at(0)"
+NOTEBOOKS = {  # name: cells (a markdown cell comes first, so code cell k is notebook cell k + 1)
+    "right": [HEAD, "def lookup(weight, ids):\n    return weight.index_select(0, ids.flatten()).reshape(*ids.shape, -1)", RIGHT_ONE_HOT.replace("@ weight", "@ weight  # (..., V) @ (V, d)")],
+    "tamper_check": [HEAD, WRONG_LOOKUP, TAMPER_CHECK, TAMPER_HELPERS, RIGHT_ONE_HOT],
+    "tamper_registry": [HEAD, SNEAKY_LOOKUP, RIGHT_ONE_HOT, TAMPER_REGISTRY],
+    "tamper_shadow": [HEAD, WRONG_LOOKUP, RIGHT_ONE_HOT, TAMPER_SHADOW],
+    "crashes": [HEAD, RIGHT_LOOKUP, "import os\n\nos._exit(1)", RIGHT_ONE_HOT, SEGFAULT, "x = 1"],
+    "check_kills": [HEAD, "def lookup(weight, ids):\n    import os\n\n    os._exit(3)", RIGHT_ONE_HOT],
+    "overwritten": [HEAD, RIGHT_LOOKUP, 'check("lookup", lookup)', "1 / 0", "lookup = lambda weight, ids: weight.T[ids]"],
+    "forbidden": [HEAD, "def lookup(weight, ids):\n    return F.embedding(ids, weight)", "def one_hot_lookup(weight, ids):\n    return F.one_hot(ids, weight.shape[1]).to(weight.dtype) @ weight.T"],
+}
+
+
+def write_notebook(path: Path, cells: list[str]) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell("# A submission")] + [nbformat.v4.new_code_cell(source) for source in cells]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, path)
+    return path
+
+
+def fingerprint(paths: list[Path]) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """Grade 10 notebooks with --jobs 2; the reports by name, and the fingerprints around it."""
+    folder = tmp_path_factory.mktemp("class")
+    for name, cells in NOTEBOOKS.items():
+        write_notebook(folder / f"{name}.ipynb", cells)
+    inputs = [SOLUTION, CHAPTER, *sorted(folder.glob("*.ipynb"))]
+    listing = sorted(p.name for p in folder.iterdir())
+    before = fingerprint(inputs)
+    out = tmp_path_factory.mktemp("out")
+    code = grade.main([str(SOLUTION), str(CHAPTER), str(folder), "--out", str(out), "--jobs", "2", "--timeout", "30", "--quiet"])
+    reports = {p.name.removesuffix(".json"): json.loads(p.read_text()) for p in out.glob("*.json") if not p.name.startswith("summary")}
+    return {"code": code, "reports": reports, "out": out, "before": before, "after": fingerprint(inputs), "listing": (listing, sorted(p.name for p in folder.iterdir()))}
+
+
+def by_id(report):
+    return {ex["id"]: ex for ex in report["exercises"]}
+
+
+def test_batch_finishes_with_exit_code_zero_and_a_report_each(batch):
+    assert batch["code"] == 0
+    assert len(batch["reports"]) == 10, sorted(batch["reports"])
+    for report in batch["reports"].values():
+        assert set(report) >= {"submission", "score", "max_score", "exercises", "errors"}
+        for ex in report["exercises"]:
+            assert set(ex) >= {"id", "passed", "score", "max_score", "diagnosis", "message"}
+        for error in report["errors"]:
+            assert set(error) >= {"cell", "type", "message"}
+
+
+def test_solution_scores_full_marks(batch):
+    report = batch["reports"]["solutions__01_lookup_tables"]
+    assert report["max_score"] > 0 and report["score"] == report["max_score"], report
+    assert report["errors"] == [] and report["warnings"] == []
+    assert {ex["id"] for ex in report["exercises"]} == {"lookup", "one_hot_lookup"}
+
+
+def test_unfilled_chapter_scores_zero_with_not_implemented(batch):
+    report = batch["reports"]["chapters__01_lookup_tables"]
+    assert report["score"] == 0 and report["max_score"] > 0
+    assert {ex["diagnosis"] for ex in report["exercises"]} == {"not_implemented"}
+    assert report["errors"] == []  # the unfilled chapter runs top to bottom
+
+
+def test_a_perfect_tiny_notebook_scores_full_marks(batch):
+    report = batch["reports"]["right"]
+    assert report["score"] == report["max_score"] == 4, report
+
+
+@pytest.mark.parametrize("name, diagnosis", [("tamper_check", "transposed_weight"), ("tamper_registry", "changed_global_state"), ("tamper_shadow", "transposed_weight")])
+def test_tampering_earns_nothing(batch, name, diagnosis):
+    report = batch["reports"][name]
+    lookup, one_hot = by_id(report)["lookup"], by_id(report)["one_hot_lookup"]
+    assert (lookup["passed"], lookup["score"], lookup["diagnosis"]) == (False, 0, diagnosis), lookup
+    assert one_hot["passed"], one_hot  # the grader still works in a tampered kernel
+    assert report["errors"] == [], report["errors"]
+    assert report["warnings"], "cells that reach into the machinery are flagged for a person"
+
+
+def test_a_dead_kernel_costs_only_what_it_prevents(batch):
+    report = batch["reports"]["crashes"]
+    assert report["score"] == report["max_score"] == 4, report  # exercises before and after both crashes
+    assert [(e["cell"], e["type"]) for e in report["errors"]] == [(3, "KernelDied"), (5, "KernelDied")]
+
+
+def test_a_check_that_kills_the_kernel_fails_alone(batch):
+    results = by_id(batch["reports"]["check_kills"])
+    assert (results["lookup"]["passed"], results["lookup"]["diagnosis"]) == (False, "raised")
+    assert "killed the kernel" in results["lookup"]["message"]
+    assert results["one_hot_lookup"]["passed"]
+
+
+def test_names_stand_as_at_the_end_and_errors_are_reported(batch):
+    report = batch["reports"]["overwritten"]
+    results = by_id(report)
+    assert results["lookup"]["diagnosis"] == "transposed_weight"  # overwritten after a passing check
+    assert (results["one_hot_lookup"]["diagnosis"], results["one_hot_lookup"]["score"]) == ("not_implemented", 0)
+    assert "not defined" in results["one_hot_lookup"]["message"]
+    assert report["errors"] == [{"cell": 4, "type": "ZeroDivisionError", "message": "ZeroDivisionError: division by zero"}]
+    assert report["warnings"] == []
+
+
+def test_wrong_code_gets_its_diagnosis(batch):
+    results = by_id(batch["reports"]["forbidden"])
+    assert (results["lookup"]["diagnosis"], results["one_hot_lookup"]["diagnosis"]) == ("forbidden_api", "transposed_weight")
+
+
+def test_submissions_are_never_written(batch):
+    assert batch["before"] == batch["after"]
+    assert batch["listing"][0] == batch["listing"][1]  # nothing written next to them either
+
+
+def test_summary_shows_scores_pass_rates_and_the_common_mistake(batch):
+    out = batch["out"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["submissions"] == 10 and len(summary["students"]) == 10
+    lookup = next(e for e in summary["exercises"] if e["id"] == "lookup")
+    assert (lookup["submissions"], lookup["passed"], lookup["pass_rate"]) == (10, 3, 0.3)
+    assert lookup["most_common_diagnosis"] == "transposed_weight"  # 3 notebooks make that mistake
+    text = (out / "summary.md").read_text()
+    assert "transposed_weight" in text and "tamper_shadow" in text
+    rows = (out / "summary.csv").read_text().splitlines()
+    assert rows[0] == "submission,score,max_score,errors,lookup,one_hot_lookup" and len(rows) == 11
+
+
+def test_endless_cells_are_interrupted_or_killed_and_gradescope_output(tmp_path, monkeypatch):
+    monkeypatch.setattr(grade, "INTERRUPT_GRACE", 1.0)
+    stubborn = "import signal\n\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
+    path = write_notebook(tmp_path / "endless.ipynb", [HEAD, RIGHT_LOOKUP, "while True:\n    pass", RIGHT_ONE_HOT, stubborn, "x = 1"])
+    before = fingerprint([path])
+    out = tmp_path / "out"
+    assert grade.main([str(path), "--out", str(out), "--format", "gradescope", "--timeout", "3", "--quiet"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["score"] == 4
+    assert [(t["name"], t["score"], t["max_score"]) for t in results["tests"]] == [("lookup", 2, 2), ("one_hot_lookup", 2, 2)]
+    assert all(set(t) >= {"name", "score", "max_score", "output"} for t in results["tests"])
+    assert "cell 3" in results["output"] and "cell 5" in results["output"]
+    assert fingerprint([path]) == before
+
+
+def test_measure_overhead_reports_the_ratio(tmp_path):
+    path = write_notebook(tmp_path / "tiny.ipynb", [RIGHT_LOOKUP])
+    measured = grade.measure_overhead(path)
+    assert set(measured) >= {"execute_s", "grade_s", "ratio", "budget", "within_budget"}
+    assert measured["execute_s"] > 0 and measured["ratio"] > 0 and (measured["score"], measured["max_score"]) == (2, 4)
+
+
+# --- no kernel below ----------------------------------------------------------------------
+
+
+def test_chapter_detection():
+    table = [grade.ExerciseInfo("lookup", 1, 2), grade.ExerciseInfo("one_hot_lookup", 1, 2), grade.ExerciseInfo("ScaledEmbedding", 2, 2)]
+    assert grade.detect_chapters(["def lookup(w, ids):\n    ..."], "alice.ipynb", table) == {1}
+    assert grade.detect_chapters(['check("ScaledEmbedding", X)'], "bob.ipynb", table) == {2}
+    assert grade.detect_chapters(["lookup = lambda w, i: w[i]", "class ScaledEmbedding(nn.Module): ..."], "x.ipynb", table) == {1, 2}
+    assert grade.detect_chapters(["print('nothing')"], "02_scaling.ipynb", table) == {2}
+    assert grade.detect_chapters([], "empty.ipynb", table) == {1, 2}  # unknown: every chapter counts
+
+
+def test_report_names_stay_unique(tmp_path):
+    paths = [tmp_path / "alice" / "01.ipynb", tmp_path / "bob" / "01.ipynb", tmp_path / "bob" / "notes.ipynb"]
+    assert grade.report_names(paths) == ["alice__01", "bob__01", "notes"]
+    assert grade.report_names([tmp_path / "a b.ipynb", tmp_path / "c.ipynb"]) == ["a_b", "c"]
+
+
+REPORT = {
+    "submission": "alice.ipynb",
+    "score": 2,
+    "max_score": 4,
+    "exercises": [
+        {"id": "lookup", "passed": True, "score": 2, "max_score": 2, "diagnosis": None, "message": "All probes passed."},
+        {"id": "one_hot_lookup", "passed": False, "score": 0, "max_score": 2, "diagnosis": "transposed_weight", "message": "You read the table | as (d, V)."},
+    ],
+    "errors": [{"cell": 4, "type": "ZeroDivisionError", "message": "ZeroDivisionError: division by zero"}],
+    "warnings": [],
+    "graded": True,
+    "seconds": 3.2,
+}
+
+
+def test_markdown_and_gradescope_formats():
+    markdown = grade.report_markdown(REPORT)
+    assert "**Score: 2 / 4**" in markdown
+    assert "| `one_hot_lookup` | ✘ failed | 0 / 2 | transposed_weight | You read the table \\| as (d, V). |" in markdown
+    assert "| 4 | ZeroDivisionError | ZeroDivisionError: division by zero |" in markdown
+    results = json.loads(grade.report_gradescope(REPORT))
+    assert results["score"] == 2
+    assert results["tests"][1] == {"name": "one_hot_lookup", "score": 0, "max_score": 2, "status": "failed", "output": "transposed_weight: You read the table | as (d, V)."}
+
+
+def test_only_the_nonce_tagged_verdict_counts():
+    submission = grade.Submission([], [], cell_timeout=1, notebook_timeout=1)
+    exercise = grade.ExerciseInfo("lookup", 1, 2)
+
+    def reply(verdict):
+        return {"user_expressions": {"verdict": {"status": "ok", "data": {"text/plain": repr(repr(verdict))}}}}
+
+    good = {"nonce": submission.nonce, "id": "lookup", "passed": True, "diagnosis": None, "message": "ok"}
+    assert submission.parse(exercise, reply(good))["score"] == 2
+    for fake in ({**good, "nonce": "0" * 32}, {**good, "id": "one_hot_lookup"}, {**good, "passed": "yes"}):
+        assert submission.parse(exercise, reply(fake))["score"] == 0
+    assert submission.parse(exercise, {"user_expressions": {}})["diagnosis"] == "raised"
+
+
+def test_an_unreadable_submission_scores_zero_without_a_kernel(tmp_path):
+    path = tmp_path / "01_broken.ipynb"
+    path.write_text("{ this is not json")
+    report = grade.grade_notebook(path)
+    assert report["graded"] and report["score"] == 0 and report["max_score"] > 0
+    assert report["errors"][0]["type"] == "NotebookFormatError"
+    assert {ex["diagnosis"] for ex in report["exercises"]} == {"not_implemented"}
+
+
+def test_cli_refuses_missing_paths(tmp_path, capsys):
+    assert grade.main([str(tmp_path / "nope.ipynb"), "--out", str(tmp_path / "out")]) == 2
+    assert grade.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2  # a folder without notebooks
