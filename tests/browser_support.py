@@ -259,6 +259,9 @@ class LabServer:
                 return session["kernel"].get("execution_state")
         return None
 
+    def kernel_names(self, path: str) -> list[str]:
+        return [s["kernel"]["name"] for s in self.api("GET", "/api/sessions") if s.get("path") == path and s.get("kernel")]
+
     def wait_idle(self, path: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         state = None
@@ -342,23 +345,28 @@ RUN_DONE_JS = """
 }
 """
 
-# A fingerprint of what a slider drives: the widget's output area(s).
+# A slider's value, and a fingerprint of what it drives.
 SLIDER_STATE_JS = """
 ([cellIndex, sliderIndex]) => {
   const panel = document.querySelector('#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden)');
   const cell = panel.querySelectorAll('.jp-Notebook .jp-Cell')[cellIndex];
   const slider = cell.querySelectorAll('.widget-slider')[sliderIndex];
   const handle = slider.querySelector('.noUi-handle');
-  const box = slider.closest('.widget-interact, .widget-box') || cell;
-  const outputs = [...box.querySelectorAll('.widget-output')];
+  // What it drives: the Output widgets (plots, prints) of the widget it
+  // belongs to, else those anywhere in its cell, else its widget's other
+  // text (labels, HTML).
+  const box = slider.closest('.jp-OutputArea-output') || cell;
+  let outputs = [...box.querySelectorAll('.widget-output')];
+  if (!outputs.length) outputs = [...cell.querySelectorAll('.widget-output')];
   const scope = outputs.length ? outputs : [box];
   const images = scope.flatMap(o => [...o.querySelectorAll('img')]);
+  const text = o => { const c = o.cloneNode(true); c.querySelectorAll('.widget-slider, .widget-readout').forEach(e => e.remove()); return c.textContent; };
   return {
     value: handle ? handle.getAttribute('aria-valuenow') : null,
     min: handle ? handle.getAttribute('aria-valuemin') : null,
     max: handle ? handle.getAttribute('aria-valuemax') : null,
     readout: (slider.querySelector('.widget-readout') || {}).innerText || '',
-    driven: scope.map(o => o === box ? '' : o.innerText).join('|') + images.map(i => i.src).join('|'),
+    driven: scope.map(text).join('|') + images.map(i => i.src).join('|'),
     images: images.length,
     imagesLoaded: images.filter(i => i.complete && i.naturalWidth > 0).length,
     errors: scope.flatMap(o => [...o.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"]')]).map(e => e.innerText.slice(0, 1500)),
@@ -393,7 +401,11 @@ class Lab:
     def boot(self, first: str, timeout: float = 120) -> None:
         """Open JupyterLab at a notebook, as `python3 course.py lab` does."""
         self.page.goto(f"{self.server.url}/lab/tree/{first}?reset&token={self.server.token}")
-        self.page.wait_for_selector("#jp-main-dock-panel", timeout=timeout * 1000)
+        self.page.wait_for_function(
+            "path => { const t = document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current'); return t && t.title.includes('Path: ' + path); }",
+            arg=first,
+            timeout=timeout * 1000,
+        )
 
     def current_path(self) -> str | None:
         """The path of the notebook in the current tab (its title says "Path: ...")."""
@@ -451,9 +463,10 @@ class Lab:
             self.page.locator(".lm-Menu:visible .lm-Menu-itemLabel", has_text=re.compile("^Open With$")).click()
             self.page.locator(".lm-Menu:visible .lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(open_with)}$")).click()
 
-    def wait_loaded(self, path: str, n_cells: int, timeout: float = 120) -> None:
-        """The notebook's cells are on screen and its kernel (the one its
-        metadata names, started with no "Select Kernel" dialog) is idle."""
+    def wait_loaded(self, path: str, n_cells: int, kernel: str = "python3", wait_idle: bool = True, timeout: float = 120) -> None:
+        """The notebook's cells are on screen, a session with the kernel its
+        metadata names was started with no "Select Kernel" dialog and (unless
+        wait_idle is False) that kernel is up and idle."""
         self.page.wait_for_function(
             "([name, n]) => { const t = document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current');"
             " const p = document.querySelector('#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden)');"
@@ -461,6 +474,13 @@ class Lab:
             arg=[path.rsplit("/", 1)[-1], n_cells],
             timeout=timeout * 1000,
         )
+        if not wait_idle:
+            deadline = time.monotonic() + timeout
+            while (names := self.server.kernel_names(path)) != [kernel]:
+                if self.dialog_text() or time.monotonic() > deadline:
+                    raise AssertionError(f"{path}: no {kernel!r} kernel started (sessions: {names}; dialog: {self.dialog_text()!r})")
+                time.sleep(0.1)
+            return
         self.page.wait_for_function(
             "() => document.querySelector('.jp-Dialog') || /\\|\\s*Idle/.test((document.querySelector('.jp-StatusBar-Widget') || {}).innerText || '')",
             timeout=timeout * 1000,
@@ -468,6 +488,8 @@ class Lab:
         if self.dialog_text():  # e.g. "Select Kernel": the notebook names no kernel we have
             raise AssertionError(f"{path}: opening it showed a dialog: {self.dialog_text()!r}")
         self.server.wait_idle(path, timeout)
+        if self.server.kernel_names(path) != [kernel]:
+            raise AssertionError(f"{path}: its kernel is {self.server.kernel_names(path)}, not {kernel!r}")
 
     # -- running --------------------------------------------------------------
 
