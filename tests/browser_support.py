@@ -423,8 +423,10 @@ class Lab:
                 discard = dialog.locator("button.jp-Dialog-button", has_text=re.compile(r"^(Discard|Don't Save)$"))
                 if discard.count():
                     discard.first.click()
-                else:
+                else:  # e.g. "Select Kernel", left open by a failed test
                     self.page.keyboard.press("Escape")
+                    self.page.wait_for_function("() => !document.querySelector('.jp-Dialog')", timeout=5_000)
+                    continue
             elif self.page.locator("#jp-main-dock-panel .jp-NotebookPanel").count():
                 self.menu("File", "Close All Tabs")
             else:
@@ -531,7 +533,7 @@ class Lab:
     def slider_state(self, cell: int, slider: int) -> dict:
         return self.page.evaluate(SLIDER_STATE_JS, [cell, slider])
 
-    def move_slider(self, cell: int, slider: int, path: str, timeout: float = 60) -> tuple[dict, dict]:
+    def move_slider(self, cell: int, slider: int, path: str, timeout: float = 30) -> tuple[dict, dict]:
         """Press an arrow key on the slider's handle; return (before, after)
         once the value AND what it drives (plot, text) have changed."""
         before = self.slider_state(cell, slider)
