@@ -502,17 +502,42 @@ class Probe:
 
 class _FactoriesOnMeta(TorchFunctionMode):
     """Tensors made without `device=` (outside a module's __init__, whose
-    buffers .to() moves later) come out on the meta device. 0-dim results stay
-    on the CPU: a CPU scalar mixes with any device, as on a real GPU."""
+    buffers .to() moves later) come out on the meta device, standing for "the
+    CPU" while the inputs on the CPU stand for "the GPU". As on a real GPU, a
+    CPU scalar mixes with anything (0-dim results stay put) and a CPU index
+    tensor may index a GPU tensor (`table[torch.arange(T)]` is fine there, so
+    it is fine here: the index gets its real values back)."""
 
     FACTORIES = {"zeros", "ones", "empty", "full", "arange", "eye", "linspace", "logspace", "rand", "randn", "randint", "randperm", "tensor", "as_tensor"}
 
+    def __init__(self):
+        super().__init__()
+        self.real: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(meta) -> (meta, the real tensor)
+
+    MAY_MIX = {"to", "copy_", "__get__", "__set__"}  # moving data between devices is allowed, as on a GPU
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in ("__getitem__", "__setitem__") and len(args) > 1 and isinstance(args[0], torch.Tensor) and not args[0].is_meta:
+            args = (args[0], self._real_index(args[1]), *args[2:])
+        elif name not in self.MAY_MIX:
+            tensors = [t for t in _tensors_in([args, kwargs]) if t.dim() > 0]
+            if any(t.is_meta for t in tensors) and not all(t.is_meta for t in tensors):
+                raise RuntimeError(f"Expected all tensors to be on the same device, but {name} got a tensor made on the CPU without device= and one on the input's device")
         result = func(*args, **kwargs)
-        if getattr(func, "__name__", "") in self.FACTORIES and kwargs.get("device") is None and isinstance(result, torch.Tensor) and result.dim() > 0 and not _in_module_init():
-            return result.to("meta")
+        if name in self.FACTORIES and kwargs.get("device") is None and isinstance(result, torch.Tensor) and result.dim() > 0 and not _in_module_init():
+            meta = result.to("meta")
+            self.real[id(meta)] = (meta, result)
+            return meta
         return result
+
+    def _real_index(self, index: Any) -> Any:
+        if isinstance(index, tuple):
+            return tuple(self._real_index(i) for i in index)
+        if isinstance(index, torch.Tensor) and index.is_meta and self.real.get(id(index), (None,))[0] is index:
+            return self.real[id(index)][1]
+        return index
 
 
 def _in_module_init() -> bool:
