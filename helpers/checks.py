@@ -162,6 +162,8 @@ def _rope_properties(probe: Probe, rotate, head_dim: int):
             dots = (rotate(q, m).detach().float() * rotate(k, m - 5).detach().float()).sum(-1).flatten().tolist()
         except Exception:  # the student's code broke on these inputs: the message we have will do
             return
+        if close(turned, x, rtol=1e-4, atol=1e-4):
+            probe.fail("wrong_values", f"{failure.message} It returns its input unchanged: nothing is rotated (check that both q and k are turned, and returned).")
         norms_kept = bool(((ratio - 1).abs() < 1e-2).all())
         relative = max(dots) - min(dots) < 1e-2 * (1 + max(abs(d) for d in dots))
         if not norms_kept:
@@ -203,7 +205,7 @@ def _check_rope_cache(fn, probe: Probe) -> None:
             probe.fail("wrong_values", f"`{call}` returned (sin, cos): return the cos table first, then the sin table.")
         for index, name in enumerate(("cos", "sin")):
             mistakes = lambda index=index, args=args: {code: _faces(m(*args), index) for code, m in probe.exercise.mistakes.items()}
-            hint = f"Each table is (max_len, head_dim) = {tuple(expected[index].shape)}: the head_dim/2 angles, written twice (torch.cat([angles, angles], dim=-1))."
+            hint = "Each table has head_dim columns: the head_dim/2 angles, written twice (torch.cat([angles, angles], dim=-1))." if tables[index].shape != expected[index].shape else ""
             _expect_then(probe, _collisions(probe, tables), tables[index], expected[index], what=f"the {name} table of {call}", mistakes=mistakes, hint=hint, **CACHE_TOLERANCE)
 
 
@@ -244,13 +246,24 @@ def _check_apply_rope(fn, probe: Probe) -> None:
         out = _two_tensors(probe, out, f"`{probe.name}`", "(q_rot, k_rot)")
         expected = reference.apply_rope(*args)
 
-        def rotate(x, p):
-            return probe.call(fn, x, x, cos, sin, p)[0]
-
         for index, name in enumerate(("q_rot", "k_rot")):
+
+            def rotate(x, p, index=index):
+                return probe.call(fn, x, x, cos, sin, p)[index]
+
             mistakes = lambda index=index, args=args: {code: _faces(m(*args), index) for code, m in probe.exercise.mistakes.items()}
             shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
-            _expect_then(probe, _rope_properties(probe, rotate, d), out[index], expected[index], what=f"{name} {shape}, {what},", mistakes=mistakes, **_rope_tolerance(q))
+            fallback = _bf16_arithmetic(probe) if dtype == torch.bfloat16 else _rope_properties(probe, rotate, d)
+            _expect_then(probe, fallback, out[index], expected[index], what=f"{name} {shape}, {what},", mistakes=mistakes, **_rope_tolerance(q))
+
+
+def _bf16_arithmetic(probe: Probe):
+    def fallback(failure: Failure) -> None:  # the float32 probes passed: the precision is what differs
+        probe.fail(
+            "wrong_values", f"{failure.message} Your code is right in float32 but not in bfloat16: do the arithmetic in float32 (q.float() * cos + ...) and cast the result back with .to(q.dtype)."
+        )
+
+    return fallback
 
 
 # rope_interleaved -------------------------------------------------------------
@@ -316,10 +329,11 @@ def _check_rotary_embedding(cls, probe: Probe) -> None:
         tables = (t.to(probe.device) for t in _tables(head_dim, base))
         expected = reference.apply_rope(q, k, *tables, *extra)
 
-        def rotate(x, p, built=built):
-            return probe.call(built, x, x, p)[0]
+        for index, (x, got, want, name) in enumerate(zip((q, k), out, expected, ("q_rot", "k_rot"))):
 
-        for x, got, want, name in zip((q, k), out, expected, ("q_rot", "k_rot")):
+            def rotate(x, p, built=built, index=index):
+                return probe.call(built, x, x, p)[index]
+
             mistakes = lambda x=x, positions=positions, base=base: {code: m(x, positions, base) for code, m in probe.exercise.mistakes.items()}
             fallback = _low_precision(probe) if dtype == torch.bfloat16 else _rope_properties(probe, rotate, head_dim)
             _expect_then(probe, fallback, got, want, what=f"{name} {tuple(want.shape)} from {made} with {what},", mistakes=mistakes, **_rope_tolerance(x))
@@ -378,6 +392,7 @@ register(
             "wrong_exponent": mistakes.rope_cache_wrong_exponent,
             "rope_mixed_pairing": mistakes.rope_cache_mixed_pairing,
             "low_precision_angles": mistakes.rope_cache_low_precision,
+            "position_offset": mistakes.rope_cache_position_offset,
         },
     )
 )

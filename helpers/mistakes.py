@@ -178,6 +178,15 @@ def rope_cache_low_precision(head_dim: int, max_len: int, base: float = 10000.0)
     return faces
 
 
+def rope_cache_position_offset(head_dim: int, max_len: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Your table starts at position 1: row m holds the angles of position
+    m + 1. Row 0 is position 0, whose angles are all 0 (cos 1, sin 0):
+    use torch.arange(max_len), not torch.arange(1, max_len + 1)."""
+    angles = torch.outer(torch.arange(1, max_len + 1, dtype=torch.float64), _theta(head_dim, base))
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().float(), angles.sin().float()
+
+
 # rotate_half -----------------------------------------------------------------
 
 

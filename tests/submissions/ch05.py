@@ -335,6 +335,14 @@ def cache_bf16_unusual(head_dim, max_len, base=10000.0):
     return emb.cos().float(), emb.sin().float()
 
 
+def cache_from_position_one(head_dim, max_len, base=10000.0):
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    t = torch.arange(1, max_len + 1).float()
+    freqs = torch.outer(t, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
 def cache_sin_first(head_dim, max_len, base=10000.0):
     cos, sin = cache_hf_float32(head_dim, max_len, base)
     return sin, cos
@@ -446,6 +454,12 @@ def apply_rope_forgot_rotate(q, k, cos, sin, positions=None):
     c, s = _gather(cos, sin, q.shape[-2], positions)
     c, s = c.to(q.dtype), s.to(q.dtype)
     return q * c + q * s, k * c + k * s
+
+
+def apply_rope_forgets_k(q, k, cos, sin, positions=None):
+    c, s = _gather(cos, sin, q.shape[-2], positions)
+    c, s = c.to(q.dtype), s.to(q.dtype)
+    return q * c + rotate_half_slices(q) * s, k
 
 
 def apply_rope_concatenated(q, k, cos, sin, positions=None):
@@ -665,6 +679,7 @@ WRONG = [
     ("rope_cache", "low_precision_angles", cache_in_bfloat16),
     ("rope_cache", "low_precision_angles", cache_half_positions),
     ("rope_cache", "low_precision_angles", cache_bf16_unusual),
+    ("rope_cache", "position_offset", cache_from_position_one),
     ("rope_cache", "wrong_values", cache_sin_first),
     ("rope_cache", "wrong_shape", cache_half_width),
     ("rope_cache", "wrong_type", cache_stacked),
@@ -685,6 +700,7 @@ WRONG = [
     ("apply_rope", "raised", apply_rope_no_head_axis),
     ("apply_rope", "wrong_values", apply_rope_forgot_rotate),
     ("apply_rope", "wrong_type", apply_rope_concatenated),
+    ("apply_rope", "wrong_values", apply_rope_forgets_k),
     # rope_interleaved
     ("rope_interleaved", "rope_half_split_convention", interleaved_but_half_split),
     ("rope_interleaved", "rope_sign_flip", interleaved_conjugate),
