@@ -309,7 +309,7 @@ def _check_rotary_embedding(cls, probe: Probe) -> None:
     if plain:
         probe.fail(
             "pe_not_buffer",
-            f"`{probe.name}` keeps {', '.join(plain)} as a plain tensor attribute: module.to('cuda') does not move it, so on a GPU your forward mixes devices. Register it with self.register_buffer(name, tensor, persistent=False).",
+            f"`{probe.name}` keeps {', '.join(plain)} as plain tensor attributes: module.to('cuda') does not move those, so on a GPU your forward mixes devices. Register each with self.register_buffer(name, tensor, persistent=False).",
         )
     # Values: the same cases as apply_rope, then a module with another head size and base.
     cases = (
@@ -319,8 +319,8 @@ def _check_rotary_embedding(cls, probe: Probe) -> None:
         ("positions of shape (B, T), a different row per sequence", torch.float32, _rope_positions(probe, B, T)),
         ("bfloat16 q and k, positions up to 3999", torch.bfloat16, _rope_positions(probe, T)),
     )
-    runs = [(module, d, 10000.0, f"RotaryEmbedding({d}, {ROPE_MAX_LEN})", case) for case in cases]
-    runs.append((probe.build(cls, 12, 64, 500.0), 12, 500.0, "RotaryEmbedding(12, 64, 500.0)", ("positions=None", torch.float32, None)))
+    runs = [(module, d, 10000.0, f"{probe.name}({d}, {ROPE_MAX_LEN})", case) for case in cases]
+    runs.append((probe.build(cls, 12, 64, 500.0), 12, 500.0, f"{probe.name}(12, 64, 500.0)", ("positions=None", torch.float32, None)))
     for built, head_dim, base, made, (what, dtype, positions) in runs:
         q, k = probe.randn(B, Hq, T, head_dim, dtype=dtype), probe.randn(B, Hk, T, head_dim, dtype=dtype)
         extra = () if positions is None else (positions,)
@@ -371,7 +371,8 @@ def _check_rotary_embedding(cls, probe: Probe) -> None:
 
     # Device: every tensor on the meta device; a table or position made on the CPU shows.
     def on_device(device: torch.device):
-        moved = probe.call(small.to, device, what=f"`{probe.name}.to(device)`")
+        fresh = probe.build(cls, 8, 16)  # a new one for every run: .to() moves a module in place
+        moved = probe.call(fresh.to, device, what=f"`{probe.name}.to(device)`")
         return probe.call(moved, probe.randn(1, 2, 4, 8, device=device), probe.randn(1, 1, 4, 8, device=device))
 
     _warm_meta()
