@@ -90,4 +90,386 @@ register(Exercise("one_hot_lookup", 1, 2, "function", reference.one_hot_lookup, 
 # Chapter 05: rotary embeddings (RoPE)
 # ---------------------------------------------------------------------------
 
+import functools  # noqa: E402
+
+from helpers.checking import Failure, close  # noqa: E402  (chapter 05's probes re-word failures)
+
+# Every check runs at positions in the thousands (few of them, small heads, so
+# it stays fast) and once in bfloat16, where computing angles in low precision
+# shows. Float32 results computed in different right ways (float64 tables,
+# exp-log, complex numbers) differ by ~1e-4 at position 4000: the tolerances
+# allow that and nothing more. Every mistake in the catalogue is off by O(1).
+ROPE_TOLERANCE = {torch.float32: {"rtol": 1e-3, "atol": 1e-3}, torch.bfloat16: {"rtol": 1.6e-2, "atol": 4e-2}}
+CACHE_TOLERANCE = {"rtol": 0.0, "atol": 5e-4}
+ROPE_MAX_LEN = 4000  # positions in the thousands; 8 × 4000 floats stay under torch's threading grain
+
+
+def _warm_meta() -> None:
+    """The first operation on the meta device imports a large part of torch
+    (sympy included: seconds). Do it here, outside the student's time limit: a
+    timeout in the middle of that import would leave it broken for the session."""
+    torch.zeros(1, device="meta") + 1
+
+
+@functools.lru_cache(maxsize=8)
+def _tables(head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference cos/sin tables up to ROPE_MAX_LEN, built once (on the CPU). Never hand them to student code: clone."""
+    return reference.rope_cache(head_dim, ROPE_MAX_LEN, base)
+
+
+def _rope_tolerance(x: torch.Tensor) -> dict[str, float]:
+    return ROPE_TOLERANCE.get(x.dtype, ROPE_TOLERANCE[torch.float32])
+
+
+def _two_tensors(probe: Probe, out, what: str, names: str) -> tuple[torch.Tensor, torch.Tensor]:
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+        got = type(out).__name__ + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
+        probe.fail("wrong_type", f"{what} should return two tensors, {names}; got {got}.")
+    return out[0], out[1]
+
+
+def _faces(result, index: int | None = None) -> list[torch.Tensor]:
+    """A mistake's result (one face or a list of faces), reduced to tensor `index` of each face."""
+    faces = result if isinstance(result, list) else [result]
+    return faces if index is None else [face[index] for face in faces]
+
+
+def _expect_then(probe: Probe, fallback, *args, **kwargs) -> None:
+    """probe.expect; if nothing more specific than wrong_values fits, `fallback(failure)`
+    may name the problem better (it fails itself or returns)."""
+    try:
+        probe.expect(*args, **kwargs)
+    except Failure as failure:
+        if failure.code == "wrong_values":
+            fallback(failure)
+        raise
+
+
+def _rope_positions(probe: Probe, *shape: int) -> torch.Tensor:
+    """Positions up to ROPE_MAX_LEN - 1, including 256 and 257, which collide in bfloat16."""
+    sampled = probe.randint(ROPE_MAX_LEN, *shape)
+    sampled[..., :2] = torch.tensor([256, 257], device=probe.device)
+    sampled[..., -1] = ROPE_MAX_LEN - 1
+    return sampled
+
+
+def _rope_properties(probe: Probe, rotate, head_dim: int):
+    """When no known mistake reproduces the output: say which RoPE property the
+    student's code keeps and which it breaks. rotate(x (1, 1, T, d), positions (T,))."""
+
+    def fallback(failure: Failure) -> None:
+        try:
+            x = probe.randn(1, 1, 4, head_dim)
+            turned = rotate(x, torch.tensor([3, 700, 2000, 3500], device=probe.device))
+            ratio = turned.detach().float().norm(dim=-1) / x.norm(dim=-1)
+            q, k = probe.randn(1, 1, 1, head_dim).repeat(1, 1, 3, 1), probe.randn(1, 1, 1, head_dim).repeat(1, 1, 3, 1)
+            m = torch.tensor([7, 1007, 3007], device=probe.device)
+            dots = (rotate(q, m).detach().float() * rotate(k, m - 5).detach().float()).sum(-1).flatten().tolist()
+        except Exception:  # the student's code broke on these inputs: the message we have will do
+            return
+        if close(turned, x, rtol=1e-4, atol=1e-4):
+            probe.fail("wrong_values", f"{failure.message} It returns its input unchanged: nothing is rotated (check that both q and k are turned, and returned).")
+        norms_kept = bool(((ratio - 1).abs() < 1e-2).all())
+        relative = max(dots) - min(dots) < 1e-2 * (1 + max(abs(d) for d in dots))
+        if not norms_kept:
+            said = f"It is not a rotation: ‖output‖/‖input‖ ranges from {ratio.min():.3f} to {ratio.max():.3f} instead of staying 1, so the two members of some pair are not turned by the same angle."
+        elif not relative:
+            said = f"Norms are kept, but q_m·k_n does not depend on m − n alone: at offset 5 it is {', '.join(f'{d:.3f}' for d in dots)} for m = 7, 1007, 3007. q and k must turn by m·θ_i and n·θ_i with the same θ_i, and positions must be used as given."
+        else:
+            said = "It keeps norms and q_m·k_n depends only on m − n, so it is a rotary embedding, but not this one: check the layout of the pairs, the direction of the turn, the base and the exponent of θ_i."
+        probe.fail("wrong_values", f"{failure.message} {said}")
+
+    return fallback
+
+
+# rope_cache -------------------------------------------------------------------
+
+
+def _collisions(probe: Probe, tables: tuple[torch.Tensor, torch.Tensor]):
+    """Column 0 has θ_0 = 1, so its angle is the position itself: two equal rows
+    past 255 (none before) mean positions were rounded to a low precision."""
+
+    def fallback(failure: Failure) -> None:
+        cos, sin = (t.detach().to("cpu", torch.float32) for t in tables)
+        if cos.dim() != 2 or cos.shape[0] < 300:
+            return
+        same = (cos[1:, 0] == cos[:-1, 0]) & (sin[1:, 0] == sin[:-1, 0])  # row r == row r + 1
+        if same.any() and not same[:255].any():
+            row = int(same.nonzero()[0])
+            probe.fail("low_precision_angles", f"{probe.explain('low_precision_angles')} (Rows {row} and {row + 1} of your tables are identical.)")
+
+    return fallback
+
+
+def _check_rope_cache(fn, probe: Probe) -> None:
+    for args in ((8, ROPE_MAX_LEN), (6, 40, 500000.0)):
+        call = f"rope_cache({', '.join(repr(a) for a in args)})"
+        tables = _two_tensors(probe, probe.call(fn, *args, what=f"`{call}`"), f"`{call}`", "(cos, sin)")
+        expected = reference.rope_cache(*args)
+        if all(close(t, e, **CACHE_TOLERANCE) for t, e in zip(tables, expected[::-1])):
+            probe.fail("wrong_values", f"`{call}` returned (sin, cos): return the cos table first, then the sin table.")
+        for index, name in enumerate(("cos", "sin")):
+            mistakes = lambda index=index, args=args: {code: _faces(m(*args), index) for code, m in probe.exercise.mistakes.items()}
+            hint = "Each table has head_dim columns: the head_dim/2 angles, written twice (torch.cat([angles, angles], dim=-1))." if tables[index].shape != expected[index].shape else ""
+            _expect_then(probe, _collisions(probe, tables), tables[index], expected[index], what=f"the {name} table of {call}", mistakes=mistakes, hint=hint, **CACHE_TOLERANCE)
+
+
+# rotate_half ------------------------------------------------------------------
+
+
+def _check_rotate_half(fn, probe: Probe) -> None:
+    hint = "rotate_half turns each pair (a, b) = (x[i], x[i + d/2]) into (-b, a): cat(-x[..., d/2:], x[..., :d/2])."
+    for shape, dtype in (((2, 3, 5, 8), torch.float32), ((7, 6), torch.float16), ((4, 10), torch.bfloat16)):  # no float64: MPS lacks it
+        x = probe.randn(*shape, dtype=dtype)
+        out = probe.call(fn, x)
+        mistakes = lambda x=x: {code: m(x) for code, m in probe.exercise.mistakes.items()}
+        probe.expect(out, reference.rotate_half(x), what=f"rotate_half of a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor", mistakes=mistakes, hint=hint)
+
+
+# apply_rope -------------------------------------------------------------------
+
+
+def _check_apply_rope(fn, probe: Probe) -> None:
+    d, B, Hq, Hk, T = 8, 3, 4, 2, 5  # GQA: 4 query heads share 2 key heads
+    cos, sin = (t.to(probe.device, copy=True) for t in _tables(d))
+    cases = (
+        ("positions=None", torch.float32, None),
+        ("positions 2995..2999 (decoding at an offset)", torch.float32, torch.arange(2995, 2995 + T, device=probe.device)),
+        ("positions of shape (T,) up to 3999", torch.float32, _rope_positions(probe, T)),
+        ("positions of shape (B, T), a different row per sequence", torch.float32, _rope_positions(probe, B, T)),
+        ("bfloat16 q and k, positions up to 3999", torch.bfloat16, _rope_positions(probe, T)),
+    )
+    for what, dtype, positions in cases:
+        q, k = probe.randn(B, Hq, T, d, dtype=dtype), probe.randn(B, Hk, T, d, dtype=dtype)
+        args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
+        try:
+            out = probe.call(fn, *args)
+        except Failure as failure:
+            if failure.code == "raised" and positions is not None and positions.dim() == 2:
+                probe.fail("raised", f"{failure.message}. With positions of shape (B, T), cos[positions] is (B, T, Dh): unsqueeze(1) it to (B, 1, T, Dh) so it broadcasts over the heads.")
+            raise
+        out = _two_tensors(probe, out, f"`{probe.name}`", "(q_rot, k_rot)")
+        expected = reference.apply_rope(*args)
+
+        for index, name in enumerate(("q_rot", "k_rot")):
+
+            def rotate(x, p, index=index):
+                return probe.call(fn, x, x, cos, sin, p)[index]
+
+            mistakes = lambda index=index, args=args: {code: _faces(m(*args), index) for code, m in probe.exercise.mistakes.items()}
+            shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
+            fallback = _bf16_arithmetic(probe) if dtype == torch.bfloat16 else _rope_properties(probe, rotate, d)
+            _expect_then(probe, fallback, out[index], expected[index], what=f"{name} {shape}, {what},", mistakes=mistakes, **_rope_tolerance(q))
+
+
+def _bf16_arithmetic(probe: Probe):
+    def fallback(failure: Failure) -> None:  # the float32 probes passed: the precision is what differs
+        probe.fail(
+            "wrong_values", f"{failure.message} Your code is right in float32 but not in bfloat16: do the arithmetic in float32 (q.float() * cos + ...) and cast the result back with .to(q.dtype)."
+        )
+
+    return fallback
+
+
+# rope_interleaved -------------------------------------------------------------
+
+
+def _low_precision(probe: Probe):
+    def fallback(failure: Failure) -> None:  # the float32 probes passed: the precision is what differs
+        probe.fail("low_precision_angles", probe.explain("low_precision_angles"))
+
+    return fallback
+
+
+def _check_rope_interleaved(fn, probe: Probe) -> None:
+    positions = _rope_positions(probe, 6)
+    cases = (  # (what, x, extra arguments)
+        ("x (2, 3, 7, 8), default positions and base", probe.randn(2, 3, 7, 8), ()),
+        ("x (2, 3, 6, 12), positions up to 3999, base=500000.0", probe.randn(2, 3, 6, 12), (positions, 500000.0)),
+        ("x (2, 3, 6, 12) in bfloat16, positions up to 3999", probe.randn(2, 3, 6, 12, dtype=torch.bfloat16), (positions,)),
+    )
+    for what, x, extra in cases:
+        out = probe.call(fn, x, *extra)
+        expected = reference.rope_interleaved(x, *extra)
+        mistakes = lambda x=x, extra=extra: {code: m(x, *extra) for code, m in probe.exercise.mistakes.items()}
+
+        def rotate(x, p, fn=fn):
+            return probe.call(fn, x, p)
+
+        fallback = _low_precision(probe) if x.dtype == torch.bfloat16 else _rope_properties(probe, rotate, x.shape[-1])
+        _expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **_rope_tolerance(x))
+    _warm_meta()
+    probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
+    probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0))
+
+
+# RotaryEmbedding --------------------------------------------------------------
+
+
+def _check_rotary_embedding(cls, probe: Probe) -> None:
+    d, B, Hq, Hk, T = 8, 3, 4, 2, 5
+    module = probe.build(cls, d, ROPE_MAX_LEN)
+    # Device: a tensor kept as a plain attribute stays behind when .to(device) moves the module.
+    plain = [name for name, value in vars(module).items() if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)]
+    if plain:
+        probe.fail(
+            "pe_not_buffer",
+            f"`{probe.name}` keeps {', '.join(plain)} as plain tensor attributes: module.to('cuda') does not move those, so on a GPU your forward mixes devices. Register each with self.register_buffer(name, tensor, persistent=False).",
+        )
+    # Values: the same cases as apply_rope, then a module with another head size and base.
+    cases = (
+        ("positions=None", torch.float32, None),
+        ("positions 2995..2999 (decoding at an offset)", torch.float32, torch.arange(2995, 2995 + T, device=probe.device)),
+        ("positions of shape (T,) up to 3999", torch.float32, _rope_positions(probe, T)),
+        ("positions of shape (B, T), a different row per sequence", torch.float32, _rope_positions(probe, B, T)),
+        ("bfloat16 q and k, positions up to 3999", torch.bfloat16, _rope_positions(probe, T)),
+    )
+    runs = [(module, d, 10000.0, f"{probe.name}({d}, {ROPE_MAX_LEN})", case) for case in cases]
+    runs.append((probe.build(cls, 12, 64, 500.0), 12, 500.0, f"{probe.name}(12, 64, 500.0)", ("positions=None", torch.float32, None)))
+    for built, head_dim, base, made, (what, dtype, positions) in runs:
+        q, k = probe.randn(B, Hq, T, head_dim, dtype=dtype), probe.randn(B, Hk, T, head_dim, dtype=dtype)
+        extra = () if positions is None else (positions,)
+        call = f"`{made}` called with {what}"
+        out = _two_tensors(probe, probe.call(built, q, k, *extra, what=call), call, "(q_rot, k_rot)")
+        tables = (t.to(probe.device) for t in _tables(head_dim, base))
+        expected = reference.apply_rope(q, k, *tables, *extra)
+
+        for index, (x, got, want, name) in enumerate(zip((q, k), out, expected, ("q_rot", "k_rot"))):
+
+            def rotate(x, p, built=built, index=index):
+                return probe.call(built, x, x, p)[index]
+
+            mistakes = lambda x=x, positions=positions, base=base: {code: m(x, positions, base) for code, m in probe.exercise.mistakes.items()}
+            fallback = _low_precision(probe) if dtype == torch.bfloat16 else _rope_properties(probe, rotate, head_dim)
+            _expect_then(probe, fallback, got, want, what=f"{name} {tuple(want.shape)} from {made} with {what},", mistakes=mistakes, **_rope_tolerance(x))
+    # Hygiene: nothing to train, nothing to save. The tables are rebuilt from the arguments.
+    saved = list(module.state_dict())
+    if saved:
+        kinds = {name: "an nn.Parameter" if name in dict(module.named_parameters()) else "a persistent buffer" for name in saved}
+        listed = ", ".join(f"{name} ({kind})" for name, kind in kinds.items())
+        probe.fail(
+            "cache_is_parameter",
+            f"`{probe.name}` saves {listed} in its state_dict. The cos/sin tables are fixed and rebuilt from (head_dim, max_len, base): an optimizer must never train them and checkpoints must not carry them (a model built with another max_len could not load one). Use self.register_buffer(name, tensor, persistent=False).",
+        )
+    # Length: refuse positions past the table. On the CPU, always: on a GPU an
+    # out-of-range gather is a device-side assert that breaks the CUDA context.
+    small = probe.call(cls, 8, 16, what=f"`{probe.name}(8, 16)`")
+    q, k = probe.randn(1, 2, 4, 8, device="cpu"), probe.randn(1, 1, 4, 8, device="cpu")
+    for extra, what in (((torch.tensor([0, 5, 16, 3]),), "positions [0, 5, 16, 3]"), ((), "17 tokens and positions=None")):
+        x, y = (q, k) if extra else (probe.randn(1, 2, 17, 8, device="cpu"), probe.randn(1, 1, 17, 8, device="cpu"))
+        call = f"`{probe.name}(8, max_len=16)` called with {what}"
+        try:
+            probe.call(small, x, y, *extra, what=call)
+        except Failure as failure:
+            if failure.code == "raised" and " raised ValueError" in failure.message:
+                continue
+            if failure.code != "raised":
+                raise
+            probe.fail(
+                "no_length_check",
+                f"{failure.message}, not a ValueError. Check the largest position against max_len yourself and raise ValueError naming max_len, e.g. 'position 16 is past max_len=16: build RotaryEmbedding with a larger max_len'.",
+            )
+        probe.fail(
+            "no_length_check",
+            f"{call} returned without complaint. Position 16 is past a table of 16 rows: raise ValueError naming max_len (an index past the end crashes a GPU with a device-side assert, and wraps around silently with negative indexing).",
+        )
+
+    # Device: every tensor on the meta device; a table or position made on the CPU shows.
+    def on_device(device: torch.device):
+        fresh = probe.build(cls, 8, 16)  # a new one for every run: .to() moves a module in place
+        moved = probe.call(fresh.to, device, what=f"`{probe.name}.to(device)`")
+        return probe.call(moved, probe.randn(1, 2, 4, 8, device=device), probe.randn(1, 1, 4, 8, device=device))
+
+    _warm_meta()
+    probe.device_pass(on_device)
+
+
+register(
+    Exercise(
+        "rope_cache",
+        5,
+        2,
+        "function",
+        reference.rope_cache,
+        _check_rope_cache,
+        {
+            "rope_interleaved_convention": mistakes.rope_cache_interleaved,
+            "wrong_base": mistakes.rope_cache_wrong_base,
+            "wrong_exponent": mistakes.rope_cache_wrong_exponent,
+            "rope_mixed_pairing": mistakes.rope_cache_mixed_pairing,
+            "low_precision_angles": mistakes.rope_cache_low_precision,
+            "position_offset": mistakes.rope_cache_position_offset,
+        },
+    )
+)
+register(
+    Exercise(
+        "rotate_half",
+        5,
+        1,
+        "function",
+        reference.rotate_half,
+        _check_rotate_half,
+        {
+            "rope_sign_flip": mistakes.rotate_half_sign_flip,
+            "rope_interleaved_convention": mistakes.rotate_half_interleaved,
+            "rope_mixed_pairing": mistakes.rotate_half_mixed_pairing,
+        },
+    )
+)
+register(
+    Exercise(
+        "apply_rope",
+        5,
+        3,
+        "function",
+        reference.apply_rope,
+        _check_apply_rope,
+        {
+            "rope_interleaved_convention": mistakes.apply_rope_interleaved,
+            "rope_sign_flip": mistakes.apply_rope_sign_flip,
+            "rope_mixed_pairing": mistakes.apply_rope_mixed_pairing,
+            "rope_ignores_positions": mistakes.apply_rope_ignores_positions,
+        },
+    )
+)
+register(
+    Exercise(
+        "rope_interleaved",
+        5,
+        3,
+        "function",
+        reference.rope_interleaved,
+        _check_rope_interleaved,
+        {
+            "rope_half_split_convention": mistakes.rope_interleaved_half_split,
+            "rope_sign_flip": mistakes.rope_interleaved_sign_flip,
+            "rope_mixed_pairing": mistakes.rope_interleaved_mixed_pairing,
+            "rope_ignores_positions": mistakes.rope_interleaved_ignores_positions,
+            "wrong_base": mistakes.rope_interleaved_wrong_base,
+            "wrong_exponent": mistakes.rope_interleaved_wrong_exponent,
+            "low_precision_angles": mistakes.rope_interleaved_low_precision,
+        },
+    )
+)
+register(
+    Exercise(
+        "RotaryEmbedding",
+        5,
+        3,
+        "module",
+        reference.RotaryEmbedding,
+        _check_rotary_embedding,
+        {
+            "rope_interleaved_convention": mistakes.rotary_interleaved,
+            "rope_sign_flip": mistakes.rotary_sign_flip,
+            "rope_mixed_pairing": mistakes.rotary_mixed_pairing,
+            "rope_ignores_positions": mistakes.rotary_ignores_positions,
+            "wrong_base": mistakes.rotary_wrong_base,
+            "wrong_exponent": mistakes.rotary_wrong_exponent,
+            "low_precision_angles": mistakes.rotary_low_precision,
+        },
+    )
+)
+
 # (end of chapter 05)

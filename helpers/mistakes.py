@@ -54,4 +54,343 @@ def lookup_transposed(weight: torch.Tensor, ids: torch.Tensor) -> list[torch.Ten
 # Chapter 05: rotary embeddings (RoPE)
 # ---------------------------------------------------------------------------
 
+# Shared machinery first: one RoPE with a knob per mistake, so each mistake
+# below reads as "the right thing, with this one thing changed".
+
+
+def _rotate_adjacent(x: torch.Tensor) -> torch.Tensor:
+    """(x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...): adjacent pairs turned by 90 degrees."""
+    return torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def _theta(head_dim: int, base: float, exponent: str = "2i/d", dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+    """θ_i for i < head_dim/2, with the exponent written right ("2i/d") or in one of the usual wrong ways."""
+    i = torch.arange(head_dim // 2, dtype=dtype, device=device)
+    exponents = {
+        "2i/d": -2 * i / head_dim,
+        "i/d": -i / head_dim,  # forgot the 2
+        "4i/d": -4 * i / head_dim,  # arange(0, d, 2) / (d/2)
+        "+2i/d": 2 * i / head_dim,  # base ** (2i/d) used as the frequency: 1/ forgotten
+        "integer": torch.zeros_like(i),  # arange(0, d, 2) // d: integer division, all zeros
+    }
+    return base ** exponents[exponent]
+
+
+def _rope(
+    x: torch.Tensor,
+    positions: torch.Tensor | None = None,
+    base: float = 10000.0,
+    *,
+    pairing: str = "half",
+    frequencies: str | None = None,
+    sign: float = 1.0,
+    exponent: str = "2i/d",
+    angle_dtype: torch.dtype = torch.float32,
+    ignore_positions: bool = False,
+) -> torch.Tensor:
+    """RoPE on x (..., T, d) with one knob turned.
+    pairing: which components form a pair ("half": i, i+d/2; "adjacent": 2i, 2i+1);
+    frequencies: how the d/2 angles are laid over the d columns (default: the same as pairing)."""
+    T, d = x.shape[-2], x.shape[-1]
+    if positions is None or ignore_positions:
+        positions = torch.arange(T, device=x.device)
+    theta = _theta(d, base, exponent, torch.float32, x.device)
+    angles = positions.to(angle_dtype)[..., None] * theta.to(angle_dtype)  # (T, d/2) or (B, T, d/2)
+    if angles.dim() == 3:
+        angles = angles.unsqueeze(1)  # (B, 1, T, d/2)
+    if (frequencies or pairing) == "half":
+        angles = torch.cat([angles, angles], dim=-1)
+    else:
+        angles = angles.repeat_interleave(2, dim=-1)
+    cos, sin = angles.cos().float(), angles.sin().float()
+    turn = _rotate_half if pairing == "half" else _rotate_adjacent
+    return (x.float() * cos + sign * turn(x.float()) * sin).to(x.dtype)
+
+
+def _cache(head_dim: int, max_len: int, base: float = 10000.0, *, layout: str = "half", exponent: str = "2i/d") -> tuple[torch.Tensor, torch.Tensor]:
+    angles = torch.outer(torch.arange(max_len, dtype=torch.float64), _theta(head_dim, base, exponent))
+    angles = torch.cat([angles, angles], dim=-1) if layout == "half" else angles.repeat_interleave(2, dim=-1)
+    return angles.cos().float(), angles.sin().float()
+
+
+# rope_cache ------------------------------------------------------------------
+
+
+def rope_cache_interleaved(head_dim: int, max_len: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Your tables repeat each angle in adjacent columns (2i, 2i+1): this is
+    the interleaved (Meta/GPT-J) layout; this exercise uses half-split
+    (HF/NeoX): pair i's angle goes in column i and again in column
+    i + head_dim/2, i.e. `torch.cat([angles, angles], dim=-1)`, not
+    `angles.repeat_interleave(2, dim=-1)`."""
+    return _cache(head_dim, max_len, base, layout="adjacent")
+
+
+def rope_cache_wrong_base(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Your frequencies use the wrong base: 1000 instead of 10000 (a typo
+    that popular tutorials carry), or a hard-coded 10000 where another base
+    was asked for (Llama 3 uses 500000). Compute θ_i = base^(-2i/head_dim)
+    from the `base` argument."""
+    return [_cache(head_dim, max_len, 1000.0), _cache(head_dim, max_len, 10000.0)]
+
+
+def rope_cache_wrong_exponent(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Your frequencies have the wrong exponent. RoFormer's is
+    θ_i = base^(-2i/head_dim) for i = 0 .. head_dim/2 - 1, i.e.
+    `base ** (-torch.arange(0, head_dim, 2) / head_dim)`: mind the 2, the
+    minus sign (or the 1/), and an integer `//` that rounds every exponent
+    to zero."""
+    return [_cache(head_dim, max_len, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
+
+
+def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Your columns j and j + head_dim/2 do not hold the same angle, so the
+    two members of a half-split pair would turn at different speeds: that is
+    not a rotation any more (norms change). Compute head_dim/2 angles, one
+    per pair, and lay them out twice: `torch.cat([angles, angles], dim=-1)`."""
+    j = torch.arange(head_dim, dtype=torch.float64)
+    positions = torch.arange(max_len, dtype=torch.float64)
+    faces = []
+    for exponent in (-j / head_dim, -2 * (j // 2) / head_dim):  # one frequency per column; the interleaved repeat read as halves
+        angles = torch.outer(positions, base**exponent)
+        faces.append((angles.cos().float(), angles.sin().float()))
+    return faces
+
+
+def rope_cache_low_precision(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Your angles were computed in half precision (bfloat16 or float16), so
+    nearby positions collapse onto the same angle: bfloat16 has 8 bits of
+    mantissa, so 256 and 257 are the same number, and float16 merges
+    positions past 2048. Build positions and frequencies in float32 (or
+    float64) and multiply them in that precision."""
+    faces = []
+    for half in (torch.bfloat16, torch.float16):
+        positions = torch.arange(max_len, dtype=torch.float32)
+        theta = _theta(head_dim, base, dtype=torch.float32)
+        for p, t, out in ((half, half, half), (half, torch.float32, torch.float32), (torch.float32, half, torch.float32), (torch.float32, torch.float32, half)):
+            angles = torch.outer(positions.to(p).to(torch.float32), theta.to(t).to(torch.float32)).to(out)
+            angles = torch.cat([angles, angles], dim=-1)
+            faces.append((angles.cos().float(), angles.sin().float()))
+    return faces
+
+
+def rope_cache_position_offset(head_dim: int, max_len: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Your table starts at position 1: row m holds the angles of position
+    m + 1. Row 0 is position 0, whose angles are all 0 (cos 1, sin 0):
+    use torch.arange(max_len), not torch.arange(1, max_len + 1)."""
+    angles = torch.outer(torch.arange(1, max_len + 1, dtype=torch.float64), _theta(head_dim, base))
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().float(), angles.sin().float()
+
+
+# rotate_half -----------------------------------------------------------------
+
+
+def rotate_half_sign_flip(x: torch.Tensor) -> torch.Tensor:
+    """Your rotate_half turns the pairs the other way: it returns
+    cat(x2, -x1), a turn by -90 degrees. HF's is cat(-x2, x1): the minus
+    sign goes on the second half, which moves to the front. With the wrong
+    sign, q_m·k_n depends on n − m instead of m − n."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x2, -x1], dim=-1)
+
+
+def rotate_half_interleaved(x: torch.Tensor) -> torch.Tensor:
+    """Your code turns adjacent pairs (x[2i], x[2i+1]) into (-x[2i+1], x[2i]):
+    this is the interleaved (Meta/GPT-J) layout, GPT-J's
+    `rotate_every_two`; this exercise uses half-split (HF/NeoX): the pairs
+    are (x[i], x[i + d/2]) and the result is cat(-x[..., d/2:], x[..., :d/2])."""
+    return _rotate_adjacent(x)
+
+
+def rotate_half_mixed_pairing(x: torch.Tensor) -> list[torch.Tensor]:
+    """Your code mixes the two layouts: it takes adjacent components
+    (x[2i], x[2i+1]) but writes them out as halves, or takes the halves
+    but writes them out interleaved. Half-split throughout:
+    cat(-x[..., d/2:], x[..., :d/2])."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return [torch.cat([-x[..., 1::2], x[..., 0::2]], dim=-1), torch.stack([-x2, x1], dim=-1).flatten(-2)]
+
+
+# apply_rope ------------------------------------------------------------------
+
+
+def _gather(cos: torch.Tensor, sin: torch.Tensor, T: int, positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    cos, sin = (cos[:T], sin[:T]) if positions is None else (cos[positions], sin[positions])
+    if cos.dim() == 3:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return cos, sin
+
+
+def _as_interleaved(table: torch.Tensor) -> torch.Tensor:
+    """A half-split cos/sin table re-laid out with each angle in two adjacent columns."""
+    return table[..., : table.shape[-1] // 2].repeat_interleave(2, dim=-1)
+
+
+def _table_rope(q, k, cos, sin, positions, *, pairing="half", frequencies="half", sign=1.0, ignore_positions=False):
+    c, s = _gather(cos, sin, q.shape[-2], None if ignore_positions else positions)
+    if frequencies == "adjacent":
+        c, s = _as_interleaved(c), _as_interleaved(s)
+    turn = _rotate_half if pairing == "half" else _rotate_adjacent
+    return tuple((x.float() * c + sign * turn(x.float()) * s).to(x.dtype) for x in (q, k))
+
+
+def apply_rope_interleaved(q, k, cos, sin, positions=None):
+    """Your output turns adjacent pairs (x[2i], x[2i+1]) by angle i: this is
+    the interleaved (Meta/GPT-J) layout; this exercise uses half-split
+    (HF/NeoX): pair i is (x[i], x[i + d/2]), and the tables already hold
+    angle i in columns i and i + d/2, so the whole rotation is
+    x * cos + rotate_half(x) * sin."""
+    return _table_rope(q, k, cos, sin, positions, pairing="adjacent", frequencies="adjacent")
+
+
+def apply_rope_sign_flip(q, k, cos, sin, positions=None):
+    """Your rotation goes the wrong way: x * cos - rotate_half(x) * sin
+    turns position m by -m·θ. Norms are kept and q_m·k_n still depends only
+    on the offset, but on n − m instead of m − n, so a model trained the
+    other way sees every offset mirrored. Use x * cos + rotate_half(x) * sin."""
+    return _table_rope(q, k, cos, sin, positions, sign=-1.0)
+
+
+def apply_rope_mixed_pairing(q, k, cos, sin, positions=None):
+    """Your code pairs components in one layout and takes angles in the other
+    (rotate_half with repeat_interleave'd cos/sin, or adjacent pairs with the
+    half-split tables), so the two members of a pair turn by different
+    angles: norms change and q_m·k_n no longer depends on m − n alone. In the
+    half-split layout use the tables as given with rotate_half."""
+    return [
+        _table_rope(q, k, cos, sin, positions, pairing="adjacent", frequencies="half"),
+        _table_rope(q, k, cos, sin, positions, pairing="half", frequencies="adjacent"),
+    ]
+
+
+def apply_rope_ignores_positions(q, k, cos, sin, positions=None):
+    """Your code ignores `positions` and always uses rows 0..T-1 of the
+    tables (`cos[:T]`). When positions are given (decoding with a KV cache,
+    packed or left-padded batches) gather those rows: cos[positions], then
+    unsqueeze(1) for the heads when positions is (B, T)."""
+    return _table_rope(q, k, cos, sin, positions, ignore_positions=True)
+
+
+# rope_interleaved ------------------------------------------------------------
+
+
+def rope_interleaved_half_split(x, positions=None, base=10000.0):
+    """Your output turns the pairs (x[i], x[i + d/2]): this is the half-split
+    (HF/NeoX) layout; this exercise uses interleaved (Meta/GPT-J): pair i is
+    (x[2i], x[2i+1]), e.g. x[..., 0::2] and x[..., 1::2], or
+    torch.view_as_complex(x.reshape(..., d // 2, 2))."""
+    return _rope(x, positions, base, pairing="half")
+
+
+def rope_interleaved_sign_flip(x, positions=None, base=10000.0):
+    """Your rotation goes the wrong way: each pair is turned by -m·θ_i
+    (x0·cos + x1·sin, x1·cos - x0·sin, or multiplying by e^(-i·m·θ)). Norms
+    and the dependence on the offset alone survive, but q_m·k_n depends on
+    n − m instead of m − n. Turn by +m·θ_i: (x0·cos - x1·sin, x0·sin + x1·cos)."""
+    return _rope(x, positions, base, pairing="adjacent", sign=-1.0)
+
+
+def rope_interleaved_mixed_pairing(x, positions=None, base=10000.0):
+    """Your code pairs components in one layout and lays the angles out in
+    the other (adjacent pairs with torch.cat([angles, angles]), or halves with
+    repeat_interleave), so the two members of a pair turn by different angles:
+    norms change and q_m·k_n no longer depends on m − n alone. In the
+    interleaved layout, pair (x[2i], x[2i+1]) turns by angle m·θ_i."""
+    return [_rope(x, positions, base, pairing="adjacent", frequencies="half"), _rope(x, positions, base, pairing="half", frequencies="adjacent")]
+
+
+def rope_interleaved_ignores_positions(x, positions=None, base=10000.0):
+    """Your code ignores `positions` and always rotates by 0..T-1. When
+    positions are given (decoding with a KV cache, where one new token sits
+    at position 3000) use them."""
+    return _rope(x, positions, base, pairing="adjacent", ignore_positions=True)
+
+
+def rope_interleaved_wrong_base(x, positions=None, base=10000.0):
+    """Your frequencies use the wrong base: 1000 instead of 10000 (a typo
+    that popular tutorials carry), or a hard-coded 10000 where another base was
+    asked for (Llama 3 uses 500000). Compute θ_i = base^(-2i/d) from the
+    `base` argument."""
+    return [_rope(x, positions, b, pairing="adjacent") for b in (1000.0, 10000.0)]
+
+
+def rope_interleaved_wrong_exponent(x, positions=None, base=10000.0):
+    """Your frequencies have the wrong exponent. RoFormer's is
+    θ_i = base^(-2i/d) for i = 0 .. d/2 - 1, i.e.
+    `base ** (-torch.arange(0, d, 2) / d)` with d the head dimension:
+    mind the 2, the minus sign (or the 1/), and an integer `//`."""
+    return [_rope(x, positions, base, pairing="adjacent", exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
+
+
+def rope_interleaved_low_precision(x, positions=None, base=10000.0):
+    """Right in float32, wrong in bfloat16: your angles m·θ_i are computed in
+    the input's dtype. bfloat16 has 8 bits of mantissa: positions 256 and 257
+    are the same number, and at position 4000 the angle is off by radians.
+    Compute positions, frequencies and angles in float32 whatever x's dtype
+    (`positions.float()`), then cast only the result back to x.dtype."""
+    return _rope(x, positions, base, pairing="adjacent", angle_dtype=x.dtype)
+
+
+# RotaryEmbedding (one tensor at a time: the check applies them to q and to k) --
+
+
+def rotary_interleaved(x, positions=None, base=10000.0):
+    """Your module turns adjacent pairs (x[2i], x[2i+1]): this is the
+    interleaved (Meta/GPT-J) layout; this exercise uses half-split (HF/NeoX),
+    like rope_cache and apply_rope: pair i is (x[i], x[i + d/2]),
+    x * cos + rotate_half(x) * sin with angle i in columns i and i + d/2."""
+    return _rope(x, positions, base, pairing="adjacent")
+
+
+def rotary_sign_flip(x, positions=None, base=10000.0):
+    """Your module rotates the wrong way (x * cos - rotate_half(x) * sin, or
+    rotate_half with the minus on the wrong half): q_m·k_n depends on n − m
+    instead of m − n. Use x * cos + rotate_half(x) * sin."""
+    return _rope(x, positions, base, sign=-1.0)
+
+
+def rotary_mixed_pairing(x, positions=None, base=10000.0):
+    """Your module pairs components in one layout and lays the angles out in
+    the other (rotate_half with repeat_interleave'd angles, or adjacent pairs
+    with cat([angles, angles])): the two members of a pair turn by different
+    angles, so norms change. Half-split throughout: cat([angles, angles]) and
+    rotate_half."""
+    return [_rope(x, positions, base, pairing="half", frequencies="adjacent"), _rope(x, positions, base, pairing="adjacent", frequencies="half")]
+
+
+def rotary_ignores_positions(x, positions=None, base=10000.0):
+    """Your module ignores `positions` and always uses rows 0..T-1 of its
+    tables. Gather the rows of the given positions: cos[positions] ((T, Dh)
+    or (B, T, Dh); unsqueeze(1) for the heads in the second case)."""
+    return _rope(x, positions, base, ignore_positions=True)
+
+
+def rotary_wrong_base(x, positions=None, base=10000.0):
+    """Your module's frequencies use the wrong base: 1000 instead of 10000,
+    or a hard-coded 10000 that ignores the `base` argument. Build the tables
+    from θ_i = base^(-2i/head_dim) with the base you were given."""
+    return [_rope(x, positions, b) for b in (1000.0, 10000.0)]
+
+
+def rotary_wrong_exponent(x, positions=None, base=10000.0):
+    """Your module's frequencies have the wrong exponent. RoFormer's is
+    θ_i = base^(-2i/head_dim) for i = 0 .. head_dim/2 - 1 (from the head
+    dimension): mind the 2, the minus sign (or the 1/), and an integer `//`."""
+    return [_rope(x, positions, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
+
+
+def rotary_low_precision(x, positions=None, base=10000.0):
+    """Right in float32, wrong in bfloat16: your module computes the angles
+    m·θ_i in the input's dtype. bfloat16 has 8 bits of mantissa, so
+    positions 256 and 257 collide and late positions are off by radians.
+    Build the tables in float32 (once, in __init__, whatever the input) and
+    cast only cos/sin or the result to the input's dtype."""
+    return _rope(x, positions, base, angle_dtype=x.dtype)
+
+
 # (end of chapter 05)

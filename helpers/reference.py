@@ -56,4 +56,87 @@ def one_hot_lookup(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 # Chapter 05: rotary embeddings (RoPE)
 # ---------------------------------------------------------------------------
 
+# Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position Embedding".
+# Each head's vector is cut into d/2 pairs; pair i at position m is turned by
+# the angle m·θ_i, θ_i = base^(-2i/d). Two layouts of the pairs are in use:
+#   half-split  pair i = (x[i], x[i + d/2])   HF Llama, GPT-NeoX   (rope_cache, apply_rope)
+#   interleaved pair i = (x[2i], x[2i + 1])   Meta Llama, GPT-J    (rope_interleaved)
+
+
+def rope_frequencies(head_dim: int, base: float = 10000.0, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
+    """θ_i = base^(-2i/head_dim) for i = 0 .. head_dim/2 - 1 (RoFormer eq. 15).
+    From the HEAD dimension: every head is rotated on its own."""
+    two_i = torch.arange(0, head_dim, 2, dtype=dtype, device=device)  # 0, 2, 4, ..., head_dim - 2
+    return base ** (-two_i / head_dim)  # (head_dim/2,)
+
+
+def rope_cache(head_dim: int, max_len: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of every angle m·θ_i, each (max_len, head_dim) float32, in the
+    half-split layout: pair i's angle sits in column i and in column i + head_dim/2."""
+    # float64 while building (once, on the CPU), float32 to store: exact enough for any position.
+    theta = rope_frequencies(head_dim, base, dtype=torch.float64)  # (d/2,)
+    angles = torch.outer(torch.arange(max_len, dtype=torch.float64), theta)  # (max_len, d/2)
+    cos, sin = angles.cos().float(), angles.sin().float()  # one angle per pair...
+    return torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)  # ...written twice: (max_len, d)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(x1, x2) -> (-x2, x1) on the two halves of the last dimension: every
+    half-split pair (x[i], x[i + d/2]) turned by 90 degrees."""
+    x1, x2 = x.chunk(2, dim=-1)  # (..., d) -> 2 × (..., d/2)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate q (B, Hq, T, Dh) and k (B, Hk, T, Dh) by their positions, half-split
+    layout, HF's `apply_rotary_pos_emb`: x·cos + rotate_half(x)·sin.
+    cos, sin: (max_len, Dh) from rope_cache; positions: None (0..T-1), (T,) or (B, T)."""
+    T = q.shape[-2]
+    if positions is None:
+        cos, sin = cos[:T], sin[:T]  # (T, Dh)
+    else:
+        cos, sin = cos[positions], sin[positions]  # (T, Dh) or (B, T, Dh)
+    if cos.dim() == 3:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, T, Dh) -> (B, 1, T, Dh): every head alike
+
+    def rotate(x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()  # the arithmetic in float32, the result in the input's dtype
+        return (x32 * cos + rotate_half(x32) * sin).to(x.dtype)
+
+    return rotate(q), rotate(k)  # Hq and Hk may differ (GQA): cos, sin broadcast over heads
+
+
+def rope_interleaved(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+    """RoPE in the interleaved layout of Meta's Llama and GPT-J: pair i is
+    (x[2i], x[2i+1]), turned by m·θ_i. x: (B, H, T, Dh); positions: None or (T,)."""
+    T, d = x.shape[-2], x.shape[-1]
+    if positions is None:
+        positions = torch.arange(T, device=x.device)  # on x's device, like everything made here
+    theta = rope_frequencies(d, base, device=x.device)  # (d/2,) float32
+    angles = positions.float()[..., None] * theta  # (T, d/2): float32 whatever x's dtype
+    cos, sin = angles.cos(), angles.sin()
+    even, odd = x.float()[..., 0::2], x.float()[..., 1::2]  # (B, H, T, d/2) each
+    turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (B, H, T, d/2, 2)
+    return turned.flatten(-2).to(x.dtype)  # (B, H, T, d): pairs back in adjacent columns
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE as a module, half-split layout: cos/sin tables built once in float32,
+    gathered by position in forward. forward(q, k, positions=None) -> (q_rot, k_rot)."""
+
+    def __init__(self, head_dim: int, max_len: int = 2048, base: float = 10000.0):
+        super().__init__()
+        self.max_len = max_len
+        cos, sin = rope_cache(head_dim, max_len, base)  # (max_len, head_dim) each, float32
+        # Buffers follow .to(device); non-persistent: rebuilt from the arguments, never saved in state_dict.
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        last = q.shape[-2] - 1 if positions is None else int(positions.max())
+        if last >= self.max_len:
+            raise ValueError(f"position {last} is past the table: max_len is only {self.max_len}; build RotaryEmbedding with a larger max_len")
+        return apply_rope(q, k, self.cos, self.sin, positions)
+
+
 # (end of chapter 05)

@@ -46,4 +46,13 @@ def lookup_explorer(weight: torch.Tensor, ids: torch.Tensor, tokens: list[str]):
 # Chapter 05: rotary embeddings (RoPE)
 # ---------------------------------------------------------------------------
 
+
+def rope_rotation_explorer(thetas: list[float], max_position: int = 300):
+    """Slide the position: each pair turns by position·θ_i, fast pairs spin, slow ones creep."""
+    import ipywidgets as widgets
+
+    slider = widgets.IntSlider(value=10, min=0, max=max_position, description="position m", continuous_update=False)
+    return widgets.interactive(lambda position: plots.rope_pairs(position, thetas), position=slider)
+
+
 # (end of chapter 05)

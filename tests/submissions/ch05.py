@@ -1,0 +1,728 @@
+"""Chapter 05 submissions (RoPE), written as students write them.
+
+RIGHT: different correct implementations; every one must pass.
+WRONG: (exercise id, the diagnosis it must get, the code); each is a real
+mistake, and the check must name exactly that code.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+
+# --- right: rope_cache -------------------------------------------------------
+
+
+def cache_hf_float32(head_dim, max_len, base=10000.0):
+    # HF LlamaRotaryEmbedding: float32 throughout
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    t = torch.arange(max_len, dtype=torch.int64).float()
+    freqs = torch.outer(t, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def cache_exp_log_float64(head_dim, max_len, base=10000.0):
+    i = torch.arange(head_dim // 2, dtype=torch.float64)
+    theta = torch.exp(-2 * i / head_dim * math.log(base))
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * theta[None, :]
+    angles = angles.repeat(1, 2)
+    return angles.cos().to(torch.float32), angles.sin().to(torch.float32)
+
+
+def cache_loop(head_dim, max_len, base=10000.0):
+    half = head_dim // 2
+    cos = torch.empty(max_len, head_dim)
+    sin = torch.empty(max_len, head_dim)
+    thetas = [base ** (-2 * i / head_dim) for i in range(half)]
+    rows_c, rows_s = [], []
+    for m in range(max_len):
+        angles = [m * theta for theta in thetas] * 2
+        rows_c.append([math.cos(a) for a in angles])
+        rows_s.append([math.sin(a) for a in angles])
+    cos[:] = torch.tensor(rows_c)
+    sin[:] = torch.tensor(rows_s)
+    return cos, sin
+
+
+# --- right: rotate_half ------------------------------------------------------
+
+
+def rotate_half_slices(x):
+    d = x.shape[-1]
+    return torch.cat((-x[..., d // 2 :], x[..., : d // 2]), dim=-1)
+
+
+def rotate_half_roll(x):
+    half = x.shape[-1] // 2
+    sign = torch.ones(x.shape[-1], dtype=x.dtype, device=x.device)
+    sign[:half] = -1
+    return torch.roll(x, shifts=half, dims=-1) * sign
+
+
+def rotate_half_hf(x):
+    """Rotates half the hidden dims of the input. (transformers' modeling_llama, verbatim)"""
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    """transformers' modeling_llama, verbatim (importing transformers inside a check takes seconds)."""
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    q_embed = (q * cos) + (rotate_half_hf(q) * sin)
+    k_embed = (k * cos) + (rotate_half_hf(k) * sin)
+    return q_embed, k_embed
+
+
+def rotate_every_two_gptj(x):
+    """transformers' modeling_gptj, verbatim."""
+    x1 = x[:, :, :, ::2]
+    x2 = x[:, :, :, 1::2]
+    x = torch.stack((-x2, x1), dim=-1)
+    return x.flatten(-2)  # in einsum notation: rearrange(x, '... d j -> ... (d j)')
+
+
+# --- right: apply_rope -------------------------------------------------------
+
+
+def apply_rope_hf(q, k, cos, sin, positions=None):
+    if positions is None:
+        positions = torch.arange(q.shape[-2], device=q.device)
+    if positions.dim() == 1:
+        positions = positions[None, :]  # (1, T): HF's position_ids
+    c = cos[positions].to(q.dtype)  # (1 or B, T, Dh)
+    s = sin[positions].to(q.dtype)
+    return apply_rotary_pos_emb(q, k, c, s, unsqueeze_dim=1)
+
+
+def apply_rope_explicit_pairs(q, k, cos, sin, positions=None):
+    T, d = q.shape[-2], q.shape[-1]
+    c = cos[:T] if positions is None else cos[positions]
+    s = sin[:T] if positions is None else sin[positions]
+    if c.dim() == 3:
+        c, s = c[:, None], s[:, None]
+    c, s = c[..., : d // 2], s[..., : d // 2]
+
+    def rot(x):
+        a, b = x[..., : d // 2].double(), x[..., d // 2 :].double()
+        return torch.cat([a * c - b * s, b * c + a * s], dim=-1).to(x.dtype)
+
+    return rot(q), rot(k)
+
+
+def apply_rope_einsum_matrix(q, k, cos, sin, positions=None):
+    # Build the (Dh, Dh) rotation matrix for each position and multiply.
+    T, d = q.shape[-2], q.shape[-1]
+    if positions is None:
+        positions = torch.arange(T, device=q.device)
+    c, s = cos[positions], sin[positions]  # (..., T, d)
+    half = d // 2
+    eye = torch.eye(half, device=q.device)
+    R = torch.zeros(*c.shape[:-1], d, d, device=q.device)
+    R[..., :half, :half] = c[..., :half, None] * eye
+    R[..., half:, half:] = c[..., :half, None] * eye
+    R[..., :half, half:] = -s[..., :half, None] * eye
+    R[..., half:, :half] = s[..., :half, None] * eye
+    if R.dim() == 4:
+        R = R[:, None]  # (B, 1, T, d, d)
+    q_rot = torch.einsum("...ij,...j->...i", R, q.float()).to(q.dtype)
+    k_rot = torch.einsum("...ij,...j->...i", R, k.float()).to(k.dtype)
+    return q_rot, k_rot
+
+
+# --- right: rope_interleaved -------------------------------------------------
+
+
+def interleaved_complex(x, positions=None, base=10000.0):
+    # Meta's llama: precompute_freqs_cis + apply_rotary_emb
+    B, H, T, d = x.shape
+    freqs = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device)[: (d // 2)].float() / d))
+    t = torch.arange(T, device=x.device) if positions is None else positions
+    freqs = torch.outer(t.float(), freqs)
+    freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
+    x_ = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    out = torch.view_as_real(x_ * freqs_cis).flatten(3)
+    return out.type_as(x)
+
+
+def interleaved_gptj(x, positions=None, base=10000.0):
+    d = x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64, device=x.device).float() / d))
+    if positions is None:
+        positions = torch.arange(x.shape[2], device=x.device)
+    sinusoid = positions.float()[:, None] * inv_freq
+    sin = torch.repeat_interleave(sinusoid.sin(), 2, -1).to(x.dtype)
+    cos = torch.repeat_interleave(sinusoid.cos(), 2, -1).to(x.dtype)
+    return x * cos + rotate_every_two_gptj(x) * sin
+
+
+def interleaved_float64_loop(x, positions=None, base=10000.0):
+    d = x.shape[-1]
+    if positions is None:
+        positions = torch.arange(x.shape[-2], device=x.device)
+    out = torch.empty_like(x)
+    for i in range(d // 2):
+        theta = base ** (-2.0 * i / d)
+        angle = positions.to(torch.float64) * theta  # (T,)
+        c, s = torch.cos(angle), torch.sin(angle)
+        a, b = x[..., 2 * i].double(), x[..., 2 * i + 1].double()
+        out[..., 2 * i] = (a * c - b * s).to(x.dtype)
+        out[..., 2 * i + 1] = (a * s + b * c).to(x.dtype)
+    return out
+
+
+# --- right: RotaryEmbedding --------------------------------------------------
+
+
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class RotaryCached(nn.Module):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.max_len = max_len
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2).float() / head_dim))
+        t = torch.arange(max_len).float()
+        freqs = torch.einsum("i,j->ij", t, inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", emb.cos(), persistent=False)
+        self.register_buffer("sin_cached", emb.sin(), persistent=False)
+
+    def forward(self, q, k, positions=None):
+        T = q.shape[2]
+        if positions is None:
+            if T > self.max_len:
+                raise ValueError(f"sequence length {T} exceeds max_len {self.max_len}")
+            cos, sin = self.cos_cached[:T], self.sin_cached[:T]
+        else:
+            if positions.max() >= self.max_len:
+                raise ValueError(f"position {int(positions.max())} >= max_len {self.max_len}")
+            cos, sin = self.cos_cached[positions], self.sin_cached[positions]
+        if cos.dim() == 3:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
+class RotaryOnTheFly(nn.Module):
+    # HF style: only inv_freq is stored; the angles are made in float32 in forward.
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.max_len = max_len
+        inv_freq = torch.exp(-math.log(base) * torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, q, k, positions=None):
+        if positions is None:
+            positions = torch.arange(q.shape[-2], device=q.device)
+        if bool((positions >= self.max_len).any()):
+            raise ValueError(f"positions must be < max_len={self.max_len}")
+        angles = positions.float()[..., None] * self.inv_freq.float()  # (T, d/2) or (B, T, d/2)
+        angles = torch.cat([angles, angles], dim=-1)
+        if angles.dim() == 3:
+            angles = angles[:, None]
+        cos, sin = angles.cos(), angles.sin()
+        out = [(x.float() * cos + _rotate_half(x.float()) * sin).to(x.dtype) for x in (q, k)]
+        return out[0], out[1]
+
+
+class RotaryComplexHalfSplit(nn.Module):
+    # Complex numbers, with the pairs taken as (x[i], x[i + d/2]).
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.max_len = max_len
+        theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        angles = torch.outer(torch.arange(max_len, dtype=torch.float64), theta)
+        self.register_buffer("cis", torch.polar(torch.ones_like(angles), angles).to(torch.complex64), persistent=False)
+
+    def forward(self, q, k, positions=None):
+        T = q.shape[-2]
+        if positions is None:
+            positions = torch.arange(T, device=q.device)
+        if positions.max().item() >= self.max_len:
+            raise ValueError(f"position past max_len={self.max_len}")
+        cis = self.cis[positions]
+        if cis.dim() == 3:
+            cis = cis[:, None]
+
+        def turn(x):
+            half = x.shape[-1] // 2
+            z = torch.complex(x[..., :half].float(), x[..., half:].float()) * cis
+            return torch.cat([z.real, z.imag], dim=-1).to(x.dtype)
+
+        return turn(q), turn(k)
+
+
+RIGHT = {
+    "rope_cache": [cache_hf_float32, cache_exp_log_float64, cache_loop],
+    "rotate_half": [rotate_half_slices, rotate_half_roll, rotate_half_hf],
+    "apply_rope": [apply_rope_hf, apply_rope_explicit_pairs, apply_rope_einsum_matrix],
+    "rope_interleaved": [interleaved_complex, interleaved_gptj, interleaved_float64_loop],
+    "RotaryEmbedding": [RotaryCached, RotaryOnTheFly, RotaryComplexHalfSplit],
+}
+
+# --- wrong: rope_cache -------------------------------------------------------
+
+
+def cache_repeat_interleave(head_dim, max_len, base=10000.0):
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    freqs = torch.outer(torch.arange(max_len).float(), inv_freq)
+    emb = freqs.repeat_interleave(2, dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def cache_base_1000(head_dim, max_len, base=10000.0):
+    inv_freq = 1.0 / (1000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    freqs = torch.outer(torch.arange(max_len).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def cache_ignores_base(head_dim, max_len, base=10000.0):
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    freqs = torch.outer(torch.arange(max_len).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def cache_i_over_d(head_dim, max_len, base=10000.0):
+    inv_freq = 1.0 / (base ** (torch.arange(head_dim // 2).float() / head_dim))
+    freqs = torch.outer(torch.arange(max_len).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def cache_integer_division(head_dim, max_len, base=10000.0):
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2) // head_dim))
+    freqs = torch.outer(torch.arange(max_len).float(), inv_freq.float())
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def cache_one_frequency_per_column(head_dim, max_len, base=10000.0):
+    inv_freq = 1.0 / (base ** (torch.arange(head_dim).float() / head_dim))
+    emb = torch.outer(torch.arange(max_len).float(), inv_freq)
+    return emb.cos(), emb.sin()
+
+
+def cache_in_bfloat16(head_dim, max_len, base=10000.0):
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.bfloat16) / head_dim))
+    t = torch.arange(max_len, dtype=torch.bfloat16)
+    freqs = torch.outer(t, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().float(), emb.sin().float()
+
+
+def cache_half_positions(head_dim, max_len, base=10000.0):
+    # positions made with .half() "to save memory", frequencies in float32
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    t = torch.arange(max_len).half()
+    freqs = t.float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def cache_bf16_unusual(head_dim, max_len, base=10000.0):
+    # not a face in the catalogue: positions rounded to bf16, then a float64 table
+    t = torch.arange(max_len).to(torch.bfloat16).double()
+    theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    emb = torch.outer(t, theta)
+    emb = torch.cat((emb, emb), dim=-1) + 0.0 * torch.rand(1, dtype=torch.float64)
+    return emb.cos().float(), emb.sin().float()
+
+
+def cache_from_position_one(head_dim, max_len, base=10000.0):
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    t = torch.arange(1, max_len + 1).float()
+    freqs = torch.outer(t, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def cache_sin_first(head_dim, max_len, base=10000.0):
+    cos, sin = cache_hf_float32(head_dim, max_len, base)
+    return sin, cos
+
+
+def cache_half_width(head_dim, max_len, base=10000.0):
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    freqs = torch.outer(torch.arange(max_len).float(), inv_freq)
+    return freqs.cos(), freqs.sin()
+
+
+def cache_stacked(head_dim, max_len, base=10000.0):
+    return torch.stack(cache_hf_float32(head_dim, max_len, base))
+
+
+def cache_float64(head_dim, max_len, base=10000.0):
+    cos, sin = cache_exp_log_float64(head_dim, max_len, base)
+    return cos.double(), sin.double()
+
+
+# --- wrong: rotate_half ------------------------------------------------------
+
+
+def rotate_half_wrong_sign(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x2, -x1), dim=-1)
+
+
+def rotate_every_two(x):
+    x1 = x[..., ::2]
+    x2 = x[..., 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+
+def rotate_half_even_odd(x):
+    return torch.cat((-x[..., 1::2], x[..., ::2]), dim=-1)
+
+
+def rotate_half_no_minus(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x2, x1), dim=-1)
+
+
+def rotate_half_in_place(x):
+    d = x.shape[-1] // 2
+    x1 = x[..., :d].clone()
+    x[..., :d] = -x[..., d:]
+    x[..., d:] = x1
+    return x
+
+
+def rotate_half_always_float(x):
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+# --- wrong: apply_rope -------------------------------------------------------
+
+
+def _gather(cos, sin, T, positions):
+    if positions is None:
+        return cos[:T], sin[:T]
+    c, s = cos[positions], sin[positions]
+    if c.dim() == 3:
+        c, s = c.unsqueeze(1), s.unsqueeze(1)
+    return c, s
+
+
+def apply_rope_minus_sin(q, k, cos, sin, positions=None):
+    c, s = _gather(cos, sin, q.shape[-2], positions)
+    c, s = c.to(q.dtype), s.to(q.dtype)
+    return q * c - rotate_half_slices(q) * s, k * c - rotate_half_slices(k) * s
+
+
+def apply_rope_gptj_style(q, k, cos, sin, positions=None):
+    c, s = _gather(cos, sin, q.shape[-2], positions)
+    half = q.shape[-1] // 2
+    c = torch.repeat_interleave(c[..., :half], 2, dim=-1).to(q.dtype)
+    s = torch.repeat_interleave(s[..., :half], 2, dim=-1).to(q.dtype)
+    return q * c + rotate_every_two(q) * s, k * c + rotate_every_two(k) * s
+
+
+def apply_rope_every_two_with_tables(q, k, cos, sin, positions=None):
+    c, s = _gather(cos, sin, q.shape[-2], positions)
+    c, s = c.to(q.dtype), s.to(q.dtype)
+    return q * c + rotate_every_two(q) * s, k * c + rotate_every_two(k) * s
+
+
+def apply_rope_no_positions(q, k, cos, sin, positions=None):
+    T = q.shape[-2]
+    c, s = cos[:T].to(q.dtype), sin[:T].to(q.dtype)
+    return q * c + rotate_half_slices(q) * s, k * c + rotate_half_slices(k) * s
+
+
+def apply_rope_no_cast(q, k, cos, sin, positions=None):
+    c, s = _gather(cos, sin, q.shape[-2], positions)
+    return q * c + rotate_half_slices(q) * s, k * c + rotate_half_slices(k) * s
+
+
+def apply_rope_no_head_axis(q, k, cos, sin, positions=None):
+    T = q.shape[-2]
+    c = cos[:T] if positions is None else cos[positions]
+    s = sin[:T] if positions is None else sin[positions]
+    c, s = c.to(q.dtype), s.to(q.dtype)
+    return q * c + rotate_half_slices(q) * s, k * c + rotate_half_slices(k) * s
+
+
+def apply_rope_forgot_rotate(q, k, cos, sin, positions=None):
+    c, s = _gather(cos, sin, q.shape[-2], positions)
+    c, s = c.to(q.dtype), s.to(q.dtype)
+    return q * c + q * s, k * c + k * s
+
+
+def apply_rope_forgets_k(q, k, cos, sin, positions=None):
+    c, s = _gather(cos, sin, q.shape[-2], positions)
+    c, s = c.to(q.dtype), s.to(q.dtype)
+    return q * c + rotate_half_slices(q) * s, k
+
+
+def apply_rope_concatenated(q, k, cos, sin, positions=None):
+    c, s = _gather(cos, sin, q.shape[-2], positions)
+    return torch.cat([q * c + rotate_half_slices(q) * s, k * c + rotate_half_slices(k) * s], dim=1)
+
+
+# --- wrong: rope_interleaved -------------------------------------------------
+
+
+def interleaved_but_half_split(x, positions=None, base=10000.0):
+    d = x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))
+    t = torch.arange(x.shape[2], device=x.device) if positions is None else positions
+    freqs = torch.outer(t.float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return (x.float() * emb.cos() + rotate_half_slices(x.float()) * emb.sin()).to(x.dtype)
+
+
+def interleaved_conjugate(x, positions=None, base=10000.0):
+    B, H, T, d = x.shape
+    freqs = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))
+    t = torch.arange(T, device=x.device) if positions is None else positions
+    freqs_cis = torch.polar(torch.ones(T, d // 2, device=x.device), torch.outer(t.float(), freqs))
+    x_ = torch.view_as_complex(x.float().reshape(B, H, T, -1, 2))
+    return torch.view_as_real(x_ * freqs_cis.conj()).flatten(3).type_as(x)
+
+
+def interleaved_cat_angles(x, positions=None, base=10000.0):
+    d = x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))
+    t = torch.arange(x.shape[2], device=x.device) if positions is None else positions
+    freqs = torch.outer(t.float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)  # should be repeat_interleave for adjacent pairs
+    return (x.float() * emb.cos() + rotate_every_two(x.float()) * emb.sin()).to(x.dtype)
+
+
+def interleaved_ignores_positions(x, positions=None, base=10000.0):
+    return interleaved_complex(x, None, base)
+
+
+def interleaved_hardcoded_base(x, positions=None, base=10000.0):
+    return interleaved_complex(x, positions, 10000.0)
+
+
+def interleaved_base_1000(x, positions=None, base=1000.0):
+    return interleaved_complex(x, positions, base)
+
+
+def interleaved_i_over_d(x, positions=None, base=10000.0):
+    B, H, T, d = x.shape
+    freqs = 1.0 / (base ** (torch.arange(d // 2, device=x.device).float() / d))
+    t = torch.arange(T, device=x.device) if positions is None else positions
+    freqs_cis = torch.polar(torch.ones(T, d // 2, device=x.device), torch.outer(t.float(), freqs))
+    x_ = torch.view_as_complex(x.float().reshape(B, H, T, -1, 2))
+    return torch.view_as_real(x_ * freqs_cis).flatten(3).type_as(x)
+
+
+def interleaved_in_input_dtype(x, positions=None, base=10000.0):
+    d = x.shape[-1]
+    t = torch.arange(x.shape[2], device=x.device, dtype=x.dtype) if positions is None else positions.to(x.dtype)
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d))
+    freqs = t[:, None] * inv_freq
+    cos = freqs.cos().repeat_interleave(2, -1)
+    sin = freqs.sin().repeat_interleave(2, -1)
+    return x * cos + rotate_every_two(x) * sin
+
+
+def interleaved_positions_on_cpu(x, positions=None, base=10000.0):
+    B, H, T, d = x.shape
+    freqs = 1.0 / (base ** (torch.arange(0, d, 2).float() / d))
+    t = torch.arange(T) if positions is None else positions.cpu()
+    freqs_cis = torch.polar(torch.ones(T, d // 2), torch.outer(t.float(), freqs))  # stays on the CPU
+    x_ = torch.view_as_complex(x.float().reshape(B, H, T, -1, 2))
+    return torch.view_as_real(x_ * freqs_cis).flatten(3).type_as(x)
+
+
+# --- wrong: RotaryEmbedding --------------------------------------------------
+
+
+class RotaryParameter(RotaryCached):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+        self.cos_cached = nn.Parameter(self.cos_cached.clone(), requires_grad=False)
+        self.sin_cached = nn.Parameter(self.sin_cached.clone(), requires_grad=False)
+
+
+class RotaryPersistentBuffer(nn.Module):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        inner = RotaryCached(head_dim, max_len, base)
+        self.max_len = max_len
+        self.register_buffer("cos_cached", inner.cos_cached)
+        self.register_buffer("sin_cached", inner.sin_cached)
+
+    forward = RotaryCached.forward
+
+
+class RotaryPlainAttributes(nn.Module):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        inner = RotaryCached(head_dim, max_len, base)
+        self.max_len = max_len
+        self.cos_cached, self.sin_cached = inner.cos_cached, inner.sin_cached
+
+    forward = RotaryCached.forward
+
+
+class RotaryNoLengthCheck(RotaryCached):
+    def forward(self, q, k, positions=None):
+        T = q.shape[2]
+        cos = self.cos_cached[:T] if positions is None else self.cos_cached[positions]
+        sin = self.sin_cached[:T] if positions is None else self.sin_cached[positions]
+        if cos.dim() == 3:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
+class RotaryAssertsLength(RotaryNoLengthCheck):
+    def forward(self, q, k, positions=None):
+        assert q.shape[2] <= self.max_len and (positions is None or positions.max() < self.max_len), "too long"
+        return super().forward(q, k, positions)
+
+
+class RotaryInputDtypeAngles(RotaryOnTheFly):
+    def forward(self, q, k, positions=None):
+        if positions is None:
+            positions = torch.arange(q.shape[-2], device=q.device)
+        if bool((positions >= self.max_len).any()):
+            raise ValueError("too long")
+        angles = positions.to(q.dtype)[..., None] * self.inv_freq.to(q.dtype)
+        angles = torch.cat([angles, angles], dim=-1)
+        if angles.dim() == 3:
+            angles = angles[:, None]
+        cos, sin = angles.cos(), angles.sin()
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
+class RotaryCpuAngles(RotaryOnTheFly):
+    def forward(self, q, k, positions=None):
+        if positions is None:
+            if q.shape[-2] > self.max_len:
+                raise ValueError("too long")
+            angles = torch.arange(q.shape[-2]).float()[:, None] * self.inv_freq
+            angles = torch.cat([angles, angles], dim=-1)
+            return tuple((x.float() * angles.cos() + _rotate_half(x.float()) * angles.sin()).to(x.dtype) for x in (q, k))
+        return super().forward(q, k, positions)
+
+
+class RotaryEveryTwo(RotaryCached):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+        half = head_dim // 2
+        self.cos_cached = self.cos_cached[:, :half].repeat_interleave(2, -1)
+        self.sin_cached = self.sin_cached[:, :half].repeat_interleave(2, -1)
+
+    def forward(self, q, k, positions=None):
+        T = q.shape[2]
+        if (q.shape[2] if positions is None else int(positions.max()) + 1) > self.max_len:
+            raise ValueError("too long")
+        cos = self.cos_cached[:T] if positions is None else self.cos_cached[positions]
+        sin = self.sin_cached[:T] if positions is None else self.sin_cached[positions]
+        if cos.dim() == 3:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+        return q * cos + rotate_every_two(q) * sin, k * cos + rotate_every_two(k) * sin
+
+
+class RotaryHalvesWithRepeatedAngles(RotaryEveryTwo):
+    def forward(self, q, k, positions=None):
+        T = q.shape[2]
+        cos = self.cos_cached[:T] if positions is None else self.cos_cached[positions]
+        sin = self.sin_cached[:T] if positions is None else self.sin_cached[positions]
+        if cos.dim() == 3:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
+class RotaryMinusSin(RotaryCached):
+    def forward(self, q, k, positions=None):
+        T = q.shape[2]
+        if (T if positions is None else int(positions.max()) + 1) > self.max_len:
+            raise ValueError("too long")
+        cos = self.cos_cached[:T] if positions is None else self.cos_cached[positions]
+        sin = self.sin_cached[:T] if positions is None else self.sin_cached[positions]
+        if cos.dim() == 3:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+        return q * cos - _rotate_half(q) * sin, k * cos - _rotate_half(k) * sin
+
+
+class RotaryIgnoresPositions(RotaryCached):
+    def forward(self, q, k, positions=None):
+        return super().forward(q, k, None)
+
+
+class RotaryHardcodedBase(RotaryCached):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, 10000.0)
+
+
+class RotaryIOverD(RotaryOnTheFly):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+        self.inv_freq = 1.0 / (base ** (torch.arange(head_dim // 2).float() / head_dim))
+
+
+WRONG = [
+    # rope_cache
+    ("rope_cache", "rope_interleaved_convention", cache_repeat_interleave),
+    ("rope_cache", "wrong_base", cache_base_1000),
+    ("rope_cache", "wrong_base", cache_ignores_base),
+    ("rope_cache", "wrong_exponent", cache_i_over_d),
+    ("rope_cache", "wrong_exponent", cache_integer_division),
+    ("rope_cache", "rope_mixed_pairing", cache_one_frequency_per_column),
+    ("rope_cache", "low_precision_angles", cache_in_bfloat16),
+    ("rope_cache", "low_precision_angles", cache_half_positions),
+    ("rope_cache", "low_precision_angles", cache_bf16_unusual),
+    ("rope_cache", "position_offset", cache_from_position_one),
+    ("rope_cache", "wrong_values", cache_sin_first),
+    ("rope_cache", "wrong_shape", cache_half_width),
+    ("rope_cache", "wrong_type", cache_stacked),
+    ("rope_cache", "wrong_dtype", cache_float64),
+    # rotate_half
+    ("rotate_half", "rope_sign_flip", rotate_half_wrong_sign),
+    ("rotate_half", "rope_interleaved_convention", rotate_every_two),
+    ("rotate_half", "rope_mixed_pairing", rotate_half_even_odd),
+    ("rotate_half", "wrong_values", rotate_half_no_minus),
+    ("rotate_half", "mutated_input", rotate_half_in_place),
+    ("rotate_half", "wrong_dtype", rotate_half_always_float),
+    # apply_rope
+    ("apply_rope", "rope_sign_flip", apply_rope_minus_sin),
+    ("apply_rope", "rope_interleaved_convention", apply_rope_gptj_style),
+    ("apply_rope", "rope_mixed_pairing", apply_rope_every_two_with_tables),
+    ("apply_rope", "rope_ignores_positions", apply_rope_no_positions),
+    ("apply_rope", "wrong_dtype", apply_rope_no_cast),
+    ("apply_rope", "raised", apply_rope_no_head_axis),
+    ("apply_rope", "wrong_values", apply_rope_forgot_rotate),
+    ("apply_rope", "wrong_type", apply_rope_concatenated),
+    ("apply_rope", "wrong_values", apply_rope_forgets_k),
+    # rope_interleaved
+    ("rope_interleaved", "rope_half_split_convention", interleaved_but_half_split),
+    ("rope_interleaved", "rope_sign_flip", interleaved_conjugate),
+    ("rope_interleaved", "rope_mixed_pairing", interleaved_cat_angles),
+    ("rope_interleaved", "rope_ignores_positions", interleaved_ignores_positions),
+    ("rope_interleaved", "wrong_base", interleaved_hardcoded_base),
+    ("rope_interleaved", "wrong_base", interleaved_base_1000),
+    ("rope_interleaved", "wrong_exponent", interleaved_i_over_d),
+    ("rope_interleaved", "low_precision_angles", interleaved_in_input_dtype),
+    ("rope_interleaved", "wrong_device", interleaved_positions_on_cpu),
+    # RotaryEmbedding
+    ("RotaryEmbedding", "cache_is_parameter", RotaryParameter),
+    ("RotaryEmbedding", "cache_is_parameter", RotaryPersistentBuffer),
+    ("RotaryEmbedding", "pe_not_buffer", RotaryPlainAttributes),
+    ("RotaryEmbedding", "no_length_check", RotaryNoLengthCheck),
+    ("RotaryEmbedding", "no_length_check", RotaryAssertsLength),
+    ("RotaryEmbedding", "low_precision_angles", RotaryInputDtypeAngles),
+    ("RotaryEmbedding", "wrong_device", RotaryCpuAngles),
+    ("RotaryEmbedding", "rope_interleaved_convention", RotaryEveryTwo),
+    ("RotaryEmbedding", "rope_sign_flip", RotaryMinusSin),
+    ("RotaryEmbedding", "rope_mixed_pairing", RotaryHalvesWithRepeatedAngles),
+    ("RotaryEmbedding", "rope_ignores_positions", RotaryIgnoresPositions),
+    ("RotaryEmbedding", "wrong_base", RotaryHardcodedBase),
+    ("RotaryEmbedding", "wrong_exponent", RotaryIOverD),
+]
