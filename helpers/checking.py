@@ -190,11 +190,25 @@ def time_limit(seconds: float) -> Iterator[None]:
         yield
         return
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        expired = False
+
+        def keep_stopping(frame, event, arg):
+            """After the deadline, raise again on every line of student code, so
+            that a bare `except:` inside a loop cannot swallow the timeout."""
+            if expired and frame.f_code.co_filename != __file__:
+                raise CheckTimeout
+            return keep_stopping
 
         def on_alarm(signum, frame):
+            nonlocal expired
             if _importing(frame):  # never cut an import in half: the module would stay broken
                 signal.setitimer(signal.ITIMER_REAL, 0.1)
                 return
+            expired = True
+            sys.settrace(keep_stopping)
+            while frame is not None:  # the frames already running, too
+                frame.f_trace = keep_stopping
+                frame = frame.f_back
             raise CheckTimeout
 
         previous = signal.signal(signal.SIGALRM, on_alarm)
@@ -204,6 +218,9 @@ def time_limit(seconds: float) -> Iterator[None]:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+            if expired:
+                expired = False
+                sys.settrace(None)
     else:
         target = threading.get_ident()
         done = threading.Event()
@@ -378,7 +395,10 @@ class Probe:
         except CheckTimeout:
             self.fail("timeout", f"{what} ran for more than {self.timeout:g} s and was stopped. Look for a loop that never ends (a `while` whose condition never changes?).")
         except ForbiddenCall as call:
-            self.fail("forbidden_api", f"{what} called {call.name}, which this exercise asks you to do without: build the result yourself with indexing and tensor operations.")
+            self.fail(
+                "forbidden_api",
+                f"{what} called {call.name} (directly, or through a module such as nn.Embedding that uses it), which this exercise asks you to do without: build the result yourself with indexing and tensor operations.",
+            )
         except NotImplementedError as error:
             if _raised_by_stub(error):
                 self.fail("not_implemented", f"{what} is not implemented yet: replace `raise NotImplementedError` with your code, run that cell, then run this check again.")
@@ -456,13 +476,13 @@ class Probe:
         finite = torch.isfinite(out.detach().to("cpu", torch.float64))
         if not finite.all() and torch.isfinite(expected.detach().to("cpu", torch.float64)).all():
             where = tuple(int(i) for i in (~finite).nonzero()[0])
-            self.fail("nan_or_inf", f"{what} holds NaN or inf (first at index {list(where)}). Look for a division by zero or a log/pow of a negative number.")
+            self.fail("nan_or_inf", f"{what} holds NaN or inf (first at index {list(where)}). Look for a division by zero, a log/pow of a negative number, or entries never filled (torch.empty).")
         self.fail("wrong_values", f"{describe_difference(out, expected, what)} {hint}".strip())
 
     def against_reference(self, out: Any, *args: Any, what: str = "the output", **kwargs: Any) -> None:
         """The usual probe for a function exercise: reference and mistakes see the same inputs."""
         expected = self.exercise.reference(*args, **kwargs)
-        self.expect(out, expected, what=what, mistakes=lambda: {code: m(*args, **kwargs) for code, m in self.exercise.mistakes.items()})
+        self.expect(out, expected, what=what, mistakes=lambda: {code: _quietly(m, *args, **kwargs) for code, m in self.exercise.mistakes.items()})
 
     def explain(self, code: str) -> str:
         """The catalogue entry's docstring is the message a student reads."""
@@ -549,6 +569,15 @@ def _in_module_init() -> bool:
     return False
 
 
+def _quietly(mistake: Callable, *args: Any, **kwargs: Any) -> Any:
+    """A known mistake run on inputs it cannot handle (a transposed table indexed
+    past its end) simply is not the student's mistake: None."""
+    try:
+        return mistake(*args, **kwargs)
+    except Exception:
+        return None
+
+
 def describe_difference(out: torch.Tensor, expected: torch.Tensor, what: str) -> str:
     a = out.detach().to("cpu", torch.float64)
     b = expected.detach().to("cpu", torch.float64)
@@ -582,9 +611,11 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
     probe = Probe(exercise, name)
     before = TorchState.capture()
     try:
+        what = "a function" if exercise.kind == "function" else "an nn.Module class"
         if submission is None or not callable(submission):
-            what = "a function" if exercise.kind == "function" else "an nn.Module class"
             raise Failure("wrong_type", f"check() needs {what} for {exercise_id!r}, got {type(submission).__name__}.")
+        if exercise.kind == "function" and inspect.isclass(submission):
+            raise Failure("wrong_type", f"check() needs {what} for {exercise_id!r}, got the class {name}: pass your own function.")
         exercise.run(submission, probe)
         code, message = None, "All probes passed: shapes, dtypes, devices, values and properties."
     except Failure as failure:

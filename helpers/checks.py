@@ -9,6 +9,7 @@ hygiene probes (gradients, buffers, devices) come after the values.
 
 from __future__ import annotations
 
+import functools
 import math  # noqa: F401  (used by later chapters)
 
 import torch
@@ -16,12 +17,12 @@ import torch.nn.functional as F
 from torch import nn  # noqa: F401
 
 from helpers import mistakes, reference
-from helpers.checking import Failure, Probe
+from helpers.checking import Failure, Probe, close
 from helpers.registry import Exercise, register
 
 # Every way to get an embedding without writing one.
 EMBEDDING_APIS = (F.embedding, torch.embedding, F.embedding_bag)
-MATRIX_PRODUCTS = {"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "mv", "einsum", "tensordot", "linear", "addmm", "baddbmm", "inner"}
+MATRIX_PRODUCTS = {"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "mv", "einsum", "tensordot", "linear", "addmm", "baddbmm", "inner", "_sparse_mm", "smm", "hspmm"}
 
 # ---------------------------------------------------------------------------
 # Chapter 01: lookup tables
@@ -37,6 +38,10 @@ def _check_lookup(fn, probe: Probe) -> None:
     weight = probe.randn(50, 16)
     ids = probe.randint(40, 2, 3, 4)
     probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of ids")
+    # A single text (1-D ids) and a batch of one (a size-1 dimension that must not be squeezed).
+    for shape in [(6,), (1, 4)]:
+        ids = probe.randint(40, *shape)
+        probe.against_reference(probe.call(fn, weight, ids), weight, ids, what=f"a {shape} batch of ids")
     # Gradients: each row's gradient counts how often that token was used.
     weight = probe.randn(9, 4).requires_grad_()
     ids = torch.tensor([[0, 2, 2], [5, 0, 2]], device=probe.device)
@@ -51,11 +56,15 @@ def _check_lookup(fn, probe: Probe) -> None:
 
 
 def _check_one_hot_lookup(fn, probe: Probe) -> None:
+    hints = {  # torch's words -> what to do about them
+        "cannot be multiplied": " The one-hot matrix must be exactly V = weight.shape[0] wide: pass num_classes=weight.shape[0] (without it, F.one_hot guesses from the largest id).",
+        "same dtype": " F.one_hot returns int64: convert it with .to(weight.dtype) before multiplying.",
+    }
     try:
         _check_lookup(fn, probe)
     except Failure as failure:
-        if failure.code == "raised" and "cannot be multiplied" in failure.message:
-            failure.message += " Without num_classes, F.one_hot guesses the width from the largest id in the batch: pass num_classes=weight.shape[0]."
+        if failure.code == "raised":
+            failure.message += "".join(hint for words, hint in hints.items() if words in failure.message)
         raise
     if not {getattr(f, "__name__", "") for f in probe.calls_seen} & MATRIX_PRODUCTS:
         probe.fail("not_a_matrix_product", f"`{probe.name}` gives the right rows but never multiplies matrices: build one_hot(ids) with shape (..., V) and multiply it by the (V, d) weight with `@`.")
@@ -90,9 +99,6 @@ register(Exercise("one_hot_lookup", 1, 2, "function", reference.one_hot_lookup, 
 # Chapter 05: rotary embeddings (RoPE)
 # ---------------------------------------------------------------------------
 
-import functools  # noqa: E402
-
-from helpers.checking import Failure, close  # noqa: E402  (chapter 05's probes re-word failures)
 
 # Every check runs at positions in the thousands (few of them, small heads, so
 # it stays fast) and once in bfloat16, where computing angles in low precision
@@ -102,13 +108,6 @@ from helpers.checking import Failure, close  # noqa: E402  (chapter 05's probes 
 ROPE_TOLERANCE = {torch.float32: {"rtol": 1e-3, "atol": 1e-3}, torch.bfloat16: {"rtol": 1.6e-2, "atol": 4e-2}}
 CACHE_TOLERANCE = {"rtol": 0.0, "atol": 5e-4}
 ROPE_MAX_LEN = 4000  # positions in the thousands; 8 × 4000 floats stay under torch's threading grain
-
-
-def _warm_meta() -> None:
-    """The first operation on the meta device imports a large part of torch
-    (sympy included: seconds). Do it here, outside the student's time limit: a
-    timeout in the middle of that import would leave it broken for the session."""
-    torch.zeros(1, device="meta") + 1
 
 
 @functools.lru_cache(maxsize=8)
@@ -298,7 +297,6 @@ def _check_rope_interleaved(fn, probe: Probe) -> None:
 
         fallback = _low_precision(probe) if x.dtype == torch.bfloat16 else _rope_properties(probe, rotate, x.shape[-1])
         _expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **_rope_tolerance(x))
-    _warm_meta()
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0))
 
@@ -380,7 +378,6 @@ def _check_rotary_embedding(cls, probe: Probe) -> None:
         moved = probe.call(fresh.to, device, what=f"`{probe.name}.to(device)`")
         return probe.call(moved, probe.randn(1, 2, 4, 8, device=device), probe.randn(1, 1, 4, 8, device=device))
 
-    _warm_meta()
     probe.device_pass(on_device)
 
 

@@ -184,3 +184,22 @@ def test_check_environment_variables_are_read(monkeypatch):
     probe = checking.Probe(get("lookup"), "x")
     assert (probe.timeout, probe.memory_mb) == (0.5, 64)
     assert os.environ["COURSE_CHECK_TIMEOUT"] == "0.5"
+
+
+def test_a_class_is_not_a_function():
+    result = check("lookup", torch.nn.Embedding)
+    assert result.diagnosis == "wrong_type" and "class Embedding" in result.message
+
+
+def test_a_bare_except_cannot_swallow_the_time_limit():
+    def stubborn(weight, ids):
+        while True:
+            try:
+                torch.zeros(1)
+            except:  # noqa: E722
+                pass
+
+    assert check("lookup", stubborn).diagnosis == "timeout"
+    import sys
+
+    assert sys.gettrace() is None or "coverage" in type(sys.gettrace()).__module__  # the tracer is gone

@@ -198,3 +198,34 @@ WRONG = [
     ("lookup", "wrong_type", returns_a_list),
     ("lookup", "wrong_device", output_made_on_the_cpu),
 ]
+
+
+def swallows_every_exception(weight, ids):
+    while True:
+        try:
+            pass
+        except:  # noqa: E722  (the point: a bare except must not swallow the time limit)
+            pass
+
+
+def assumes_a_batch(weight, ids):
+    batch, length = ids.shape[0], ids.shape[1]  # fails on a single text (T,)
+    return weight[ids.reshape(batch * length, *ids.shape[2:])].view(batch, length, *ids.shape[2:], -1)
+
+
+def squeezes(weight, ids):
+    return weight[ids].squeeze()
+
+
+def sparse_one_hot(weight, ids):
+    one_hot = F.one_hot(ids.reshape(-1), weight.shape[0]).to(weight.dtype).to_sparse()
+    return torch.sparse.mm(one_hot, weight).reshape(*ids.shape, -1)
+
+
+RIGHT["one_hot_lookup"].append(sparse_one_hot)
+WRONG += [
+    ("lookup", "timeout", swallows_every_exception),
+    ("lookup", "raised", assumes_a_batch),
+    ("lookup", "wrong_shape", squeezes),
+    ("lookup", "wrong_type", torch.nn.Embedding),
+]
