@@ -164,7 +164,12 @@ def _check_scaled_embedding(cls, probe: Probe) -> None:
     probe.expect(table.grad.float(), expected_grad, what="the table's gradient")
     # Devices: the module and the ids on the meta device (catches tensors made on the CPU).
     _warm_meta_kernels()
-    probe.device_pass(lambda device: probe.call(probe.call(other.to, device, what=f"`{probe.name}.to(device)`"), probe.randint(23, 2, 3, device=device)))
+
+    def on(device: torch.device):
+        module = probe.call(probe.build(cls, 23, 7).to, device, what=f"`{probe.name}.to(device)`")
+        return probe.call(module, probe.randint(23, 2, 3, device=device))
+
+    probe.device_pass(on)
 
 
 def _make_embedding(probe: Probe, vocab_size: int, d_model: int, device: torch.device | None = None) -> nn.Embedding:
