@@ -48,6 +48,7 @@ DIAGNOSES: dict[str, str] = {
     # TiedLMHead
     "copy_not_tied": "the head holds a copy of the embedding weight, not the same Parameter",
     "has_bias": "the tied head adds a bias",
+    "returns_probabilities": "the head returns softmax probabilities (or log-probabilities) instead of logits",
     # sinusoidal_encoding, relative_shift_matrix
     "sin_cos_swapped": "cos is in the even columns and sin in the odd ones",
     "concatenated_halves": "sin and cos laid out as two halves (fairseq/tensor2tensor) instead of interleaved",

@@ -25,6 +25,15 @@ def lookup_explorer(weight: torch.Tensor, ids: torch.Tensor, tokens: list[str]):
 # Chapter 02: scaling and weight tying
 # ---------------------------------------------------------------------------
 
+
+def scale_explorer(d_model: int = 512):
+    """Slide over d_model: token norms (two inits, with and without × √d) against the positional norm."""
+    import ipywidgets as widgets
+
+    slider = widgets.SelectionSlider(options=list(plots.D_MODELS), value=d_model, description="d_model", continuous_update=False)
+    return widgets.interactive(lambda d_model: plots.embedding_norms(d_model), d_model=slider)
+
+
 # (end of chapter 02)
 
 

@@ -1,0 +1,519 @@
+"""Chapter 02 submissions, written as students write them.
+
+RIGHT: different correct implementations; every one must pass.
+WRONG: (exercise id, the diagnosis it must get, the code); each is a real
+mistake, and the check must name exactly that code.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# --- right: ScaledEmbedding --------------------------------------------------
+
+
+class ScaledEmbeddingPlain(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model)
+        self.d_model = d_model
+
+    def forward(self, ids):
+        return self.emb(ids) * math.sqrt(self.d_model)
+
+
+class ScaledEmbeddingSubclass(nn.Embedding):
+    """Inherits the table; scales with a power instead of math.sqrt."""
+
+    def forward(self, ids):
+        return super().forward(ids) * self.embedding_dim**0.5
+
+
+class ScaledEmbeddingOwnTable(nn.Module):
+    """Its own Parameter, a small (tensor2tensor-like) init, indexing and a 0-dim tensor scale."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(vocab_size, d_model) * d_model**-0.5)
+        self.scale = torch.sqrt(torch.tensor(float(d_model)))
+
+    def forward(self, ids):
+        return self.table[ids] * self.scale
+
+
+class ScaledEmbeddingBufferScale(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.lut = nn.Embedding(vocab_size, d_model, padding_idx=0)
+        self.register_buffer("scale", torch.tensor(d_model, dtype=torch.float32).sqrt())
+
+    def forward(self, x):
+        return F.embedding(x, self.lut.weight) * self.scale
+
+
+class ScaledEmbeddingFloat64Math(nn.Module):
+    """Scales in float64, hands back float32."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        nn.init.normal_(self.embedding.weight, std=0.02)
+
+    def forward(self, ids):
+        d = self.embedding.weight.shape[1]
+        return (self.embedding(ids).double() * math.sqrt(d)).float()
+
+
+# --- right: TiedLMHead -------------------------------------------------------
+
+
+class TiedHeadFLinear(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.weight = embedding.weight
+
+    def forward(self, h):
+        return F.linear(h, self.weight)
+
+
+class TiedHeadLinearModule(nn.Module):
+    """The usual way: a bias-free nn.Linear whose weight is replaced by the embedding's."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        vocab_size, d_model = embedding.weight.shape
+        self.proj = nn.Linear(d_model, vocab_size, bias=False)
+        self.proj.weight = embedding.weight
+
+    def forward(self, h):
+        return self.proj(h)
+
+
+class TiedHeadKeepsEmbedding(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.embedding = embedding
+
+    def forward(self, hidden):
+        return hidden @ self.embedding.weight.t()
+
+
+class TiedHeadLinearSubclass(nn.Linear):
+    def __init__(self, embedding: nn.Embedding):
+        super().__init__(embedding.embedding_dim, embedding.num_embeddings, bias=False)
+        self.weight = embedding.weight
+
+
+class TiedHeadEinsum(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.shared = embedding.weight
+
+    def forward(self, h):
+        return torch.einsum("...d,vd->...v", h, self.shared)
+
+
+RIGHT = {
+    "ScaledEmbedding": [ScaledEmbeddingPlain, ScaledEmbeddingSubclass, ScaledEmbeddingOwnTable, ScaledEmbeddingBufferScale, ScaledEmbeddingFloat64Math],
+    "TiedLMHead": [TiedHeadFLinear, TiedHeadLinearModule, TiedHeadKeepsEmbedding, TiedHeadLinearSubclass, TiedHeadEinsum],
+}
+
+# --- wrong: ScaledEmbedding --------------------------------------------------
+
+
+class NoScale(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model)
+
+    def forward(self, ids):
+        return self.emb(ids)
+
+
+class ScaledAtInit(nn.Module):
+    """Scales the table once, in __init__: the optimizer then trains the scaled table."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model)
+        with torch.no_grad():
+            self.emb.weight.mul_(math.sqrt(d_model))
+
+    def forward(self, ids):
+        return self.emb(ids)
+
+
+class DividesByScale(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        return self.emb(ids) / math.sqrt(self.d_model)
+
+
+class NegativePower(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        return self.emb(ids) * self.d_model**-0.5
+
+
+class TimesDModel(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        return self.emb(ids) * self.d_model
+
+
+class SqrtVocab(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model)
+
+    def forward(self, ids):
+        return self.emb(ids) * math.sqrt(self.emb.weight.shape[0])  # shape[0] is the vocabulary
+
+
+class SqrtHalfD(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        return self.emb(ids) * math.sqrt(self.d_model / 2)
+
+
+class LogD(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        return self.emb(ids) * math.log(self.d_model)
+
+
+class IntegerSqrt(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        return self.emb(ids) * int(math.sqrt(self.d_model))
+
+
+class RoundedSqrt(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        return self.emb(ids) * round(math.sqrt(self.d_model), 2)
+
+
+class SwappedSizes(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(d_model, vocab_size)
+        self.d_model = d_model
+
+    def forward(self, ids):
+        return self.emb(ids) * math.sqrt(self.d_model)
+
+
+class Float64Table(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model, dtype=torch.float64)
+        self.d_model = d_model
+
+    def forward(self, ids):
+        return self.emb(ids) * math.sqrt(self.d_model)
+
+
+class DetachedOutput(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        return self.emb(ids).detach() * math.sqrt(self.d_model)
+
+
+class FrozenTable(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding.from_pretrained(torch.randn(vocab_size, d_model))  # freeze=True by default
+        self.d_model = d_model
+
+    def forward(self, ids):
+        return self.emb(ids) * math.sqrt(self.d_model)
+
+
+class TableAsBuffer(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.register_buffer("table", torch.randn(vocab_size, d_model))
+
+    def forward(self, ids):
+        return self.table[ids] * math.sqrt(self.table.shape[1])
+
+
+class ScaleMadeOnCpu(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        scale = torch.tensor([self.d_model]).sqrt()  # shape (1,), always on the CPU
+        return self.emb(ids) * scale
+
+
+class FloatIds(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        return self.emb(ids.float()) * math.sqrt(self.d_model)
+
+
+class TransposesIdsInPlace(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        ids.transpose_(0, 1)  # (T, B): sequence first, as in the paper's code
+        return self.emb(ids).transpose(0, 1) * math.sqrt(self.d_model)
+
+
+class ReturnsTuple(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        return self.emb(ids), math.sqrt(self.d_model)
+
+
+class StubEmbedding(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        raise NotImplementedError("your code here")
+
+    def forward(self, ids):
+        raise NotImplementedError("your code here")
+
+
+class SpinsInForward(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        while True:
+            pass
+
+
+class DividesByPadCount(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        n_pad = (ids < 0).sum()  # never any: a division by zero
+        return self.emb(ids) * math.sqrt(self.d_model) / n_pad
+
+
+class SetsDefaultDtype(ScaledEmbeddingPlain):
+    def __init__(self, vocab_size, d_model):
+        torch.set_default_dtype(torch.float64)
+        super().__init__(vocab_size, d_model)
+
+
+class OneHotOfEverything(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        torch.zeros(10**6, 10**6)
+        return self.emb(ids) * math.sqrt(self.d_model)
+
+
+# --- wrong: TiedLMHead -------------------------------------------------------
+
+
+class CopiedIntoLinear(nn.Module):
+    """nn.Linear with the embedding's values copied in: two matrices (and a bias)."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        vocab_size, d_model = embedding.weight.shape
+        self.proj = nn.Linear(d_model, vocab_size)
+        self.proj.weight.data.copy_(embedding.weight.data)
+
+    def forward(self, h):
+        return self.proj(h)
+
+
+class ClonedParameter(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.weight = nn.Parameter(embedding.weight.clone())
+
+    def forward(self, h):
+        return h @ self.weight.T
+
+
+class WrappedInNewParameter(nn.Module):
+    """nn.Parameter(p) shares p's storage but is a new Parameter: gradients go to it, not to p."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        self.weight = nn.Parameter(embedding.weight)
+
+    def forward(self, h):
+        return F.linear(h, self.weight)
+
+
+class DataAttribute(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.weight = embedding.weight.data
+
+    def forward(self, h):
+        return h @ self.weight.T
+
+
+class RegisteredButUsesSnapshot(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.weight = embedding.weight
+        self.register_buffer("frozen", embedding.weight.detach().clone())
+
+    def forward(self, h):
+        return h @ self.frozen.T
+
+
+class LeftoverDecoder(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.weight = embedding.weight
+        self.decoder = nn.Linear(embedding.embedding_dim, embedding.num_embeddings, bias=False)  # never used
+
+    def forward(self, h):
+        return F.linear(h, self.weight)
+
+
+class TiedLinearWithBias(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        vocab_size, d_model = embedding.weight.shape
+        self.proj = nn.Linear(d_model, vocab_size)  # bias=True by default
+        self.proj.weight = embedding.weight
+
+    def forward(self, h):
+        return self.proj(h)
+
+
+class ZeroBias(TiedHeadFLinear):
+    def __init__(self, embedding):
+        super().__init__(embedding)
+        self.bias = nn.Parameter(torch.zeros(embedding.num_embeddings))
+
+    def forward(self, h):
+        return F.linear(h, self.weight, self.bias)
+
+
+class Softmaxed(TiedHeadFLinear):
+    def forward(self, h):
+        return F.softmax(h @ self.weight.T, dim=-1)
+
+
+class LogSoftmaxed(TiedHeadFLinear):
+    def forward(self, h):
+        return torch.log_softmax(F.linear(h, self.weight), dim=-1)
+
+
+class NotTransposed(TiedHeadFLinear):
+    def forward(self, h):
+        return h @ self.weight
+
+
+class VocabFirst(TiedHeadFLinear):
+    def forward(self, h):
+        return self.weight @ h.transpose(-1, -2)  # (V, d) @ (B, d, T) -> (B, V, T)
+
+
+class TiedTheOtherWay(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.proj = nn.Linear(embedding.embedding_dim, embedding.num_embeddings, bias=False)
+        embedding.weight = self.proj.weight
+
+    def forward(self, h):
+        return self.proj(h)
+
+
+class ReinitialisesEmbedding(TiedHeadFLinear):
+    def __init__(self, embedding):
+        super().__init__(embedding)
+        nn.init.normal_(self.weight, std=0.02)
+
+
+class RescalesHiddenInPlace(TiedHeadFLinear):
+    def forward(self, h):
+        h *= h.shape[-1] ** -0.5  # T5-style rescaling, done in place
+        return F.linear(h, self.weight)
+
+
+class RescalesLogits(TiedHeadFLinear):
+    def forward(self, h):
+        return F.linear(h, self.weight) / math.sqrt(self.weight.shape[1])
+
+
+class NoGradHead(TiedHeadFLinear):
+    def forward(self, h):
+        with torch.no_grad():
+            return h @ self.weight.T
+
+
+class DetachedWeight(TiedHeadFLinear):
+    def forward(self, h):
+        return F.linear(h, self.weight.detach())
+
+
+class LogitsBufferOnCpu(TiedHeadFLinear):
+    def forward(self, h):
+        logits = torch.zeros(*h.shape[:-1], self.weight.shape[0])  # no device=: always the CPU
+        return logits + h @ self.weight.T
+
+
+class ReturnsLogitsAndProbs(TiedHeadFLinear):
+    def forward(self, h):
+        logits = F.linear(h, self.weight)
+        return logits, logits.softmax(-1)
+
+
+class AsksForVocabSize(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.weight = embedding.weight
+        self.vocab_size = embedding.vocab_size  # nn.Embedding calls it num_embeddings
+
+    def forward(self, h):
+        return F.linear(h, self.weight)
+
+
+class StubHead(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+
+    def forward(self, h):
+        raise NotImplementedError("your code here")
+
+
+class SpinsInInit(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        while True:
+            pass
+
+
+WRONG = [
+    ("ScaledEmbedding", "missing_scale", NoScale),
+    ("ScaledEmbedding", "missing_scale", ScaledAtInit),
+    ("ScaledEmbedding", "divided_by_scale", DividesByScale),
+    ("ScaledEmbedding", "divided_by_scale", NegativePower),
+    ("ScaledEmbedding", "wrong_scale", TimesDModel),
+    ("ScaledEmbedding", "wrong_scale", SqrtVocab),
+    ("ScaledEmbedding", "wrong_scale", SqrtHalfD),
+    ("ScaledEmbedding", "wrong_scale", LogD),
+    ("ScaledEmbedding", "wrong_scale", IntegerSqrt),
+    ("ScaledEmbedding", "wrong_scale", RoundedSqrt),
+    ("ScaledEmbedding", "wrong_shape", SwappedSizes),
+    ("ScaledEmbedding", "wrong_dtype", Float64Table),
+    ("ScaledEmbedding", "no_gradient", DetachedOutput),
+    ("ScaledEmbedding", "no_gradient", FrozenTable),
+    ("ScaledEmbedding", "no_gradient", TableAsBuffer),
+    ("ScaledEmbedding", "wrong_device", ScaleMadeOnCpu),
+    ("ScaledEmbedding", "raised", FloatIds),
+    ("ScaledEmbedding", "mutated_input", TransposesIdsInPlace),
+    ("ScaledEmbedding", "wrong_type", ReturnsTuple),
+    ("ScaledEmbedding", "not_implemented", StubEmbedding),
+    ("ScaledEmbedding", "timeout", SpinsInForward),
+    ("ScaledEmbedding", "nan_or_inf", DividesByPadCount),
+    ("ScaledEmbedding", "changed_global_state", SetsDefaultDtype),
+    ("ScaledEmbedding", "out_of_memory", OneHotOfEverything),
+    ("TiedLMHead", "copy_not_tied", CopiedIntoLinear),
+    ("TiedLMHead", "copy_not_tied", ClonedParameter),
+    ("TiedLMHead", "copy_not_tied", WrappedInNewParameter),
+    ("TiedLMHead", "copy_not_tied", DataAttribute),
+    ("TiedLMHead", "copy_not_tied", RegisteredButUsesSnapshot),
+    ("TiedLMHead", "copy_not_tied", LeftoverDecoder),
+    ("TiedLMHead", "has_bias", TiedLinearWithBias),
+    ("TiedLMHead", "has_bias", ZeroBias),
+    ("TiedLMHead", "returns_probabilities", Softmaxed),
+    ("TiedLMHead", "returns_probabilities", LogSoftmaxed),
+    ("TiedLMHead", "wrong_shape", NotTransposed),
+    ("TiedLMHead", "wrong_shape", VocabFirst),
+    ("TiedLMHead", "mutated_input", TiedTheOtherWay),
+    ("TiedLMHead", "mutated_input", ReinitialisesEmbedding),
+    ("TiedLMHead", "mutated_input", RescalesHiddenInPlace),
+    ("TiedLMHead", "wrong_values", RescalesLogits),
+    ("TiedLMHead", "no_gradient", NoGradHead),
+    ("TiedLMHead", "no_gradient", DetachedWeight),
+    ("TiedLMHead", "wrong_device", LogitsBufferOnCpu),
+    ("TiedLMHead", "wrong_type", ReturnsLogitsAndProbs),
+    ("TiedLMHead", "raised", AsksForVocabSize),
+    ("TiedLMHead", "not_implemented", StubHead),
+    ("TiedLMHead", "timeout", SpinsInInit),
+]
