@@ -180,21 +180,25 @@ def _check_learned_positions(cls, probe: Probe) -> None:
                     "in BERT, dropout comes once, after the LayerNorm of the whole sum (the next exercise).",
                 )
         raise
-    # A sequence of exactly max_len is fine...
-    x = probe.randn(2, max_len, d)
+    # The length limits, on a copy on the CPU on purpose: on CUDA an index past
+    # the table is a device-side assert that breaks every later CUDA call in
+    # this process. A sequence of exactly max_len is fine...
+    on_cpu = probe.call(cls, max_len, d, what=f"`{probe.name}({max_len}, {d})`")
+    _, cpu_param = _find_table(probe, on_cpu, max_len, d)
+    with torch.no_grad():
+        cpu_param.copy_(table.cpu().view(cpu_param.shape))
+    x = probe.randn(2, max_len, d, device="cpu")
     try:
-        out = probe.call(module, x)
+        out = probe.call(on_cpu, x)
     except Failure as failure:
         if _raised(failure, "ValueError"):
             probe.fail("length_check_off_by_one", f"`{probe.name}` refused a sequence of exactly max_len = {max_len} tokens: positions 0..{max_len - 1} all have a row. Refuse only T > max_len.")
         raise
-    probe.expect(out, x + table, what=f"the output for T = max_len = {max_len}", mistakes=lambda: {code: m(x, table) for code, m in LEARNED_MISTAKES.items()})
-    # ...one more token is refused with a ValueError. On the CPU on purpose: on
-    # CUDA an index past the table is a device-side assert that breaks every
-    # later CUDA call in this process.
-    too_long = probe.call(cls, max_len, d, what=f"`{probe.name}({max_len}, {d})`")
+    table_cpu = table.cpu()
+    probe.expect(out, x + table_cpu, what=f"the output for T = max_len = {max_len}", mistakes=lambda: {code: m(x, table_cpu) for code, m in LEARNED_MISTAKES.items()})
+    # ...one more token is refused with a ValueError.
     try:
-        probe.call(too_long, probe.randn(2, max_len + 1, d, device="cpu"))
+        probe.call(on_cpu, probe.randn(2, max_len + 1, d, device="cpu"))
     except Failure as failure:
         if _raised(failure, "ValueError"):
             pass
@@ -369,6 +373,16 @@ def _check_bert_embeddings(cls, probe: Probe) -> None:
         f"`{probe.name}` builds position ids (or the default token_type_ids) on the CPU whatever input_ids' device: on a GPU the lookup then fails with "
         "'Expected all tensors to be on the same device'. Write `torch.arange(T, device=input_ids.device)` and `torch.zeros_like(input_ids)`.",
     )
+
+    # A first run on the CPU: an index past a table is an IndexError there, but
+    # on CUDA a device-side assert that would break every later check.
+    # Its weights load first: a table built too small is then named, not hit.
+    on_cpu = probe.call(cls, V, d, **small, what=f"`{probe.name}(...)`")
+    probe.call(on_cpu.eval)
+    _load_pretrained(probe, on_cpu, {k: v.cpu() for k, v in _bert_small_weights(probe).items()})
+    cpu_ids = probe.randint(V, 4, 11, device="cpu")
+    probe.call(on_cpu, cpu_ids, probe.randint(small["type_vocab_size"], 4, 11, device="cpu"))
+    _call_bert(probe, on_cpu, cpu_ids, None)
 
     # Values: MiniLM's real weights, real sentence pairs, against transformers' own BertEmbeddings (eval: no dropout).
     from helpers import models

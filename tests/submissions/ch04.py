@@ -509,6 +509,17 @@ class BertNoneCrashes(BertPlain):
         return self.dropout(self.LayerNorm(x))
 
 
+class BertSwappedTables(BertPlain):
+    """Positions looked up in the segment table: an index past its rows (on CUDA, a device-side assert)."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(positions) + self.position_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
 class BertReturnsTuple(BertPlain):
     def forward(self, input_ids, token_type_ids=None):
         return (super().forward(input_ids, token_type_ids),)
@@ -568,6 +579,7 @@ WRONG = [
     ("BertEmbeddings", "same_row_every_position", BertPositionZero),
     ("BertEmbeddings", "batch_seq_confusion", BertBatchAsPositions),
     ("BertEmbeddings", "raised", BertNoneCrashes),
+    ("BertEmbeddings", "raised", BertSwappedTables),
     ("BertEmbeddings", "wrong_type", BertReturnsTuple),
     ("BertEmbeddings", "not_implemented", BertStub),
 ]
