@@ -71,6 +71,15 @@ DIAGNOSES: dict[str, str] = {
     "missing_layernorm": "LayerNorm is not applied",
     "layernorm_order": "LayerNorm and the sum or dropout are in the wrong order",
     "state_dict_mismatch": "the pretrained state_dict does not load into the module",
+    # LearnedPositionalEmbedding, BertEmbeddings (added with chapter 04)
+    "positions_not_trainable": "the learned position table is not a trainable Parameter (a buffer, frozen, or cut off from the gradient)",
+    "length_check_off_by_one": "a sequence of exactly max_len is refused: only longer ones should be",
+    "unexpected_dropout": "the output changes in training mode: dropout where the module has none",
+    "layernorm_unbiased_var": "a hand-written LayerNorm divides by the unbiased variance (d - 1) instead of d",
+    "unexpected_scale": "the token embeddings are multiplied by sqrt(d_model), which BERT does not do",
+    "dropout_rate_ignored": "dropout does not use the hidden_dropout_prob it was given",
+    "missing_padding_idx": "the word embedding ignores pad_token_id: the padding row still gets a gradient",
+    "dropout_in_eval": "dropout still drops values in eval mode (F.dropout without training=self.training?)",
     # RoPE
     "rope_interleaved_convention": "the adjacent-pair (Meta/GPT-J) layout where half-split is asked",
     "rope_half_split_convention": "the half-split (HF/NeoX) layout where adjacent pairs are asked",

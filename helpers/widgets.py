@@ -48,6 +48,15 @@ def scale_explorer(d_model: int = 512):
 # Chapter 04: learned positions and BERT
 # ---------------------------------------------------------------------------
 
+
+def position_similarity_explorer(learned: torch.Tensor, position: int = 10):
+    """Pick a position: its cosine similarity to every other position, learned vs sinusoidal."""
+    import ipywidgets as widgets
+
+    slider = widgets.IntSlider(value=position, min=0, max=learned.shape[0] - 1, description="position", continuous_update=False)
+    return widgets.interactive(lambda position: plots.position_similarity_row(learned, position), position=slider)
+
+
 # (end of chapter 04)
 
 

@@ -1,0 +1,585 @@
+"""Chapter 04 submissions, written as students write them.
+
+RIGHT: different correct implementations; every one must pass.
+WRONG: (exercise id, the diagnosis it must get, the code); each is a real
+mistake, and the check must name exactly that code.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# --- LearnedPositionalEmbedding: right ---------------------------------------
+
+
+class LearnedEmbeddingLookup(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.max_len = max_len
+        self.pos = nn.Embedding(max_len, d_model)
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        return x + self.pos(torch.arange(T, device=x.device))
+
+
+class LearnedParameterSlice(nn.Module):
+    """GPT-2 style: a bare Parameter, sliced."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.wpe = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        if T > self.wpe.shape[0]:
+            raise ValueError(f"Cannot forward sequence of length {T}, max_len is only {self.wpe.shape[0]}")
+        return x + self.wpe[:T].unsqueeze(0)
+
+
+class LearnedBufferIds(nn.Module):
+    """HF style: position ids kept in a non-persistent buffer, zero-initialised table."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.position_embeddings = nn.Embedding(max_len, d_model)
+        nn.init.zeros_(self.position_embeddings.weight)
+        self.register_buffer("position_ids", torch.arange(max_len).expand(1, -1), persistent=False)
+
+    def forward(self, x):
+        seq_len = x.shape[-2]
+        if seq_len > self.position_ids.shape[1]:
+            raise ValueError("too long")
+        return x + self.position_embeddings(self.position_ids[:, :seq_len])
+
+
+class LearnedArangeToDevice(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.max_len = max_len
+        self.table = nn.Embedding(max_len, d_model)
+
+    def forward(self, x):
+        if x.shape[1] > self.max_len:
+            raise ValueError("longer than max_len")
+        positions = torch.arange(0, x.shape[1], dtype=torch.long).to(x.device).unsqueeze(0)  # (1, T)
+        return x + self.table(positions)
+
+
+class LearnedViTStyle(nn.Module):
+    """timm/ViT style: a (1, max_len, d) Parameter, zero-initialised."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.pos_embed = nn.Parameter(torch.zeros(1, max_len, d_model))
+
+    def forward(self, x):
+        if x.shape[1] > self.pos_embed.shape[1]:
+            raise ValueError(f"{x.shape[1]} tokens but max_len = {self.pos_embed.shape[1]}")
+        return x + self.pos_embed[:, : x.shape[1], :]
+
+
+# --- LearnedPositionalEmbedding: wrong ---------------------------------------
+
+
+class LearnedArangeOnCpu(LearnedEmbeddingLookup):
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError("too long")
+        positions = torch.arange(T)  # no device=: always the CPU
+        return x + self.pos(positions)
+
+
+class LearnedIdsInPlainAttribute(LearnedEmbeddingLookup):
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.ids = torch.arange(max_len)  # not a buffer: stays on the CPU
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError("too long")
+        return x + self.pos(self.ids[:T])
+
+
+class LearnedZeroIds(LearnedEmbeddingLookup):
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError("too long")
+        return x + self.pos(torch.zeros(T, dtype=torch.long, device=x.device))
+
+
+class LearnedSeqFirst(LearnedEmbeddingLookup):
+    """Written for (T, B, d) inputs, as in the PyTorch tutorial."""
+
+    def forward(self, x):
+        T = x.size(0)
+        if x.size(1) > self.max_len:
+            raise ValueError("too long")
+        return x + self.pos(torch.arange(T, device=x.device)).unsqueeze(1)
+
+
+class LearnedStartsAtOne(LearnedEmbeddingLookup):
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError("too long")
+        return x + self.pos(torch.arange(1, T + 1, device=x.device))
+
+
+class LearnedNoLengthCheck(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.pos = nn.Embedding(max_len, d_model)
+
+    def forward(self, x):
+        return x + self.pos(torch.arange(x.size(1), device=x.device))
+
+
+class LearnedSliceNoLengthCheck(LearnedParameterSlice):
+    def forward(self, x):
+        return x + self.wpe[: x.size(1)]
+
+
+class LearnedOffByOne(LearnedEmbeddingLookup):
+    def forward(self, x):
+        T = x.size(1)
+        if T >= self.max_len:
+            raise ValueError("too long")
+        return x + self.pos(torch.arange(T, device=x.device))
+
+
+class LearnedBufferTable(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.register_buffer("table", torch.randn(max_len, d_model))
+
+    def forward(self, x):
+        if x.size(1) > self.table.size(0):
+            raise ValueError("too long")
+        return x + self.table[: x.size(1)]
+
+
+class LearnedFrozen(LearnedEmbeddingLookup):
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.pos.weight.requires_grad_(False)
+
+
+class LearnedPlainTensorTable(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.max_len = max_len
+        self.table = torch.randn(max_len, d_model)
+
+    def forward(self, x):
+        if x.size(1) > self.max_len:
+            raise ValueError("too long")
+        return x + self.table[: x.size(1)].to(x.device)
+
+
+class LearnedDetached(LearnedEmbeddingLookup):
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError("too long")
+        return x + self.pos.weight[:T].detach()
+
+
+class LearnedWithDropout(LearnedEmbeddingLookup):
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.dropout(super().forward(x))
+
+
+class LearnedReturnsPositionsOnly(LearnedEmbeddingLookup):
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError("too long")
+        return self.pos(torch.arange(T, device=x.device))
+
+
+class LearnedStub(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        raise NotImplementedError("your code here")
+
+    def forward(self, x):
+        raise NotImplementedError("your code here")
+
+
+# --- BertEmbeddings: right ---------------------------------------------------
+
+
+class BertPlain(nn.Module):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(hidden_dropout_prob)
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertHFStyle(nn.Module):
+    """As transformers writes it: non-persistent id buffers, words + types, then + positions."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(hidden_dropout_prob)
+        self.register_buffer("position_ids", torch.arange(max_position_embeddings).expand((1, -1)), persistent=False)
+        self.register_buffer("token_type_ids", torch.zeros(self.position_ids.size(), dtype=torch.long), persistent=False)
+
+    def forward(self, input_ids, token_type_ids=None):
+        batch_size, seq_length = input_ids.size()
+        position_ids = self.position_ids[:, :seq_length]
+        if token_type_ids is None:
+            token_type_ids = self.token_type_ids[:, :seq_length].expand(batch_size, seq_length)
+        embeddings = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        embeddings = embeddings + self.position_embeddings(position_ids)
+        embeddings = self.LayerNorm(embeddings)
+        return self.dropout(embeddings)
+
+
+class HandLayerNorm(nn.Module):
+    def __init__(self, d, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d))
+        self.eps = eps
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
+
+
+class BertHandWritten(nn.Module):
+    """Old-HF persistent position_ids buffer, a hand-written LayerNorm, F.dropout, sliced tables."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)
+        self.LayerNorm = HandLayerNorm(hidden_size, layer_norm_eps)
+        self.p = hidden_dropout_prob
+        self.register_buffer("position_ids", torch.arange(max_position_embeddings))
+
+    def forward(self, input_ids, token_type_ids=None):
+        B, T = input_ids.shape
+        types = input_ids.new_zeros(B, T) if token_type_ids is None else token_type_ids
+        words = self.word_embeddings(input_ids)  # (B, T, d)
+        positions = self.position_embeddings.weight[:T]  # (T, d)
+        segments = self.token_type_embeddings.weight[types]  # (B, T, d)
+        h = self.LayerNorm(words + positions + segments)
+        return F.dropout(h, self.p, training=self.training)
+
+
+# --- BertEmbeddings: wrong ---------------------------------------------------
+
+
+class BertDefaultEps(BertPlain):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.LayerNorm = nn.LayerNorm(hidden_size)  # eps 1e-5
+
+
+class BertHardcodedEps(BertPlain):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=1e-12)  # ignores layer_norm_eps
+
+
+class BertNoTokenTypeTable(nn.Module):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(hidden_dropout_prob)
+
+    def forward(self, input_ids, token_type_ids=None):
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        return self.dropout(self.LayerNorm(self.word_embeddings(input_ids) + self.position_embeddings(positions)))
+
+
+class BertIgnoresTokenTypes(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        return super().forward(input_ids, None)
+
+
+class BertNoLayerNormModule(nn.Module):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)
+        self.dropout = nn.Dropout(hidden_dropout_prob)
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        return self.dropout(self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids))
+
+
+class BertForgetsToNormalise(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        return self.dropout(self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids))
+
+
+class BertNormalisesWordsOnly(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.LayerNorm(self.word_embeddings(input_ids))
+        return self.dropout(x + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids))
+
+
+class BertDropoutBeforeNorm(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        return self.LayerNorm(self.dropout(x))
+
+
+class BertOwnNames(nn.Module):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__()
+        self.tok = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
+        self.pos = nn.Embedding(max_position_embeddings, hidden_size)
+        self.seg = nn.Embedding(type_vocab_size, hidden_size)
+        self.norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.drop = nn.Dropout(hidden_dropout_prob)
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        return self.drop(self.norm(self.tok(input_ids) + self.pos(positions) + self.seg(token_type_ids)))
+
+
+class BertSnakeCaseLayerNorm(BertPlain):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        del self.LayerNorm
+        self.layer_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        return self.dropout(self.layer_norm(self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)))
+
+
+class BertTwoSegmentsAlways(BertPlain):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.token_type_embeddings = nn.Embedding(2, hidden_size)  # ignores type_vocab_size
+
+
+class BertNoAffineNorm(BertPlain):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps, elementwise_affine=False)
+
+
+class BertUnbiasedVariance(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        x = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + self.LayerNorm.eps)
+        return self.dropout(x * self.LayerNorm.weight + self.LayerNorm.bias)
+
+
+class BertScaledWords(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        words = self.word_embeddings(input_ids) * math.sqrt(self.word_embeddings.embedding_dim)
+        return self.dropout(self.LayerNorm(words + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)))
+
+
+class BertFixedDropout(BertPlain):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.dropout = nn.Dropout(0.1)
+
+
+class BertNoDropout(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        return self.LayerNorm(self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids))
+
+
+class BertFunctionalDropoutAlwaysOn(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        return F.dropout(self.LayerNorm(x), p=self.dropout.p)  # training=True by default
+
+
+class BertNoPaddingIdx(BertPlain):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size)
+
+
+class BertArangeOnCpu(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1])
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertTypesOnCpu(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(input_ids.shape, dtype=torch.long)
+        return super().forward(input_ids, token_type_ids)
+
+
+class BertPositionsFromOne(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(1, input_ids.shape[1] + 1, device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertPositionZero(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.word_embeddings(input_ids) + self.position_embeddings.weight[0] + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertBatchAsPositions(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.size(0), device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions).unsqueeze(1) + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertNoneCrashes(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertSwappedTables(BertPlain):
+    """Positions looked up in the segment table: an index past its rows (on CUDA, a device-side assert)."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(positions) + self.position_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertReturnsTuple(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        return (super().forward(input_ids, token_type_ids),)
+
+
+class BertStub(nn.Module):
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__()
+        raise NotImplementedError("your code here")
+
+    def forward(self, input_ids, token_type_ids=None):
+        raise NotImplementedError("your code here")
+
+
+RIGHT = {
+    "LearnedPositionalEmbedding": [LearnedEmbeddingLookup, LearnedParameterSlice, LearnedBufferIds, LearnedArangeToDevice, LearnedViTStyle],
+    "BertEmbeddings": [BertPlain, BertHFStyle, BertHandWritten],
+}
+
+WRONG = [
+    ("LearnedPositionalEmbedding", "positions_on_cpu", LearnedArangeOnCpu),
+    ("LearnedPositionalEmbedding", "positions_on_cpu", LearnedIdsInPlainAttribute),
+    ("LearnedPositionalEmbedding", "same_row_every_position", LearnedZeroIds),
+    ("LearnedPositionalEmbedding", "batch_seq_confusion", LearnedSeqFirst),
+    ("LearnedPositionalEmbedding", "position_offset", LearnedStartsAtOne),
+    ("LearnedPositionalEmbedding", "no_length_check", LearnedNoLengthCheck),
+    ("LearnedPositionalEmbedding", "no_length_check", LearnedSliceNoLengthCheck),
+    ("LearnedPositionalEmbedding", "length_check_off_by_one", LearnedOffByOne),
+    ("LearnedPositionalEmbedding", "positions_not_trainable", LearnedBufferTable),
+    ("LearnedPositionalEmbedding", "positions_not_trainable", LearnedFrozen),
+    ("LearnedPositionalEmbedding", "positions_not_trainable", LearnedPlainTensorTable),
+    ("LearnedPositionalEmbedding", "positions_not_trainable", LearnedDetached),
+    ("LearnedPositionalEmbedding", "unexpected_dropout", LearnedWithDropout),
+    ("LearnedPositionalEmbedding", "wrong_shape", LearnedReturnsPositionsOnly),
+    ("LearnedPositionalEmbedding", "not_implemented", LearnedStub),
+    ("BertEmbeddings", "layernorm_eps", BertDefaultEps),
+    ("BertEmbeddings", "layernorm_eps", BertHardcodedEps),
+    ("BertEmbeddings", "missing_token_type", BertNoTokenTypeTable),
+    ("BertEmbeddings", "missing_token_type", BertIgnoresTokenTypes),
+    ("BertEmbeddings", "missing_layernorm", BertNoLayerNormModule),
+    ("BertEmbeddings", "missing_layernorm", BertForgetsToNormalise),
+    ("BertEmbeddings", "layernorm_order", BertNormalisesWordsOnly),
+    ("BertEmbeddings", "layernorm_order", BertDropoutBeforeNorm),
+    ("BertEmbeddings", "state_dict_mismatch", BertOwnNames),
+    ("BertEmbeddings", "state_dict_mismatch", BertSnakeCaseLayerNorm),
+    ("BertEmbeddings", "state_dict_mismatch", BertTwoSegmentsAlways),
+    ("BertEmbeddings", "state_dict_mismatch", BertNoAffineNorm),
+    ("BertEmbeddings", "layernorm_unbiased_var", BertUnbiasedVariance),
+    ("BertEmbeddings", "unexpected_scale", BertScaledWords),
+    ("BertEmbeddings", "dropout_rate_ignored", BertFixedDropout),
+    ("BertEmbeddings", "missing_dropout", BertNoDropout),
+    ("BertEmbeddings", "dropout_in_eval", BertFunctionalDropoutAlwaysOn),
+    ("BertEmbeddings", "missing_padding_idx", BertNoPaddingIdx),
+    ("BertEmbeddings", "positions_on_cpu", BertArangeOnCpu),
+    ("BertEmbeddings", "positions_on_cpu", BertTypesOnCpu),
+    ("BertEmbeddings", "position_offset", BertPositionsFromOne),
+    ("BertEmbeddings", "same_row_every_position", BertPositionZero),
+    ("BertEmbeddings", "batch_seq_confusion", BertBatchAsPositions),
+    ("BertEmbeddings", "raised", BertNoneCrashes),
+    ("BertEmbeddings", "raised", BertSwappedTables),
+    ("BertEmbeddings", "wrong_type", BertReturnsTuple),
+    ("BertEmbeddings", "not_implemented", BertStub),
+]
