@@ -185,7 +185,10 @@ def time_limit(seconds: float) -> Iterator[None]:
     In the main thread (a Jupyter kernel, the grader, pytest) a POSIX timer
     signal does it; elsewhere a watchdog thread injects the exception. Either
     way a pure-Python endless loop stops; a single giant C call finishes first
-    (the memory cap keeps those small)."""
+    (the memory cap keeps those small). A student's bare `except:` may swallow
+    one CheckTimeout, so it is raised again every RETRY seconds until the block
+    is left, and only ever inside the student's own code: never in the
+    middle of torch's or this module's bookkeeping."""
     if seconds <= 0:
         yield
         return
@@ -193,16 +196,18 @@ def time_limit(seconds: float) -> Iterator[None]:
         expired = False
 
         def keep_stopping(frame, event, arg):
-            """After the deadline, raise again on every line of student code, so
-            that a bare `except:` inside a loop cannot swallow the timeout."""
-            if expired and frame.f_code.co_filename != __file__:
+            """After the deadline, raise again at the next line of student code:
+            a CheckTimeout caught by `except:` is raised anew in the handler's
+            body, which no `except` of the same `try` covers. (CPython drops
+            a tracer that raises; the next alarm installs it again.)"""
+            if expired and _student_code(frame):
                 raise CheckTimeout
             return keep_stopping
 
         def on_alarm(signum, frame):
             nonlocal expired
-            if _importing(frame):  # never cut an import in half: the module would stay broken
-                signal.setitimer(signal.ITIMER_REAL, 0.1)
+            signal.setitimer(signal.ITIMER_REAL, RETRY)  # until the finally below disarms it
+            if _importing(frame) or not _student_code(frame):  # never cut an import or our own code in half
                 return
             expired = True
             sys.settrace(keep_stopping)
@@ -219,25 +224,36 @@ def time_limit(seconds: float) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
             if expired:
-                expired = False
                 sys.settrace(None)
     else:
         target = threading.get_ident()
-        done = threading.Event()
+        done, lock = threading.Event(), threading.Lock()
 
         def watchdog():
             if done.wait(seconds):
                 return
-            while _importing(sys._current_frames().get(target)) and not done.wait(0.1):
-                pass
-            if not done.is_set():
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), ctypes.py_object(CheckTimeout))
+            while not done.wait(RETRY):  # again and again: a bare `except:` may swallow one
+                with lock:  # never after the block is left
+                    frame = sys._current_frames().get(target)
+                    if not done.is_set() and not _importing(frame) and _student_code(frame):
+                        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), ctypes.py_object(CheckTimeout))
 
         threading.Thread(target=watchdog, daemon=True).start()
         try:
             yield
         finally:
-            done.set()
+            with lock:
+                done.set()
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), None)  # one still pending must not fire later
+
+
+RETRY = 0.02  # seconds between two CheckTimeouts once the limit has passed
+_NOT_STUDENT_CODE = (os.path.dirname(torch.__file__), os.path.dirname(contextlib.__file__) + os.sep + "contextlib", __file__)
+
+
+def _student_code(frame) -> bool:
+    """Is the innermost frame the student's (not torch's, contextlib's or ours)?"""
+    return frame is not None and not frame.f_code.co_filename.startswith(_NOT_STUDENT_CODE)
 
 
 def _importing(frame) -> bool:
@@ -311,8 +327,7 @@ def _is_out_of_memory(error: BaseException) -> bool:
 def _raised_by_stub(error: NotImplementedError) -> bool:
     """A student's stub, not torch saying "this op has no meta kernel"."""
     frames = traceback.extract_tb(error.__traceback__)
-    torch_dir = os.path.dirname(torch.__file__)
-    return bool(frames) and not frames[-1].filename.startswith(torch_dir)
+    return bool(frames) and not frames[-1].filename.startswith(_NOT_STUDENT_CODE[0])
 
 
 def _last_line(error: BaseException) -> str:
