@@ -10,11 +10,13 @@ hygiene probes (gradients, buffers, devices) come after the values.
 from __future__ import annotations
 
 import functools
-import math  # noqa: F401  (used by later chapters)
+import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn  # noqa: F401
+from torch import nn
 
 from helpers import mistakes, reference
 from helpers.checking import Failure, Probe, close
@@ -100,13 +102,6 @@ def _fitted_offset(out, logits: torch.Tensor) -> torch.Tensor | None:
     return offset if bool(torch.isfinite(offset).all()) else None
 
 
-def _warm_meta_kernels() -> None:
-    """In torch 2.x some meta kernels (a meta tensor times a Python float) import
-    torch._dynamo on first use, which takes seconds. Pay that here, outside the
-    student's time limit: a timeout cut into an import would leave it half done."""
-    torch.ones(1, device="meta") * 1.0
-
-
 def _token_table(module: nn.Module, vocab_size: int, d_model: int, probe: Probe) -> torch.Tensor:
     """The student's (V, d) table, found by shape; a (d, V) one means swapped arguments."""
     tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
@@ -177,7 +172,6 @@ def _check_scaled_embedding(cls, probe: Probe) -> None:
     expected_grad = torch.zeros(vocab_size, d_model, device=probe.device).index_add_(0, ids.flatten(), flat)
     probe.expect(table.grad.float(), expected_grad, what="the table's gradient")
     # Devices: the module and the ids on the meta device (catches tensors made on the CPU).
-    _warm_meta_kernels()
 
     def on(device: torch.device):
         module = probe.call(probe.build(cls, 23, 7).to, device, what=f"`{probe.name}.to(device)`")
@@ -283,7 +277,6 @@ def _check_tied_lm_head(cls, probe: Probe) -> None:
         meta_head = probe.call(cls, _make_embedding(probe, vocab_size, d_model, device), what=f"`{probe.name}(embedding)`")
         return probe.call(meta_head, probe.randn(3, 5, d_model, device=device))
 
-    _warm_meta_kernels()
     probe.device_pass(on)
 
 
@@ -325,6 +318,291 @@ register(
 # Chapter 03: sinusoidal encodings
 # ---------------------------------------------------------------------------
 
+# Right tables computed in float32 (pow or exp-log) differ from the float64
+# reference by ~2e-5 at the positions checked (< 200); every mistake in the
+# catalogue is off by O(1) somewhere.
+TABLE_TOLERANCE = {"rtol": 0.0, "atol": 1e-4}
+TABLE_LAYOUT = "Row pos, column 2i holds sin(pos / base^(2i/d_model)); column 2i+1 holds cos of the same angle."
+
+
+def _raised(failure, exception: str) -> bool:
+    return failure.code == "raised" and f" raised {exception}" in failure.message
+
+
+def _table_faces(max_len: int, d_model: int, base: float = 10000.0, around=lambda table: table) -> dict[str, list[torch.Tensor]]:
+    """The sinusoidal table's known mistakes, each face passed through `around`
+    (e.g. `lambda t: x + t[:T]` for a module that adds the table)."""
+    return {code: [around(face) for face in _faces(m(max_len, d_model, base))] for code, m in mistakes.SINUSOIDAL_TABLE_MISTAKES.items()}
+
+
+def _check_sinusoidal_encoding(fn, probe: Probe) -> None:
+    for args in ((50, 16), (37, 12, 500.0)):  # a non-default base catches a hard-coded 10000
+        call = f"sinusoidal_encoding({', '.join(repr(a) for a in args)})"
+        out = probe.call(fn, *args, what=f"`{call}`")
+        expected = reference.sinusoidal_encoding(*args)
+        hint = "The table is (max_len, d_model): one row per position." if isinstance(out, torch.Tensor) and out.shape == expected.shape[::-1] else TABLE_LAYOUT
+        probe.expect(out, expected, what=f"the table of `{call}`", mistakes=lambda args=args: _table_faces(*args), hint=hint, **TABLE_TOLERANCE)
+    # An odd d_model: ceil(d/2) sin columns, floor(d/2) cos columns, the last one a sin.
+    call = "sinusoidal_encoding(20, 7)"
+    try:
+        out = probe.call(fn, 20, 7, what=f"`{call}`")
+        probe.expect(out, reference.sinusoidal_encoding(20, 7), what=f"the table of `{call}`", **TABLE_TOLERANCE)
+    except Failure as failure:
+        if failure.code not in ("raised", "wrong_shape", "wrong_values", "nan_or_inf"):
+            raise
+        probe.fail(
+            "odd_d_model",
+            f"{failure.message.rstrip('.')}. Your table is right for an even d_model but not for d_model = 7: there are ceil(7/2) = 4 frequencies, "
+            "so 4 sin columns (0, 2, 4, 6) and only 3 cos columns (1, 3, 5); the last column is a sin. Cut the cos block to fit: `pe[:, 1::2] = torch.cos(angles)[:, : d_model // 2]`.",
+        )
+
+
+def _check_relative_shift_matrix(fn, probe: Probe) -> None:
+    for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8)):
+        call = f"relative_shift_matrix({', '.join(repr(a) for a in args)})"
+        out = probe.call(fn, *args, what=f"`{call}`")
+        expected = reference.relative_shift_matrix(*args)
+        k, d = args[:2]
+        what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
+        hint = "M is block-diagonal: one 2×2 rotation by the angle k·ω_i on rows and columns (2i, 2i+1) for each pair i, zeros elsewhere."
+        probe.expect(out, expected, what=what, mistakes=lambda args=args: {code: m(*args) for code, m in probe.exercise.mistakes.items()}, hint=hint, **TABLE_TOLERANCE)
+
+
+def _find_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> tuple[str, torch.Tensor]:
+    """The student's position table, found by shape: (max_len, d_model), or
+    with extra size-1 axes ((1, max_len, d) as ViT keeps it, (max_len, 1, d)
+    as the PyTorch tutorial does)."""
+    tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    for name, tensor in tensors.items():
+        if [size for size in tensor.shape if size != 1] == [max_len, d]:
+            return name, tensor
+    return probe.find_tensor(module, (max_len, d), "the position table (max_len, d_model)")
+
+
+def _fixed_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> torch.Tensor:
+    """The student's sinusoidal table: a buffer (max_len, d), computed once in __init__."""
+    for name, value in vars(module).items():
+        if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and [n for n in value.shape if n != 1] == [max_len, d]:
+            probe.fail(
+                "pe_not_buffer",
+                f"`{probe.name}` keeps its table in a plain attribute `self.{name}`: module.to('cuda') does not move it (your forward then mixes devices) and state_dict() does not save it. "
+                f"Register it: `self.register_buffer('{name}', table)`.",
+            )
+    tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    if not any([n for n in t.shape if n != 1] == [max_len, d] for t in tensors.values()):
+        probe.fail(
+            "pe_not_buffer",
+            f"`{probe.name}(..., max_len={max_len})` holds no ({max_len}, {d}) table (it has: {', '.join(f'{n} {tuple(t.shape)}' for n, t in tensors.items()) or 'nothing'}). "
+            "Compute the table once in __init__ for max_len positions and register it as a buffer, rather than recomputing it in every forward.",
+        )
+    name, table = _find_table(probe, module, max_len, d)
+    if isinstance(table, nn.Parameter):
+        probe.fail(
+            "pe_is_parameter",
+            f"`{probe.name}`'s table `{name}` is an nn.Parameter, so the optimizer would train it and the fixed formula would drift away. "
+            f"Register it as a buffer instead: `self.register_buffer('{name}', table)` (it still moves with .to(device) and is saved in the state_dict).",
+        )
+    return table.detach().reshape(max_len, d)
+
+
+def _refuses_past_max_len(probe: Probe, run: Callable[[int], Any], max_len: int) -> Any:
+    """run(T) calls the module on a sequence of length T, on the CPU on purpose:
+    on CUDA an index past a table is a device-side assert that breaks every
+    later CUDA call in the process. T = max_len must work (its output is
+    returned); T = max_len + 1 must raise a ValueError."""
+    try:
+        out = run(max_len)
+    except Failure as failure:
+        if _raised(failure, "ValueError"):
+            probe.fail("length_check_off_by_one", f"`{probe.name}` refused a sequence of exactly max_len = {max_len} tokens: positions 0..{max_len - 1} all have a row. Refuse only T > max_len.")
+        raise
+    try:
+        run(max_len + 1)
+    except Failure as failure:
+        if _raised(failure, "ValueError"):
+            return out
+        if failure.code != "raised":
+            raise
+        error = failure.message.split(" raised ", 1)[-1]
+        probe.fail(
+            "no_length_check",
+            f"For T = max_len + 1 = {max_len + 1}, `{probe.name}` raised {error.rstrip('.')}. That is what your users would meet (and with a table lookup on a GPU, "
+            "'CUDA error: device-side assert triggered', which breaks the whole process). Check T against max_len first and raise a ValueError "
+            f"that says what to do, e.g. 'sequence length {max_len + 1} > max_len {max_len}: build the module with a larger max_len'.",
+        )
+    probe.fail("no_length_check", f"`{probe.name}` returned a result for T = max_len + 1 = {max_len + 1}: the table has no row for position {max_len}. Raise a ValueError when T > max_len.")
+
+
+def _expect_dropout(probe: Probe, out, expected: torch.Tensor, p: float, what: str) -> None:
+    """In training mode the output must be dropout(expected): entries zeroed, the rest scaled by 1/(1-p)."""
+    if close(out, expected):
+        probe.fail(
+            "missing_dropout",
+            f"In training mode {what} equals its eval-mode value: no dropout was applied. Vaswani et al. (§5.4) drop the sum of the embeddings and the encoding: "
+            "keep an `nn.Dropout(dropout)` and apply it last (it switches itself off after .eval()).",
+        )
+    rate = _dropout_rate(out, expected)
+    if rate is None:
+        probe.fail("wrong_values", f"In training mode {what} is not dropout of the eval-mode output: apply dropout once, to the whole sum, as the last step.")
+    if abs(rate - p) > 0.02:
+        probe.fail("dropout_rate_ignored", f"In training mode {what} looks like dropout with p = {rate:.2f}, but the module was built with dropout={p}: pass the constructor's argument to nn.Dropout.")
+
+
+POSITIONAL_MISTAKES = {
+    "same_row_every_position": mistakes.positional_same_row,
+    "batch_seq_confusion": mistakes.positional_batch_seq_confusion,
+    "position_offset": mistakes.positional_offset,
+}
+
+
+def _added_table_faces(x: torch.Tensor, max_len: int, d: int) -> dict[str, list[torch.Tensor]]:
+    """x + table[:T] for every known mistake of the table or of the slicing."""
+    table = reference.sinusoidal_encoding(max_len, d).to(x.device)
+    faces = _table_faces(max_len, d, around=lambda t: x + t.to(x.device)[: x.shape[1]])
+    for code, m in POSITIONAL_MISTAKES.items():
+        faces.setdefault(code, []).extend(_faces(m(x, table)))
+    return faces
+
+
+def _check_positional_encoding(cls, probe: Probe) -> None:
+    d, max_len, p = 12, 50, 0.25
+    module = probe.build(cls, d, max_len, p)
+    table = _fixed_table(probe, module, max_len, d)
+    expected_table = reference.sinusoidal_encoding(max_len, d).to(probe.device)
+    probe.expect(table, expected_table, what=f"your table `{probe.name}({d}, max_len={max_len})`", mistakes=lambda: _table_faces(max_len, d), hint=TABLE_LAYOUT, **TABLE_TOLERANCE)
+    # Values in eval mode: B=3 != T=7 != d=12.
+    probe.call(module.eval)
+    x = probe.randn(3, 7, d)
+    expected = x + expected_table[:7]
+    what = "the output for x of shape (3, 7, 12) in eval mode"
+    probe.expect(probe.call(module, x), expected, what=what, mistakes=lambda: _added_table_faces(x, max_len, d), **TABLE_TOLERANCE)
+    # Training mode: dropout of the sum.
+    probe.call(module.train)
+    _expect_dropout(probe, probe.call(module, x), expected, p, "the output for x of shape (3, 7, 12)")
+    # The defaults: PositionalEncoding(d_model) encodes up to 5000 positions.
+    default = probe.call(cls, d, what=f"`{probe.name}({d})`")
+    probe.call(default.eval)
+    long_x = probe.randn(2, 300, d, device="cpu")
+    probe.expect(
+        probe.call(default, long_x),
+        long_x + reference.sinusoidal_encoding(300, d),
+        what=f"`{probe.name}({d})` (default max_len and dropout) on x of shape (2, 300, 12) in eval mode",
+        **TABLE_TOLERANCE,
+    )
+    # Length: T = max_len works, T = max_len + 1 is refused.
+    on_cpu = probe.call(cls, d, max_len, 0.0, what=f"`{probe.name}({d}, {max_len}, 0.0)`")
+    _refuses_past_max_len(probe, lambda T: probe.call(on_cpu, probe.randn(2, T, d, device="cpu")), max_len)
+
+    # Device: the table must move with the module.
+    def on(device: torch.device):
+        fresh = probe.call(cls, d, max_len, p, what=f"`{probe.name}({d}, {max_len}, {p})`")
+        fresh = probe.call(fresh.to, device, what=f"`{probe.name}.to(device)`")
+        probe.call(fresh.eval)
+        return probe.call(fresh, probe.randn(3, 7, d, device=device))
+
+    probe.device_pass(on)
+
+
+def _check_token_and_position(cls, probe: Probe) -> None:
+    V, d, max_len, p = 37, 10, 30, 0.2  # sqrt(10) is no integer, and differs from sqrt(V) and sqrt(d/2)
+    module = probe.build(cls, V, d, max_len, p)
+    table = _fixed_table(probe, module, max_len, d)
+    pe = reference.sinusoidal_encoding(max_len, d).to(probe.device)
+    probe.expect(table, pe, what=f"the positional table of `{probe.name}({V}, {d}, max_len={max_len})`", mistakes=lambda: _table_faces(max_len, d), hint=TABLE_LAYOUT, **TABLE_TOLERANCE)
+    tokens = _token_table(module, V, d, probe)
+    with torch.no_grad():
+        tokens.copy_(probe.randn(V, d))  # known values whatever the init
+    probe.call(module.eval)
+    ids = probe.randint(V, 3, 7)  # (B=3, T=7)
+    out = probe.call(module, ids)
+    weight, T = tokens.detach().float(), 7
+    expected = reference.scaled_embedding(weight, ids) + pe[:T]
+    fitted = _fitted_scale(out - pe[:T] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids])
+
+    def faces() -> dict[str, list[torch.Tensor]]:
+        found = {
+            "missing_scale": [mistakes.scaled_embedding_missing_scale(weight, ids) + pe[:T]],
+            "divided_by_scale": [face + pe[:T] for face in mistakes.scaled_embedding_divided_by_scale(weight, ids)],
+            "scaled_position_too": [mistakes.token_and_position_scaled_both(weight, ids, pe[:T])],
+        }
+        if fitted is not None and abs(fitted) > 1e-6:  # an all-zero output is not a scale
+            found["wrong_scale"] = [mistakes.scaled_embedding_wrong_scale(weight, ids, fitted) + pe[:T]]
+        for code, more in _added_table_faces(reference.scaled_embedding(weight, ids), max_len, d).items():
+            found.setdefault(code, []).extend(more)
+        return found
+
+    what = "the output for ids of shape (3, 7) in eval mode"
+    try:
+        probe.expect(out, expected, what=what, mistakes=faces, **TABLE_TOLERANCE)
+    except Failure as failure:
+        if failure.code == "wrong_scale":
+            probe.fail("wrong_scale", f"{failure.message} Here the token rows are multiplied by {fitted:.5g}; sqrt(d_model) = sqrt({d}) = {math.sqrt(d):.5g}.")
+        raise
+    # Training mode: dropout of the whole sum.
+    probe.call(module.train)
+    _expect_dropout(probe, probe.call(module, ids), expected, p, "the output for ids of shape (3, 7)")
+    # The token table is trained: a gradient must reach it.
+    tokens.grad = None
+    probe.call(module.eval)
+    out = probe.call(module, ids)
+    if not (isinstance(out, torch.Tensor) and out.requires_grad):
+        probe.fail("no_gradient", f"`{probe.name}`'s output is cut off from the token table's gradient (a .detach() or torch.no_grad()?): the embedding could never learn.")
+    probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
+    if tokens.grad is None:
+        probe.fail("no_gradient", f"no gradient reached `{probe.name}`'s token table: compute the output from the table itself.")
+    # Length: T = max_len works, T = max_len + 1 is refused.
+    on_cpu = probe.call(cls, V, d, max_len, 0.0, what=f"`{probe.name}({V}, {d}, {max_len}, 0.0)`")
+    _refuses_past_max_len(probe, lambda T: probe.call(on_cpu, probe.randint(V, 2, T, device="cpu")), max_len)
+
+    # Device: the table must move with the module.
+    def on(device: torch.device):
+        fresh = probe.call(cls, V, d, max_len, p, what=f"`{probe.name}({V}, {d}, {max_len}, {p})`")
+        fresh = probe.call(fresh.to, device, what=f"`{probe.name}.to(device)`")
+        probe.call(fresh.eval)
+        return probe.call(fresh, probe.randint(V, 3, 7, device=device))
+
+    probe.device_pass(on)
+
+
+register(Exercise("sinusoidal_encoding", 3, 2, "function", reference.sinusoidal_encoding, _check_sinusoidal_encoding, mistakes.SINUSOIDAL_TABLE_MISTAKES))
+register(
+    Exercise(
+        "relative_shift_matrix",
+        3,
+        2,
+        "function",
+        reference.relative_shift_matrix,
+        _check_relative_shift_matrix,
+        {
+            "sin_cos_swapped": mistakes.shift_sin_cos_swapped,
+            "concatenated_halves": mistakes.shift_concatenated_halves,
+            "wrong_base": mistakes.shift_wrong_base,
+            "wrong_exponent": mistakes.shift_wrong_exponent,
+            "all_zeros": mistakes.shift_all_zeros,
+            "position_offset": mistakes.shift_off_by_one,
+        },
+    )
+)
+register(Exercise("PositionalEncoding", 3, 2, "module", reference.PositionalEncoding, _check_positional_encoding, {**mistakes.SINUSOIDAL_TABLE_MISTAKES, **POSITIONAL_MISTAKES}))
+register(
+    Exercise(
+        "TokenAndPositionEmbedding",
+        3,
+        3,
+        "module",
+        reference.TokenAndPositionEmbedding,
+        _check_token_and_position,
+        {
+            **mistakes.SINUSOIDAL_TABLE_MISTAKES,
+            **POSITIONAL_MISTAKES,
+            "missing_scale": mistakes.scaled_embedding_missing_scale,
+            "divided_by_scale": mistakes.scaled_embedding_divided_by_scale,
+            "wrong_scale": mistakes.scaled_embedding_wrong_scale,
+            "scaled_position_too": mistakes.token_and_position_scaled_both,
+        },
+    )
+)
+
 # (end of chapter 03)
 
 
@@ -354,33 +632,11 @@ class _StrictLikeCuda(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _warm_up_meta() -> None:
-    """The first meta-device add or layer_norm in a process imports torch._dynamo
-    (seconds). Done here, outside the student's time limit: an import cut off by
-    the timer leaves torch half-imported and breaks every later check."""
-    x = torch.zeros(2, 3, device="meta")
-    F.layer_norm(x + x, (3,))
-
-
-def _raised(failure, exception: str) -> bool:
-    return failure.code == "raised" and f" raised {exception}" in failure.message
-
-
 LEARNED_MISTAKES = {
     "same_row_every_position": mistakes.learned_same_row,
     "batch_seq_confusion": mistakes.learned_batch_seq_confusion,
     "position_offset": mistakes.learned_position_offset,
 }
-
-
-def _find_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> tuple[str, torch.Tensor]:
-    """The student's position table, found by shape: (max_len, d_model), or
-    (1, max_len, d_model) as ViT's pos_embed is kept."""
-    tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    for name, tensor in tensors.items():
-        if [size for size in tensor.shape if size != 1] == [max_len, d]:
-            return name, tensor
-    return probe.find_tensor(module, (max_len, d), "the position table (max_len, d_model)")
 
 
 def _check_learned_positions(cls, probe: Probe) -> None:
@@ -398,7 +654,6 @@ def _check_learned_positions(cls, probe: Probe) -> None:
         )
 
     # Device: positions must be made on x's device (a meta pass as strict as CUDA).
-    _warm_up_meta()
 
     def on(device):
         fresh = probe.call(cls, max_len, d, what=f"`{probe.name}({max_len}, {d})`")
@@ -434,40 +689,15 @@ def _check_learned_positions(cls, probe: Probe) -> None:
                     "in BERT, dropout comes once, after the LayerNorm of the whole sum (the next exercise).",
                 )
         raise
-    # The length limits, on a copy on the CPU on purpose: on CUDA an index past
-    # the table is a device-side assert that breaks every later CUDA call in
-    # this process. A sequence of exactly max_len is fine...
+    # The length limits, on a copy on the CPU (see _refuses_past_max_len).
     on_cpu = probe.call(cls, max_len, d, what=f"`{probe.name}({max_len}, {d})`")
     _, cpu_param = _find_table(probe, on_cpu, max_len, d)
     with torch.no_grad():
         cpu_param.copy_(table.cpu().view(cpu_param.shape))
     x = probe.randn(2, max_len, d, device="cpu")
-    try:
-        out = probe.call(on_cpu, x)
-    except Failure as failure:
-        if _raised(failure, "ValueError"):
-            probe.fail("length_check_off_by_one", f"`{probe.name}` refused a sequence of exactly max_len = {max_len} tokens: positions 0..{max_len - 1} all have a row. Refuse only T > max_len.")
-        raise
+    out = _refuses_past_max_len(probe, lambda T: probe.call(on_cpu, x if T == max_len else probe.randn(2, T, d, device="cpu")), max_len)
     table_cpu = table.cpu()
     probe.expect(out, x + table_cpu, what=f"the output for T = max_len = {max_len}", mistakes=lambda: {code: m(x, table_cpu) for code, m in LEARNED_MISTAKES.items()})
-    # ...one more token is refused with a ValueError.
-    try:
-        probe.call(on_cpu, probe.randn(2, max_len + 1, d, device="cpu"))
-    except Failure as failure:
-        if _raised(failure, "ValueError"):
-            pass
-        elif failure.code == "raised":
-            error = failure.message.split(" raised ", 1)[-1]
-            probe.fail(
-                "no_length_check",
-                f"For T = max_len + 1 = {max_len + 1}, `{probe.name}` raised {error.rstrip('.')}. That is what your users would meet (and with an nn.Embedding on a GPU, "
-                "'CUDA error: device-side assert triggered', which breaks the whole process). Check T against max_len first and raise a ValueError "
-                "that says what to do, e.g. 'sequence length 21 > max_len 20: build the module with a larger max_len'.",
-            )
-        else:
-            raise
-    else:
-        probe.fail("no_length_check", f"`{probe.name}` returned a result for T = max_len + 1 = {max_len + 1}: there is no learned row for position {max_len}. Raise a ValueError when T > max_len.")
     # Hygiene: the table is a trainable Parameter, and only the used rows get a gradient.
     parameters = dict(module.named_parameters())
     if name not in parameters or not parameters[name].requires_grad:
@@ -611,7 +841,6 @@ def _check_bert_embeddings(cls, probe: Probe) -> None:
     (V, d), small = BERT_SMALL_SIZES, BERT_SMALL
 
     # Device: position ids and default token types made on input_ids' device.
-    _warm_up_meta()
 
     def on(device):
         fresh = probe.call(cls, V, d, **small, what=f"`{probe.name}(...)`")

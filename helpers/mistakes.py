@@ -95,6 +95,194 @@ def tied_head_copied(weight: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
 # Chapter 03: sinusoidal encodings
 # ---------------------------------------------------------------------------
 
+
+def _table(max_len: int, d_model: int, base: float = 10000.0, *, layout: str = "interleaved", exponent: str = "2i/d", first: int = 0) -> torch.Tensor:
+    """A sinusoidal table built with one mistake: another layout, exponent or first position."""
+    positions = torch.arange(first, first + max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    i = torch.arange((d_model + 1) // 2, dtype=torch.float64)  # pair index
+    exponents = {"2i/d": 2 * i / d_model, "i/d": i / d_model, "4i/d": 4 * i / d_model, "integer": torch.zeros_like(i)}
+    if exponent == "column/d":  # the column index j in the exponent: the cos partner gets (2i + 1)/d
+        j = torch.arange(d_model, dtype=torch.float64)
+        angles = positions / base ** (j / d_model)  # (max_len, d): one frequency per column
+        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        pe[:, 0::2], pe[:, 1::2] = angles[:, 0::2].sin(), angles[:, 1::2].cos()
+        return pe.float()
+    angles = positions / base ** exponents[exponent]  # (max_len, ceil(d/2))
+    sin, cos = angles.sin(), angles.cos()[:, : d_model // 2]
+    if layout == "halves":  # sin block, then cos block
+        return torch.cat([sin[:, : d_model - d_model // 2], cos], dim=-1).float()
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    if layout == "swapped":  # cos in even columns, sin in odd ones
+        pe[:, 0::2], pe[:, 1::2] = angles.cos(), angles.sin()[:, : d_model // 2]
+    else:
+        pe[:, 0::2], pe[:, 1::2] = sin, cos
+    return pe.float()
+
+
+def sinusoidal_sin_cos_swapped(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Your sin and cos columns are swapped: cos is in the even columns and
+    sin in the odd ones. Vaswani et al. (§3.5) put sin first:
+    PE[pos, 2i] = sin(pos / base^(2i/d)) and PE[pos, 2i+1] = cos(pos / base^(2i/d)).
+    (Row 0 is a quick test: it must read 0, 1, 0, 1, ...)"""
+    return _table(max_len, d_model, base, layout="swapped")
+
+
+def sinusoidal_concatenated_halves(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """You laid out sin in the first half of the columns and cos in the second
+    (torch.cat([sin, cos], dim=-1), the fairseq/tensor2tensor layout); this
+    exercise interleaves them: sin in even columns, cos in odd ones, so each
+    wave's (sin, cos) pair sits in adjacent columns (2i, 2i+1). Fill them with
+    `pe[:, 0::2] = sin` and `pe[:, 1::2] = cos`."""
+    table = _table(max_len, d_model, base, layout="halves")
+    half = d_model - d_model // 2
+    return [table, torch.cat([table[:, half:], table[:, :half]], dim=-1)]  # sin first or cos first
+
+
+def sinusoidal_wrong_base(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your frequencies use the wrong base: 1000 instead of 10000 (a typo
+    that a popular tutorial carries), or a hard-coded 10000 where the
+    `base` argument asked for another. The wavelengths run from 2π up to
+    base·2π: compute ω_i = base^(-2i/d_model) from the argument."""
+    return [_table(max_len, d_model, 1000.0), _table(max_len, d_model, 10000.0)]
+
+
+def sinusoidal_wrong_exponent(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your frequency exponent is off. The paper's is 2i/d_model, where i
+    counts the (sin, cos) PAIRS: columns 2i and 2i+1 share the frequency
+    base^(-2i/d). Common slips: i/d (the 2 dropped), the column index j in
+    the exponent (so the cos column gets (2i+1)/d), 4i/d (`arange(0, d, 2)`
+    times 2 again), or an integer division `2 * i // d` that rounds every
+    exponent to 0."""
+    return [_table(max_len, d_model, base, exponent=e) for e in ("i/d", "column/d", "4i/d", "integer")]
+
+
+def sinusoidal_all_zeros(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Every entry of your table is zero: were the values computed and never
+    stored? JAX's `pe.at[:, 0::2].set(...)` and torch's `pe.index_put(...)`,
+    `pe.scatter(...)` return a NEW array and leave `pe` as it was: assign
+    the result (`pe = pe.at[...].set(...)`), or write in place in torch
+    (`pe[:, 0::2] = ...`)."""
+    return torch.zeros(max_len, d_model)
+
+
+def sinusoidal_position_offset(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Your positions start at 1: row pos holds the encoding of pos + 1.
+    The first token is position 0, whose row reads sin 0 = 0, cos 0 = 1:
+    use torch.arange(max_len), not torch.arange(1, max_len + 1)."""
+    return _table(max_len, d_model, base, first=1)
+
+
+SINUSOIDAL_TABLE_MISTAKES = {  # code -> a mistaken table(max_len, d_model, base)
+    "sin_cos_swapped": sinusoidal_sin_cos_swapped,
+    "concatenated_halves": sinusoidal_concatenated_halves,
+    "wrong_base": sinusoidal_wrong_base,
+    "wrong_exponent": sinusoidal_wrong_exponent,
+    "all_zeros": sinusoidal_all_zeros,
+    "position_offset": sinusoidal_position_offset,
+}
+
+
+# relative_shift_matrix -------------------------------------------------------
+# Each takes (k, d_model, base) and returns the mistaken (d, d) matrix.
+
+
+def _shift_matrix(k: float, d_model: int, base: float = 10000.0, *, exponent: str = "2i/d", layout: str = "interleaved") -> torch.Tensor:
+    """A block-diagonal rotation like the reference's, with one mistake."""
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    exponents = {"2i/d": 2 * i / d_model, "i/d": i / d_model, "4i/d": 4 * i / d_model, "integer": torch.zeros_like(i)}
+    b = k / base ** exponents[exponent]  # (d/2,) the angle each pair turns by
+    first, second = (torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)) if layout == "interleaved" else (i.long(), i.long() + d_model // 2)
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    M[first, first], M[first, second], M[second, first], M[second, second] = b.cos(), b.sin(), -b.sin(), b.cos()
+    return M.float()
+
+
+def shift_sin_cos_swapped(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Each of your 2×2 blocks is the transpose of the right one: it is the
+    matrix for a table with cos in the even columns (or, what is the same,
+    the shift by -k: it maps PE[pos] to PE[pos - k]). With sin in column 2i
+    and cos in 2i+1: new sin = cos(kω)·sin + sin(kω)·cos and
+    new cos = -sin(kω)·sin + cos(kω)·cos, so the block is
+    [[cos kω, sin kω], [-sin kω, cos kω]]."""
+    return _shift_matrix(-k, d_model, base)
+
+
+def shift_concatenated_halves(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your matrix rotates column i with column i + d/2: that is the
+    matrix for a table laid out as two halves (sin block, cos block). This
+    exercise's table interleaves: each (sin, cos) pair sits in columns
+    (2i, 2i+1), so each 2×2 block sits on the diagonal at rows and columns
+    2i and 2i+1."""
+    return [_shift_matrix(k, d_model, base, layout="halves"), _shift_matrix(-k, d_model, base, layout="halves")]
+
+
+def shift_wrong_base(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your rotation angles use the wrong base: 1000 instead of 10000, or a
+    hard-coded 10000 where the `base` argument asked for another. Pair i
+    turns by k·ω_i with ω_i = base^(-2i/d_model)."""
+    return [_shift_matrix(k, d_model, 1000.0), _shift_matrix(k, d_model, 10000.0)]
+
+
+def shift_wrong_exponent(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your rotation angles have the wrong exponent: pair i (columns 2i and
+    2i+1) turns by k·base^(-2i/d_model), with i counting pairs, not columns
+    (i/d, 4i/d or an integer division that rounds to 0 are the usual slips)."""
+    return [_shift_matrix(k, d_model, base, exponent=e) for e in ("i/d", "4i/d", "integer")]
+
+
+def shift_all_zeros(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Your matrix is all zeros: were the blocks computed and never stored?
+    `M.index_put(...)`, `M.scatter(...)` or JAX's `M.at[...].set(...)` return
+    a new array; assign their result, or write into M in place
+    (`M[2*i, 2*i] = ...`)."""
+    return torch.zeros(d_model, d_model)
+
+
+def shift_off_by_one(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your matrix shifts by k + 1 or k - 1 positions instead of k: the angle
+    of pair i must be exactly k·ω_i (a position offset crept in: arange(1, ...)
+    or a k + 1 somewhere?)."""
+    return [_shift_matrix(k + 1, d_model, base), _shift_matrix(k - 1, d_model, base)]
+
+
+# PositionalEncoding, TokenAndPositionEmbedding ---------------------------------
+# Each takes the input x (B, T, d) and the right (max_len, d) table and returns
+# what the mistaken module outputs (in eval mode: no dropout).
+
+
+def positional_same_row(x: torch.Tensor, table: torch.Tensor) -> list[torch.Tensor]:
+    """Every position got the same vector: you added a single row of the
+    table (PE[0], or PE[T]) instead of the first T rows. Slice the rows:
+    `x + self.pe[:T]`, with T = x.size(1)."""
+    T = x.shape[1]
+    return [x + table[0], x + table[T - 1], x + table[min(T, len(table) - 1)]]
+
+
+def positional_batch_seq_confusion(x: torch.Tensor, table: torch.Tensor) -> list[torch.Tensor]:
+    """You counted positions along the batch axis: x.size(0) is the batch
+    size B here, not the sequence length. The PyTorch tutorial's
+    PositionalEncoding expects (T, B, d), sequence first; this course's
+    modules take (B, T, d), batch first. Take T = x.size(1) and add
+    `self.pe[:T]` (shape (T, d)), which broadcasts over the batch."""
+    B = x.shape[0]
+    return [x + table[:B].unsqueeze(1)]  # (B, T, d) + (B, 1, d): sequence b gets position b everywhere
+
+
+def positional_offset(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Your positions start at 1: the first token got row 1 of the table.
+    The first token is position 0: add `self.pe[:T]`, not `self.pe[1:T + 1]`."""
+    return x + table[1 : x.shape[1] + 1]
+
+
+def token_and_position_scaled_both(weight: torch.Tensor, ids: torch.Tensor, pe: torch.Tensor) -> torch.Tensor:
+    """You multiplied the positional encoding by sqrt(d_model) too:
+    (embedding(ids) + PE) * sqrt(d_model). Only the token vectors are scaled
+    (chapter 02: the factor brings small token rows up to the size of the
+    encoding, which is already of size 1 per entry). Scale first, then add:
+    `embedding(ids) * math.sqrt(d_model) + pe[:T]`."""
+    return (weight[ids] + pe) * math.sqrt(weight.shape[1])
+
+
 # (end of chapter 03)
 
 

@@ -9,11 +9,11 @@ Shapes: B batch, T sequence length, d (d_model), V vocabulary, H heads.
 
 from __future__ import annotations
 
-import math  # noqa: F401  (used by later chapters)
+import math
 
 import torch
-import torch.nn.functional as F  # noqa: F401
-from torch import nn  # noqa: F401
+import torch.nn.functional as F
+from torch import nn
 
 # ---------------------------------------------------------------------------
 # Chapter 01: lookup tables
@@ -81,6 +81,81 @@ class TiedLMHead(nn.Module):
 # ---------------------------------------------------------------------------
 # Chapter 03: sinusoidal encodings
 # ---------------------------------------------------------------------------
+
+# Vaswani et al. 2017, §3.5: PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(same).
+# Column pair (2i, 2i+1) is one wave, angle pos·ω_i with ω_i = base^(-2i/d):
+# fast in the first columns (ω_0 = 1 radian per position), slower and slower after.
+
+
+def sinusoidal_frequencies(d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """ω_i = base^(-2i/d) for i = 0 .. ceil(d/2) - 1, in the exp-log form exp(-2i·ln(base)/d)."""
+    two_i = torch.arange(0, d_model, 2, dtype=dtype)  # 0, 2, 4, ...: one frequency per (sin, cos) pair
+    return torch.exp(-math.log(base) * two_i / d_model)  # (ceil(d/2),)
+
+
+def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The (max_len, d_model) float32 table: sin in even columns, cos in odd ones.
+    With an odd d_model the last column is a sin whose cos partner is cut off."""
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    angles = position * sinusoidal_frequencies(d_model, base)  # (max_len, ceil(d/2)): float64, exact at large pos
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = angles.sin()  # columns 0, 2, 4, ...
+    pe[:, 1::2] = angles.cos()[:, : d_model // 2]  # columns 1, 3, 5, ... (one fewer when d_model is odd)
+    return pe.float()
+
+
+class PositionalEncoding(nn.Module):
+    """x + PE[:T], then dropout (Vaswani et al. §5.4 drop the sums of embeddings and encodings too).
+    The table is computed once and kept as a buffer: it moves with .to(device) and is
+    saved with the model, but the optimizer never sees it."""
+
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
+        super().__init__()
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model))  # (max_len, d): a buffer, not a Parameter
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[1]  # x: (B, T, d), batch first
+        if T > self.max_len:
+            raise ValueError(f"Cannot encode a sequence of length {T}: max_len is only {self.max_len}. Build PositionalEncoding with a larger max_len.")
+        return self.dropout(x + self.pe[:T])  # (B, T, d) + (T, d): the same positions for every sequence
+
+
+def relative_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The (d, d) matrix M with PE[pos + k] = M @ PE[pos] for every pos (d even).
+
+    Pair i holds (sin a, cos a) with a = pos·ω_i. Moving k positions adds b = k·ω_i:
+        sin(a + b) =  cos b · sin a + sin b · cos a
+        cos(a + b) = -sin b · sin a + cos b · cos a
+    so M is block-diagonal, one 2×2 rotation by b per pair, and does not depend on pos."""
+    b = k * sinusoidal_frequencies(d_model, base)  # (d/2,) float64
+    cos, sin = b.cos(), b.sin()
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    even, odd = torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)
+    M[even, even], M[even, odd] = cos, sin  # new sin = cos b · sin + sin b · cos
+    M[odd, even], M[odd, odd] = -sin, cos  # new cos = -sin b · sin + cos b · cos
+    return M.float()
+
+
+class TokenAndPositionEmbedding(nn.Module):
+    """The input of the original Transformer's first layer (§3.4-3.5):
+    dropout(embedding(ids) · √d_model + PE[:T]). Chapter 02's scaled tokens, plus this chapter's table."""
+
+    def __init__(self, vocab_size: int, d_model: int, max_len: int, dropout: float = 0.1):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model)  # trained
+        self.scale = math.sqrt(d_model)
+        self.max_len = max_len
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model))  # fixed
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        T = ids.shape[1]  # ids: (B, T)
+        if T > self.max_len:
+            raise ValueError(f"Cannot embed a sequence of length {T}: max_len is only {self.max_len}. Build the module with a larger max_len.")
+        return self.dropout(self.embedding(ids) * self.scale + self.pe[:T])  # only the tokens are scaled
+
 
 # (end of chapter 03)
 

@@ -1,0 +1,504 @@
+"""Chapter 03 submissions (sinusoidal encodings), written as students write them.
+
+RIGHT: different correct implementations; every one must pass.
+WRONG: (exercise id, the diagnosis it must get, the code); each is a real
+mistake, and the check must name exactly that code.
+"""
+
+import math
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# --- right: sinusoidal_encoding ----------------------------------------------
+
+
+def table_loop(max_len, d_model, base=10000.0):
+    """The formula, entry by entry, in plain Python."""
+    pe = torch.zeros(max_len, d_model)
+    for pos in range(max_len):
+        for j in range(d_model):
+            angle = pos / base ** (2 * (j // 2) / d_model)
+            pe[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return pe
+
+
+def table_exp_log(max_len, d_model, base=10000.0):
+    """The Annotated Transformer's vectorised exp-log form, float32 throughout."""
+    pe = torch.zeros(max_len, d_model)
+    position = torch.arange(0, max_len).unsqueeze(1).float()
+    div_term = torch.exp(torch.arange(0, d_model, 2).float() * -(math.log(base) / d_model))
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)[:, : d_model // 2]
+    return pe
+
+
+def table_pow_stack(max_len, d_model, base=10000.0):
+    """pow form, float64, sin and cos stacked then interleaved by reshape; the odd column cut off."""
+    half = (d_model + 1) // 2
+    omega = 1.0 / base ** (torch.arange(half, dtype=torch.float64) * 2 / d_model)
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * omega[None, :]
+    pe = torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(max_len, 2 * half)
+    return pe[:, :d_model].float()
+
+
+def table_numpy(max_len, d_model, base=10000.0):
+    """NumPy, then torch.from_numpy."""
+    pos = np.arange(max_len)[:, None]
+    i = np.arange(d_model)[None, :]
+    angles = pos / np.power(base, (2 * (i // 2)) / d_model)
+    angles[:, 0::2] = np.sin(angles[:, 0::2])
+    angles[:, 1::2] = np.cos(angles[:, 1::2])
+    return torch.from_numpy(angles).float()
+
+
+# --- wrong: sinusoidal_encoding ----------------------------------------------
+
+
+def table_cos_first(max_len, d_model, base=10000.0):
+    pe = torch.zeros(max_len, d_model)
+    angles = torch.arange(max_len)[:, None] * base ** (-torch.arange(0, d_model, 2) / d_model)
+    pe[:, 0::2] = torch.cos(angles)
+    pe[:, 1::2] = torch.sin(angles)[:, : d_model // 2]
+    return pe
+
+
+def table_fairseq_halves(max_len, d_model, base=10000.0):
+    half = d_model // 2
+    emb = math.log(base) / half
+    emb = torch.exp(torch.arange(half, dtype=torch.float) * -emb)
+    emb = torch.arange(max_len, dtype=torch.float)[:, None] * emb[None, :]
+    return torch.cat([torch.sin(emb), torch.cos(emb)], dim=1)
+
+
+def table_exact_halves(max_len, d_model, base=10000.0):
+    """Halves, but with the paper's frequencies."""
+    omega = base ** (-torch.arange(0, d_model, 2) / d_model)
+    angles = torch.arange(max_len)[:, None] * omega
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+def table_base_1000(max_len, d_model, base=10000.0):
+    pe = torch.zeros(max_len, d_model)
+    for pos in range(max_len):
+        for i in range(0, d_model, 2):
+            pe[pos, i] = math.sin(pos / (1000 ** (i / d_model)))
+            pe[pos, i + 1] = math.cos(pos / (1000 ** (i / d_model)))
+    return pe
+
+
+def table_hardcoded_base(max_len, d_model, base=10000.0):
+    return table_exp_log(max_len, d_model)  # the base argument is never passed on
+
+
+def table_i_over_d(max_len, d_model, base=10000.0):
+    pe = torch.zeros(max_len, d_model)
+    omega = 1 / base ** (torch.arange(d_model // 2) / d_model)  # the 2 is missing
+    angles = torch.arange(max_len)[:, None] * omega
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
+    return pe
+
+
+def table_column_index(max_len, d_model, base=10000.0):
+    """A popular tutorial's loop: the cos column uses (i + 1) in the exponent."""
+    pe = torch.zeros(max_len, d_model)
+    for pos in range(max_len):
+        for i in range(0, d_model, 2):
+            pe[pos, i] = math.sin(pos / (base ** (i / d_model)))
+            pe[pos, i + 1] = math.cos(pos / (base ** ((i + 1) / d_model)))
+    return pe
+
+
+def table_never_stored(max_len, d_model, base=10000.0):
+    """The JAX habit in torch: index_copy (no underscore) returns a new tensor."""
+    pe = torch.zeros(max_len, d_model)
+    angles = torch.arange(max_len)[:, None] * base ** (-torch.arange(0, d_model, 2) / d_model)
+    pe.index_copy(1, torch.arange(0, d_model, 2), angles.sin())  # not index_copy_: the new tensor is dropped
+    pe.index_copy(1, torch.arange(1, d_model, 2), angles.cos())
+    return pe
+
+
+def table_from_position_one(max_len, d_model, base=10000.0):
+    pe = torch.zeros(max_len, d_model)
+    position = torch.arange(1, max_len + 1).unsqueeze(1)
+    angles = position * base ** (-torch.arange(0, d_model, 2) / d_model)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
+    return pe
+
+
+def table_odd_crashes(max_len, d_model, base=10000.0):
+    pe = torch.zeros(max_len, d_model)
+    angles = torch.arange(max_len)[:, None] * base ** (-torch.arange(0, d_model, 2) / d_model)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles)  # one cos column too many when d_model is odd
+    return pe
+
+
+def table_odd_rounded_down(max_len, d_model, base=10000.0):
+    """Builds an even table of d_model - 1 columns and pads with zeros."""
+    even = table_exp_log(max_len, d_model - d_model % 2, base)
+    return F.pad(even, (0, d_model % 2))
+
+
+def table_float64(max_len, d_model, base=10000.0):
+    return table_pow_stack(max_len, d_model, base).double()
+
+
+def table_transposed(max_len, d_model, base=10000.0):
+    return table_exp_log(max_len, d_model, base).T.contiguous()
+
+
+# --- right: relative_shift_matrix --------------------------------------------
+
+
+def shift_blocks(k, d_model, base=10000.0):
+    """One 2×2 rotation per pair, written into a zero matrix."""
+    M = torch.zeros(d_model, d_model)
+    for i in range(d_model // 2):
+        b = k / base ** (2 * i / d_model)
+        M[2 * i, 2 * i], M[2 * i, 2 * i + 1] = math.cos(b), math.sin(b)
+        M[2 * i + 1, 2 * i], M[2 * i + 1, 2 * i + 1] = -math.sin(b), math.cos(b)
+    return M
+
+
+def shift_block_diag(k, d_model, base=10000.0):
+    omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * -(math.log(base) / d_model))
+    blocks = [torch.tensor([[c, s], [-s, c]]) for c, s in zip(torch.cos(k * omega).tolist(), torch.sin(k * omega).tolist())]
+    return torch.block_diag(*blocks)
+
+
+def shift_matrix_exp(k, d_model, base=10000.0):
+    """A shift by k is k shifts by 1: M = exp(k·G), G the generator of the rotations."""
+    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    G = torch.zeros(d_model, d_model, dtype=torch.float64)
+    G[torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)] = omega
+    G[torch.arange(1, d_model, 2), torch.arange(0, d_model, 2)] = -omega
+    return torch.linalg.matrix_exp(k * G).float()
+
+
+# --- wrong: relative_shift_matrix --------------------------------------------
+
+
+def shift_transposed_blocks(k, d_model, base=10000.0):
+    return shift_blocks(k, d_model, base).T.contiguous()
+
+
+def shift_halves(k, d_model, base=10000.0):
+    half = d_model // 2
+    M = torch.zeros(d_model, d_model)
+    for i in range(half):
+        b = k / base ** (2 * i / d_model)
+        M[i, i], M[i, i + half] = math.cos(b), math.sin(b)
+        M[i + half, i], M[i + half, i + half] = -math.sin(b), math.cos(b)
+    return M
+
+
+def shift_base_1000(k, d_model, base=10000.0):
+    return shift_blocks(k, d_model, 1000.0)
+
+
+def shift_i_over_d(k, d_model, base=10000.0):
+    M = torch.zeros(d_model, d_model)
+    for i in range(d_model // 2):
+        b = k / base ** (i / d_model)
+        M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[math.cos(b), math.sin(b)], [-math.sin(b), math.cos(b)]])
+    return M
+
+
+def shift_scatter_dropped(k, d_model, base=10000.0):
+    M = torch.zeros(d_model, d_model)
+    diagonal = torch.cos(k * base ** (-torch.arange(0, d_model, 2) / d_model)).repeat_interleave(2)
+    M.diagonal().add(diagonal)  # not add_: the sum is returned and dropped
+    return M
+
+
+def shift_k_plus_one(k, d_model, base=10000.0):
+    return shift_blocks(k + 1, d_model, base)
+
+
+def shift_identity(k, d_model, base=10000.0):
+    return torch.eye(d_model)
+
+
+# --- right: PositionalEncoding -----------------------------------------------
+
+
+class PositionalEncodingAnnotated(nn.Module):
+    """The Annotated Transformer's, batch first, the table kept (1, max_len, d)."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        self.max_len = max_len
+        pe = table_exp_log(max_len, d_model)
+        self.register_buffer("pe", pe.unsqueeze(0))
+
+    def forward(self, x):
+        if x.size(1) > self.max_len:
+            raise ValueError(f"sequence length {x.size(1)} > max_len {self.max_len}")
+        x = x + self.pe[:, : x.size(1)].requires_grad_(False)
+        return self.dropout(x)
+
+
+class PositionalEncodingFunctional(nn.Module):
+    """A non-persistent buffer, F.dropout with the training flag, an odd-d-safe table."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.p = dropout
+        self.register_buffer("table", table_pow_stack(max_len, d_model), persistent=False)
+
+    def forward(self, x):
+        T = x.shape[-2]
+        if T > self.table.shape[0]:
+            raise ValueError(f"T={T} is longer than max_len={self.table.shape[0]}")
+        return F.dropout(x + self.table[:T], p=self.p, training=self.training)
+
+
+# --- wrong: PositionalEncoding -----------------------------------------------
+
+
+class PositionalEncodingParameter(PositionalEncodingAnnotated):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        pe = self.pe
+        del self.pe
+        self.pe = nn.Parameter(pe)
+
+
+class PositionalEncodingPlainAttribute(nn.Module):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.pe = table_exp_log(max_len, d_model)  # a plain tensor: never moves to the GPU
+
+    def forward(self, x):
+        if x.size(1) > self.pe.size(0):
+            raise ValueError("too long: increase max_len")
+        return self.dropout(x + self.pe[: x.size(1)])
+
+
+class PositionalEncodingRecomputes(nn.Module):
+    """No table at all: the encoding is recomputed in every forward."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.d_model, self.max_len = d_model, max_len
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        if x.size(1) > self.max_len:
+            raise ValueError("too long")
+        return self.dropout(x + table_exp_log(x.size(1), self.d_model).to(x.device))
+
+
+class PositionalEncodingFirstRow(PositionalEncodingAnnotated):
+    def forward(self, x):
+        return self.dropout(x + self.pe[:, 0])
+
+
+class PositionalEncodingSeqFirst(nn.Module):
+    """The PyTorch tutorial's module, which expects (T, B, d), fed (B, T, d)."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        self.register_buffer("pe", table_exp_log(max_len, d_model).unsqueeze(1))  # (max_len, 1, d)
+
+    def forward(self, x):
+        if x.size(0) > self.pe.size(0):
+            raise ValueError("too long")
+        return self.dropout(x + self.pe[: x.size(0)])
+
+
+class PositionalEncodingNoDropout(PositionalEncodingAnnotated):
+    def forward(self, x):
+        if x.size(1) > self.max_len:
+            raise ValueError("too long")
+        return x + self.pe[:, : x.size(1)]
+
+
+class PositionalEncodingNoLengthCheck(PositionalEncodingAnnotated):
+    def forward(self, x):
+        return self.dropout(x + self.pe[:, : x.size(1)])  # silently short when T > max_len: a broadcast error
+
+
+class PositionalEncodingHalves(nn.Module):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("pe", table_fairseq_halves(max_len, d_model))
+
+    def forward(self, x):
+        if x.size(1) > self.pe.size(0):
+            raise ValueError("too long")
+        return self.dropout(x + self.pe[: x.size(1)])
+
+
+class PositionalEncodingHardcodedDropout(PositionalEncodingAnnotated):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.dropout = nn.Dropout(0.1)
+
+
+# --- right: TokenAndPositionEmbedding ----------------------------------------
+
+
+class TokenAndPositionComposed(nn.Module):
+    """Reuses the chapter's PositionalEncoding for the table and the dropout."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__()
+        self.tok = nn.Embedding(vocab_size, d_model)
+        self.d_model = d_model
+        self.pos = PositionalEncodingAnnotated(d_model, max_len, dropout)
+
+    def forward(self, ids):
+        return self.pos(self.tok(ids) * math.sqrt(self.d_model))
+
+
+class TokenAndPositionOwnTable(nn.Module):
+    """Its own Parameter for the tokens, a tensor scale, functional dropout."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(vocab_size, d_model) * d_model**-0.5)
+        self.register_buffer("positions", table_loop(max_len, d_model))
+        self.register_buffer("scale", torch.tensor(float(d_model)).sqrt())
+        self.p = dropout
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        if T > self.positions.shape[0]:
+            raise ValueError(f"{T} tokens but max_len is {self.positions.shape[0]}")
+        return F.dropout(self.weight[ids] * self.scale + self.positions[:T], self.p, self.training)
+
+
+# --- wrong: TokenAndPositionEmbedding ----------------------------------------
+
+
+class _TokenAndPosition(nn.Module):
+    """A right module whose combination step each mistake below overrides."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.register_buffer("pe", table_exp_log(max_len, d_model))
+        self.dropout = nn.Dropout(dropout)
+        self.d_model, self.max_len = d_model, max_len
+
+    def combine(self, tokens, pe):
+        return tokens * math.sqrt(self.d_model) + pe
+
+    def forward(self, ids):
+        T = ids.size(1)
+        if T > self.max_len:
+            raise ValueError("sequence longer than max_len")
+        return self.dropout(self.combine(self.embedding(ids), self.pe[:T]))
+
+
+class TokenAndPositionNoScale(_TokenAndPosition):
+    def combine(self, tokens, pe):
+        return tokens + pe
+
+
+class TokenAndPositionDivides(_TokenAndPosition):
+    def combine(self, tokens, pe):
+        return tokens / math.sqrt(self.d_model) + pe
+
+
+class TokenAndPositionTimesD(_TokenAndPosition):
+    def combine(self, tokens, pe):
+        return tokens * self.d_model + pe
+
+
+class TokenAndPositionScalesBoth(_TokenAndPosition):
+    def combine(self, tokens, pe):
+        return (tokens + pe) * math.sqrt(self.d_model)
+
+
+class TokenAndPositionNoDropout(_TokenAndPosition):
+    def forward(self, ids):
+        if ids.size(1) > self.max_len:
+            raise ValueError("sequence longer than max_len")
+        return self.combine(self.embedding(ids), self.pe[: ids.size(1)])
+
+
+class TokenAndPositionNoLengthCheck(_TokenAndPosition):
+    def forward(self, ids):
+        return self.dropout(self.combine(self.embedding(ids), self.pe[: ids.size(1)]))
+
+
+class TokenAndPositionTrainsTable(_TokenAndPosition):
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        pe = self.pe
+        del self.pe
+        self.pe = nn.Parameter(pe)
+
+
+class TokenAndPositionSwapped(_TokenAndPosition):
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.pe = table_cos_first(max_len, d_model)  # assigning to a buffer's name keeps it a buffer
+
+
+class TokenAndPositionFromOne(_TokenAndPosition):
+    def forward(self, ids):
+        T = ids.size(1)
+        if T > self.max_len:
+            raise ValueError("sequence longer than max_len")
+        return self.dropout(self.combine(self.embedding(ids), self.pe[1 : T + 1]))
+
+
+# --- the catalogue -----------------------------------------------------------
+
+RIGHT = {
+    "sinusoidal_encoding": [table_loop, table_exp_log, table_pow_stack, table_numpy],
+    "relative_shift_matrix": [shift_blocks, shift_block_diag, shift_matrix_exp],
+    "PositionalEncoding": [PositionalEncodingAnnotated, PositionalEncodingFunctional],
+    "TokenAndPositionEmbedding": [TokenAndPositionComposed, TokenAndPositionOwnTable],
+}
+
+WRONG = [
+    ("sinusoidal_encoding", "sin_cos_swapped", table_cos_first),
+    ("sinusoidal_encoding", "concatenated_halves", table_fairseq_halves),
+    ("sinusoidal_encoding", "concatenated_halves", table_exact_halves),
+    ("sinusoidal_encoding", "wrong_base", table_base_1000),
+    ("sinusoidal_encoding", "wrong_base", table_hardcoded_base),
+    ("sinusoidal_encoding", "wrong_exponent", table_i_over_d),
+    ("sinusoidal_encoding", "wrong_exponent", table_column_index),
+    ("sinusoidal_encoding", "all_zeros", table_never_stored),
+    ("sinusoidal_encoding", "position_offset", table_from_position_one),
+    ("sinusoidal_encoding", "odd_d_model", table_odd_crashes),
+    ("sinusoidal_encoding", "odd_d_model", table_odd_rounded_down),
+    ("sinusoidal_encoding", "wrong_dtype", table_float64),
+    ("sinusoidal_encoding", "wrong_shape", table_transposed),
+    ("relative_shift_matrix", "sin_cos_swapped", shift_transposed_blocks),
+    ("relative_shift_matrix", "concatenated_halves", shift_halves),
+    ("relative_shift_matrix", "wrong_base", shift_base_1000),
+    ("relative_shift_matrix", "wrong_exponent", shift_i_over_d),
+    ("relative_shift_matrix", "all_zeros", shift_scatter_dropped),
+    ("relative_shift_matrix", "position_offset", shift_k_plus_one),
+    ("relative_shift_matrix", "wrong_values", shift_identity),
+    ("PositionalEncoding", "pe_is_parameter", PositionalEncodingParameter),
+    ("PositionalEncoding", "pe_not_buffer", PositionalEncodingPlainAttribute),
+    ("PositionalEncoding", "pe_not_buffer", PositionalEncodingRecomputes),
+    ("PositionalEncoding", "same_row_every_position", PositionalEncodingFirstRow),
+    ("PositionalEncoding", "batch_seq_confusion", PositionalEncodingSeqFirst),
+    ("PositionalEncoding", "missing_dropout", PositionalEncodingNoDropout),
+    ("PositionalEncoding", "no_length_check", PositionalEncodingNoLengthCheck),
+    ("PositionalEncoding", "concatenated_halves", PositionalEncodingHalves),
+    ("PositionalEncoding", "dropout_rate_ignored", PositionalEncodingHardcodedDropout),
+    ("TokenAndPositionEmbedding", "missing_scale", TokenAndPositionNoScale),
+    ("TokenAndPositionEmbedding", "divided_by_scale", TokenAndPositionDivides),
+    ("TokenAndPositionEmbedding", "wrong_scale", TokenAndPositionTimesD),
+    ("TokenAndPositionEmbedding", "scaled_position_too", TokenAndPositionScalesBoth),
+    ("TokenAndPositionEmbedding", "missing_dropout", TokenAndPositionNoDropout),
+    ("TokenAndPositionEmbedding", "no_length_check", TokenAndPositionNoLengthCheck),
+    ("TokenAndPositionEmbedding", "pe_is_parameter", TokenAndPositionTrainsTable),
+    ("TokenAndPositionEmbedding", "sin_cos_swapped", TokenAndPositionSwapped),
+    ("TokenAndPositionEmbedding", "position_offset", TokenAndPositionFromOne),
+]
