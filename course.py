@@ -69,8 +69,9 @@ def test(extra: list[str]) -> int:
     pytest = [PYTHON, "-m", "pytest", "-q", *extra]
     suites = {
         "unit and checker tests": [*pytest, "-n", "2", "tests", "--ignore=tests/test_browser.py"],
-        "solutions, outputs compared (nbval)": [*pytest, "-n", "2", "--nbval", "solutions", "--nbval-sanitize-with", "tests/sanitize.cfg", "--nbval-current-env"],
-        "chapters, unfilled, run without error (nbval-lax)": [*pytest, "-n", "2", "--nbval-lax", "chapters", "--nbval-current-env"],
+        # --dist loadfile: a notebook's cells share one kernel, so they must stay on one worker.
+        "solutions, outputs compared (nbval)": [*pytest, "-n", "2", "--dist", "loadfile", "--nbval", "solutions", "--nbval-sanitize-with", "tests/sanitize.cfg", "--nbval-current-env"],
+        "chapters, unfilled, run without error (nbval-lax)": [*pytest, "-n", "2", "--dist", "loadfile", "--nbval-lax", "chapters", "--nbval-current-env"],
     }
     if has_browser:
         suites["JupyterLab in Chromium"] = [*pytest, "tests/test_browser.py"]

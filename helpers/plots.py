@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from helpers import reference
+
 
 def _plt():
     import matplotlib.pyplot as plt
@@ -76,17 +78,6 @@ D_MODELS = (8, 16, 32, 64, 128, 256, 512, 768, 1024, 2048, 4096)
 _NORMS: dict[int, dict[str, float]] = {}
 
 
-def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """Vaswani et al.'s encoding (chapter 03 builds it step by step): sin in even columns, cos in odd ones."""
-    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (T, 1)
-    frequency = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (ceil(d/2),)
-    angle = position * frequency  # (T, ceil(d/2))
-    table = torch.zeros(max_len, d_model, dtype=torch.float64)
-    table[:, 0::2] = angle.sin()
-    table[:, 1::2] = angle.cos()[:, : d_model // 2]
-    return table.float()
-
-
 def embedding_norms_at(d_model: int, rows: int = 256) -> dict[str, float]:
     """Mean norm of `rows` positional vectors and of `rows` token vectors, for two
     inits, with and without the sqrt(d_model) factor. Seeded: same numbers every run."""
@@ -96,7 +87,7 @@ def embedding_norms_at(d_model: int, rows: int = 256) -> dict[str, float]:
         small = torch.randn(rows, d_model, generator=generator) * d_model**-0.5  # N(0, 1/d): entries of size 1/sqrt(d)
         scale = d_model**0.5
         vectors = {
-            "position": sinusoidal_table(rows, d_model),
+            "position": reference.sinusoidal_encoding(rows, d_model),
             "N(0, 1)": standard,
             "N(0, 1) × √d": standard * scale,
             "N(0, 1/d)": small,
@@ -191,25 +182,83 @@ def loss_curves(curves: dict[str, list[float]], floor: float | None = None) -> N
 # Chapter 03: sinusoidal encodings
 # ---------------------------------------------------------------------------
 
+
+def sinusoidal_heatmap(pe: torch.Tensor, base: float = 10000.0) -> None:
+    """The (max_len, d) table as a picture, positions down, dimensions across,
+    with each column pair's wavelength 2π·base^(2i/d) along the top."""
+    plt = _plt()
+    pe = pe.detach().float().cpu()
+    N, d = pe.shape
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    mesh = ax.pcolormesh(torch.arange(d + 1) - 0.5, torch.arange(N + 1) - 0.5, pe, cmap="RdBu_r", vmin=-1, vmax=1, shading="flat")
+    ax.invert_yaxis()
+    ax.set(title=f"Sinusoidal encoding, {N} positions × d_model = {d}", xlabel="dimension (column): sin in even, cos in odd columns", ylabel="position")
+    pairs = list(range(0, d, max(2, d // 8) // 2 * 2))
+    top = ax.secondary_xaxis("top")
+    top.set_xticks(pairs, [f"{2 * torch.pi * base ** (j / d):.3g}" for j in pairs], fontsize=8)
+    top.set_xlabel("wavelength in positions (2π·base^(2i/d))", fontsize=9)
+    fig.colorbar(mesh, ax=ax, label="value")
+    fig.tight_layout()
+    plt.show()
+
+
+def sinusoidal_slices(pe: torch.Tensor, position: int, pair: int, base: float = 10000.0) -> None:
+    """Left: the vector of one position. Right: one (sin, cos) column pair along every position."""
+    plt = _plt()
+    pe = pe.detach().float().cpu()
+    N, d = pe.shape
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6), gridspec_kw={"width_ratios": [1, 1.3]})
+    left.bar(range(d), pe[position], color=["C0" if j % 2 == 0 else "C1" for j in range(d)], width=0.9)
+    left.set(title=f"PE[{position}]: the vector of position {position}", xlabel="dimension (blue sin, orange cos)", ylabel="value", ylim=(-1.1, 1.1))
+    sin_col, cos_col = 2 * pair, min(2 * pair + 1, d - 1)
+    right.plot(range(N), pe[:, sin_col], label=f"column {sin_col}: sin")
+    right.plot(range(N), pe[:, cos_col], label=f"column {cos_col}: cos")
+    right.axvline(position, color="0.5", linestyle=":")
+    right.set(title=f"pair {pair}: wavelength {2 * torch.pi * base ** (2 * pair / d):.4g} positions", xlabel="position", ylabel="value", ylim=(-1.1, 1.1))
+    right.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    plt.show()
+
+
+def shift_matrix(M: torch.Tensor, k: int, zoom: int = 8) -> None:
+    """M_k whole (block-diagonal) and its top-left corner with the numbers."""
+    plt = _plt()
+    M = M.detach().float().cpu()
+    fig, (whole, corner) = plt.subplots(1, 2, figsize=(10, 4.4))
+    for ax, shown in ((whole, M), (corner, M[:zoom, :zoom])):
+        ax.imshow(shown, cmap="RdBu_r", vmin=-1, vmax=1)
+        ax.set(xlabel="column", ylabel="row")
+    for (r, c), value in zip(torch.cartesian_prod(torch.arange(zoom), torch.arange(zoom)).tolist(), M[:zoom, :zoom].flatten().tolist()):
+        if value != 0:
+            corner.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=8)
+    whole.set_title(f"M_{k}, {tuple(M.shape)}: 2×2 blocks on the diagonal")
+    corner.set_title(f"its top-left {zoom}×{zoom}: [[cos kω, sin kω], [-sin kω, cos kω]]")
+    fig.suptitle(f"PE[pos + {k}] = M_{k} @ PE[pos], the same matrix for every pos")
+    fig.tight_layout()
+    plt.show()
+
+
+def dot_product_vs_offset(pe: torch.Tensor, starts: list[int], max_offset: int) -> None:
+    """PE[p]·PE[p + k] against k, for a few p: the curves lie on top of each other."""
+    plt = _plt()
+    pe = pe.detach().double().cpu()
+    offsets = torch.arange(-max_offset, max_offset + 1)
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for n, p in enumerate(starts):  # thick to thin, so that curves on top of each other all show
+        keep = (p + offsets >= 0) & (p + offsets < len(pe))
+        ax.plot(offsets[keep], pe[p + offsets[keep]] @ pe[p], label=f"p = {p}", linewidth=1.2 + 2.5 * (len(starts) - 1 - n), alpha=0.8)
+    ax.set(title="PE[p] · PE[p + k] depends on the offset k only, and is symmetric in k", xlabel="offset k", ylabel="dot product")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    plt.show()
+
+
 # (end of chapter 03)
 
 
 # ---------------------------------------------------------------------------
 # Chapter 04: learned positions and BERT
 # ---------------------------------------------------------------------------
-
-
-def _sinusoidal(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """Vaswani et al.'s fixed table, interleaved (sin in even columns, cos in
-    odd ones), only for comparison pictures; chapter 03 builds it properly."""
-    import math
-
-    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (N, 1)
-    frequency = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)  # (ceil(d/2),)
-    table = torch.zeros(max_len, d_model)
-    table[:, 0::2] = torch.sin(position * frequency)
-    table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
-    return table
 
 
 def _unit_rows(table: torch.Tensor) -> torch.Tensor:
@@ -225,7 +274,7 @@ def learned_vs_sinusoidal(learned: torch.Tensor, untrained: torch.Tensor | None 
     N, d = learned.shape
     panels = {} if untrained is None else {"before training (random init)": untrained}
     panels["learned (MiniLM, after training)"] = learned
-    panels["sinusoidal (fixed formula)"] = _sinusoidal(N, d)
+    panels["sinusoidal (fixed formula)"] = reference.sinusoidal_encoding(N, d)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1, 4.4))
     fig.subplots_adjust(left=0.06, right=0.9, bottom=0.12, top=0.84, wspace=0.3)  # fixed layout: constrained layout is slow
     for ax, (title, table) in zip(axes, panels.items()):
@@ -242,7 +291,7 @@ def position_similarity_row(learned: torch.Tensor, position: int) -> None:
     plt = _plt()
     N, d = learned.shape
     fig, ax = plt.subplots(figsize=(9, 3.6))
-    for label, table in (("learned (MiniLM)", learned), ("sinusoidal", _sinusoidal(N, d))):
+    for label, table in (("learned (MiniLM)", learned), ("sinusoidal", reference.sinusoidal_encoding(N, d))):
         unit = _unit_rows(table)
         ax.plot(range(N), unit @ unit[position], label=label, linewidth=1.2)
     ax.axvline(position, color="0.5", linestyle=":", linewidth=1)

@@ -41,6 +41,17 @@ def scale_explorer(d_model: int = 512):
 # Chapter 03: sinusoidal encodings
 # ---------------------------------------------------------------------------
 
+
+def sinusoidal_explorer(pe: torch.Tensor, position: int = 10, pair: int = 0):
+    """Two sliders: a position (its vector) and a column pair (its wave along the positions)."""
+    import ipywidgets as widgets
+
+    N, d = pe.shape
+    positions = widgets.IntSlider(value=position, min=0, max=N - 1, description="position", continuous_update=False)
+    pairs = widgets.IntSlider(value=pair, min=0, max=(d + 1) // 2 - 1, description="pair i", continuous_update=False)
+    return widgets.interactive(lambda position, pair: plots.sinusoidal_slices(pe, position, pair), position=positions, pair=pairs)
+
+
 # (end of chapter 03)
 
 

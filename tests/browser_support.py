@@ -310,6 +310,12 @@ class LabServer:
 # Everything the tests look at, per cell of the notebook shown in the main area.
 CELLS_JS = """
 () => {
+  // CodeMirror 6 draws only the lines near the viewport: read its document, not its DOM.
+  const cellSource = cell => {
+    const content = cell.querySelector('.jp-InputArea-editor .cm-content');
+    const view = content && content.cmView && content.cmView.view;
+    return view ? view.state.doc.toString() : [...cell.querySelectorAll('.jp-InputArea-editor .cm-line')].map(l => l.textContent).join('\\n');
+  };
   const panel = document.querySelector('#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden)');
   if (!panel) return null;
   return [...panel.querySelectorAll('.jp-Notebook .jp-Cell')].map(cell => {
@@ -319,7 +325,7 @@ CELLS_JS = """
     return {
       type: cell.classList.contains('jp-CodeCell') ? 'code' : cell.classList.contains('jp-MarkdownCell') ? 'markdown' : 'raw',
       prompt: prompt ? prompt.innerText.trim() : '',
-      source: cell.classList.contains('jp-CodeCell') ? [...cell.querySelectorAll('.jp-InputArea-editor .cm-line')].map(l => l.textContent).join('\\n') : '',
+      source: cell.classList.contains('jp-CodeCell') ? cellSource(cell) : '',
       errors: errors.map(e => e.innerText.slice(0, 1500)),
       images: images.length,
       imagesLoaded: images.filter(i => i.complete && i.naturalWidth > 0 && i.naturalHeight > 0).length,
