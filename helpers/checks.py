@@ -500,7 +500,12 @@ def _check_positional_encoding(cls, probe: Probe) -> None:
         probe.call(fresh.eval)
         return probe.call(fresh, probe.randn(3, 7, d, device=device))
 
-    probe.device_pass(on)
+    probe.device_pass(
+        on,
+        "positions_on_cpu",
+        f"`{probe.name}` makes a tensor on the CPU whatever x's device (`torch.arange(T)` for the positions, a table rebuilt in forward...): on a GPU, "
+        "using it with x fails with 'Expected all tensors to be on the same device'. Slice the buffer, `self.pe[:T]`, or make new tensors with `device=x.device`.",
+    )
 
 
 def _check_token_and_position(cls, probe: Probe) -> None:

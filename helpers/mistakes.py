@@ -156,13 +156,17 @@ def sinusoidal_wrong_exponent(max_len: int, d_model: int, base: float = 10000.0)
     return [_table(max_len, d_model, base, exponent=e) for e in ("i/d", "column/d", "4i/d", "integer")]
 
 
-def sinusoidal_all_zeros(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """Every entry of your table is zero: were the values computed and never
-    stored? JAX's `pe.at[:, 0::2].set(...)` and torch's `pe.index_put(...)`,
-    `pe.scatter(...)` return a NEW array and leave `pe` as it was: assign
-    the result (`pe = pe.at[...].set(...)`), or write in place in torch
+def sinusoidal_all_zeros(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your table is all zeros (or its sin or its cos columns are): were the
+    values computed and never stored? JAX's `pe.at[:, 0::2].set(...)` and
+    torch's `pe.index_copy(...)`, `pe.index_put(...)`, `pe.scatter(...)`
+    return a NEW array and leave `pe` as it was: assign the result
+    (`pe = pe.at[...].set(...)`), or write in place in torch
     (`pe[:, 0::2] = ...`)."""
-    return torch.zeros(max_len, d_model)
+    table = _table(max_len, d_model, base)
+    sin_only, cos_only = table.clone(), table.clone()
+    sin_only[:, 1::2], cos_only[:, 0::2] = 0.0, 0.0  # the other half was never stored
+    return [torch.zeros(max_len, d_model), sin_only, cos_only]
 
 
 def sinusoidal_position_offset(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:

@@ -120,6 +120,15 @@ def table_never_stored(max_len, d_model, base=10000.0):
     return pe
 
 
+def table_cos_never_stored(max_len, d_model, base=10000.0):
+    """Half-ported from JAX: the first .at[].set() result is assigned, the second is not."""
+    pe = np.zeros((max_len, d_model), dtype=np.float32)
+    angles = np.arange(max_len)[:, None] / base ** (np.arange(0, d_model, 2) / d_model)
+    pe[:, 0::2] = np.sin(angles)
+    torch.from_numpy(pe).index_copy(1, torch.arange(1, d_model, 2), torch.from_numpy(np.cos(angles[:, : d_model // 2])).float())
+    return torch.from_numpy(pe)
+
+
 def table_from_position_one(max_len, d_model, base=10000.0):
     pe = torch.zeros(max_len, d_model)
     position = torch.arange(1, max_len + 1).unsqueeze(1)
@@ -313,6 +322,14 @@ class PositionalEncodingSeqFirst(nn.Module):
         return self.dropout(x + self.pe[: x.size(0)])
 
 
+class PositionalEncodingSelectsOnCpu(PositionalEncodingAnnotated):
+    def forward(self, x):
+        if x.size(1) > self.max_len:
+            raise ValueError("too long")
+        positions = torch.arange(x.size(1))  # on the CPU, whatever x's device
+        return self.dropout(x + self.pe[0].index_select(0, positions))
+
+
 class PositionalEncodingNoDropout(PositionalEncodingAnnotated):
     def forward(self, x):
         if x.size(1) > self.max_len:
@@ -471,6 +488,7 @@ WRONG = [
     ("sinusoidal_encoding", "wrong_exponent", table_i_over_d),
     ("sinusoidal_encoding", "wrong_exponent", table_column_index),
     ("sinusoidal_encoding", "all_zeros", table_never_stored),
+    ("sinusoidal_encoding", "all_zeros", table_cos_never_stored),
     ("sinusoidal_encoding", "position_offset", table_from_position_one),
     ("sinusoidal_encoding", "odd_d_model", table_odd_crashes),
     ("sinusoidal_encoding", "odd_d_model", table_odd_rounded_down),
@@ -489,6 +507,7 @@ WRONG = [
     ("PositionalEncoding", "same_row_every_position", PositionalEncodingFirstRow),
     ("PositionalEncoding", "batch_seq_confusion", PositionalEncodingSeqFirst),
     ("PositionalEncoding", "missing_dropout", PositionalEncodingNoDropout),
+    ("PositionalEncoding", "positions_on_cpu", PositionalEncodingSelectsOnCpu),
     ("PositionalEncoding", "no_length_check", PositionalEncodingNoLengthCheck),
     ("PositionalEncoding", "concatenated_halves", PositionalEncodingHalves),
     ("PositionalEncoding", "dropout_rate_ignored", PositionalEncodingHardcodedDropout),
