@@ -25,14 +25,14 @@ BUDGETS = {"import_s": 0.3, "check_median_s": 0.5, "bert_first_check_s": 5.0, "n
 
 
 def import_seconds(repeats: int = 5) -> float:
-    """Median of (import torch + helpers) minus (import torch), each in a fresh interpreter."""
+    """Median time of `import helpers` in a fresh interpreter that has already imported torch."""
 
-    def timed(code: str) -> float:
-        out = subprocess.run([sys.executable, "-c", f"import time; t = time.perf_counter(); {code}; print(time.perf_counter() - t)"], capture_output=True, text=True, check=True)
-        return float(out.stdout.strip())
+    def timed() -> float:
+        code = "import torch, time; t = time.perf_counter(); import helpers; print(time.perf_counter() - t)"
+        return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip())
 
-    timed("import torch")  # warm the file cache
-    return statistics.median(timed("import torch, helpers") - timed("import torch") for _ in range(repeats))
+    timed()  # warm the file cache
+    return statistics.median(timed() for _ in range(repeats))
 
 
 def check_seconds(repeats: int = 7) -> dict[str, dict[str, float]]:

@@ -187,6 +187,15 @@ def shift_matrix_exp(k, d_model, base=10000.0):
     return torch.linalg.matrix_exp(k * G).float()
 
 
+def shift_numpy_float64(k, d_model, base=10000.0):
+    """NumPy's float64, returned as it is: a matrix is right in either precision."""
+    M = np.zeros((d_model, d_model))
+    for i in range(d_model // 2):
+        b = k * base ** (-2 * i / d_model)
+        M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[np.cos(b), np.sin(b)], [-np.sin(b), np.cos(b)]]
+    return torch.from_numpy(M)
+
+
 # --- wrong: relative_shift_matrix --------------------------------------------
 
 
@@ -474,7 +483,7 @@ class TokenAndPositionFromOne(_TokenAndPosition):
 
 RIGHT = {
     "sinusoidal_encoding": [table_loop, table_exp_log, table_pow_stack, table_numpy],
-    "relative_shift_matrix": [shift_blocks, shift_block_diag, shift_matrix_exp],
+    "relative_shift_matrix": [shift_blocks, shift_block_diag, shift_matrix_exp, shift_numpy_float64],
     "PositionalEncoding": [PositionalEncodingAnnotated, PositionalEncodingFunctional],
     "TokenAndPositionEmbedding": [TokenAndPositionComposed, TokenAndPositionOwnTable],
 }
