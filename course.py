@@ -90,6 +90,8 @@ def lab() -> int:
     args = ["--notebook-dir", ROOT, "chapters/01_lookup_tables.ipynb"]
     if not os.environ.get("DISPLAY") and sys.platform.startswith("linux"):
         args += ["--no-browser"]  # headless: JupyterLab prints the URL to open
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        args += ["--allow-root"]  # containers and cloud machines often run as root; Jupyter refuses that unless told
     return run(PYTHON, "-m", "jupyter", "lab", *args)
 
 

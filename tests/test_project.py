@@ -86,3 +86,22 @@ def test_readme_gives_the_two_commands_first():
     commands = re.findall(r"^\s*(python3 course\.py \w+)", (ROOT / "README.md").read_text(), re.MULTILINE)
     assert commands[:2] == ["python3 course.py lab", "python3 course.py test"]
     assert "python3 course.py test" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("root, display", [(True, ""), (False, ":0")])
+def test_course_py_lab_opens_chapter_01_as_root_and_headless(monkeypatch, root, display):
+    """`python3 course.py lab` must start where students (and containers, which run as root) are."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course", ROOT / "course.py")
+    course = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(course)
+    started = []
+    monkeypatch.setattr(course, "run", lambda *cmd, **kwargs: started.append([str(c) for c in cmd]) or 0)
+    monkeypatch.setattr(course.os, "geteuid", lambda: 0 if root else 1000)
+    monkeypatch.setenv("DISPLAY", display)
+    assert course.lab() == 0
+    (command,) = started
+    assert command[1:4] == ["-m", "jupyter", "lab"] and "chapters/01_lookup_tables.ipynb" in command
+    assert ("--allow-root" in command) == root  # Jupyter refuses root without it
+    assert ("--no-browser" in command) == (not display and sys.platform.startswith("linux"))  # headless: print the URL
