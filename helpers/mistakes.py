@@ -96,18 +96,30 @@ def tied_head_copied(weight: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------
 
 
+def _frequencies(d: int, base: float, exponent: str = "2i/d", dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+    """ω_i = base^(-2i/d), one per (sin, cos) or rotated pair, i < ceil(d/2), with the
+    exponent written right ("2i/d") or in one of the usual wrong ways. Chapters 03 and 05."""
+    i = torch.arange((d + 1) // 2, dtype=dtype, device=device)
+    exponents = {
+        "2i/d": -2 * i / d,
+        "i/d": -i / d,  # forgot the 2
+        "4i/d": -4 * i / d,  # arange(0, d, 2) / (d/2)
+        "+2i/d": 2 * i / d,  # base ** (2i/d) used as the frequency: 1/ forgotten
+        "integer": torch.zeros_like(i),  # arange(0, d, 2) // d: integer division, all zeros
+    }
+    return base ** exponents[exponent]
+
+
 def _table(max_len: int, d_model: int, base: float = 10000.0, *, layout: str = "interleaved", exponent: str = "2i/d", first: int = 0) -> torch.Tensor:
     """A sinusoidal table built with one mistake: another layout, exponent or first position."""
     positions = torch.arange(first, first + max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
-    i = torch.arange((d_model + 1) // 2, dtype=torch.float64)  # pair index
-    exponents = {"2i/d": 2 * i / d_model, "i/d": i / d_model, "4i/d": 4 * i / d_model, "integer": torch.zeros_like(i)}
     if exponent == "column/d":  # the column index j in the exponent: the cos partner gets (2i + 1)/d
         j = torch.arange(d_model, dtype=torch.float64)
         angles = positions / base ** (j / d_model)  # (max_len, d): one frequency per column
         pe = torch.zeros(max_len, d_model, dtype=torch.float64)
         pe[:, 0::2], pe[:, 1::2] = angles[:, 0::2].sin(), angles[:, 1::2].cos()
         return pe.float()
-    angles = positions / base ** exponents[exponent]  # (max_len, ceil(d/2))
+    angles = positions * _frequencies(d_model, base, exponent)  # (max_len, ceil(d/2))
     sin, cos = angles.sin(), angles.cos()[:, : d_model // 2]
     if layout == "halves":  # sin block, then cos block
         return torch.cat([sin[:, : d_model - d_model // 2], cos], dim=-1).float()
@@ -192,10 +204,9 @@ SINUSOIDAL_TABLE_MISTAKES = {  # code -> a mistaken table(max_len, d_model, base
 
 def _shift_matrix(k: float, d_model: int, base: float = 10000.0, *, exponent: str = "2i/d", layout: str = "interleaved") -> torch.Tensor:
     """A block-diagonal rotation like the reference's, with one mistake."""
-    i = torch.arange(d_model // 2, dtype=torch.float64)
-    exponents = {"2i/d": 2 * i / d_model, "i/d": i / d_model, "4i/d": 4 * i / d_model, "integer": torch.zeros_like(i)}
-    b = k / base ** exponents[exponent]  # (d/2,) the angle each pair turns by
-    first, second = (torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)) if layout == "interleaved" else (i.long(), i.long() + d_model // 2)
+    b = k * _frequencies(d_model, base, exponent)  # (d/2,) the angle each pair turns by
+    i = torch.arange(d_model // 2)
+    first, second = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + d_model // 2)
     M = torch.zeros(d_model, d_model, dtype=torch.float64)
     M[first, first], M[first, second], M[second, first], M[second, second] = b.cos(), b.sin(), -b.sin(), b.cos()
     return M.float()
@@ -453,19 +464,6 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([-x2, x1], dim=-1)
 
 
-def _theta(head_dim: int, base: float, exponent: str = "2i/d", dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
-    """θ_i for i < head_dim/2, with the exponent written right ("2i/d") or in one of the usual wrong ways."""
-    i = torch.arange(head_dim // 2, dtype=dtype, device=device)
-    exponents = {
-        "2i/d": -2 * i / head_dim,
-        "i/d": -i / head_dim,  # forgot the 2
-        "4i/d": -4 * i / head_dim,  # arange(0, d, 2) / (d/2)
-        "+2i/d": 2 * i / head_dim,  # base ** (2i/d) used as the frequency: 1/ forgotten
-        "integer": torch.zeros_like(i),  # arange(0, d, 2) // d: integer division, all zeros
-    }
-    return base ** exponents[exponent]
-
-
 def _rope(
     x: torch.Tensor,
     positions: torch.Tensor | None = None,
@@ -484,7 +482,7 @@ def _rope(
     T, d = x.shape[-2], x.shape[-1]
     if positions is None or ignore_positions:
         positions = torch.arange(T, device=x.device)
-    theta = _theta(d, base, exponent, torch.float32, x.device)
+    theta = _frequencies(d, base, exponent, torch.float32, x.device)
     angles = positions.to(angle_dtype)[..., None] * theta.to(angle_dtype)  # (T, d/2) or (B, T, d/2)
     if angles.dim() == 3:
         angles = angles.unsqueeze(1)  # (B, 1, T, d/2)
@@ -498,7 +496,7 @@ def _rope(
 
 
 def _cache(head_dim: int, max_len: int, base: float = 10000.0, *, layout: str = "half", exponent: str = "2i/d") -> tuple[torch.Tensor, torch.Tensor]:
-    angles = torch.outer(torch.arange(max_len, dtype=torch.float64), _theta(head_dim, base, exponent))
+    angles = torch.outer(torch.arange(max_len, dtype=torch.float64), _frequencies(head_dim, base, exponent))
     angles = torch.cat([angles, angles], dim=-1) if layout == "half" else angles.repeat_interleave(2, dim=-1)
     return angles.cos().float(), angles.sin().float()
 
@@ -555,7 +553,7 @@ def rope_cache_low_precision(head_dim: int, max_len: int, base: float = 10000.0)
     faces = []
     for half in (torch.bfloat16, torch.float16):
         positions = torch.arange(max_len, dtype=torch.float32)
-        theta = _theta(head_dim, base, dtype=torch.float32)
+        theta = _frequencies(head_dim, base, dtype=torch.float32)
         for p, t, out in ((half, half, half), (half, torch.float32, torch.float32), (torch.float32, half, torch.float32), (torch.float32, torch.float32, half)):
             angles = torch.outer(positions.to(p).to(torch.float32), theta.to(t).to(torch.float32)).to(out)
             angles = torch.cat([angles, angles], dim=-1)
@@ -567,7 +565,7 @@ def rope_cache_position_offset(head_dim: int, max_len: int, base: float = 10000.
     """Your table starts at position 1: row m holds the angles of position
     m + 1. Row 0 is position 0, whose angles are all 0 (cos 1, sin 0):
     use torch.arange(max_len), not torch.arange(1, max_len + 1)."""
-    angles = torch.outer(torch.arange(1, max_len + 1, dtype=torch.float64), _theta(head_dim, base))
+    angles = torch.outer(torch.arange(1, max_len + 1, dtype=torch.float64), _frequencies(head_dim, base))
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos().float(), angles.sin().float()
 
