@@ -495,10 +495,10 @@ class Probe:
             self.fail("nan_or_inf", f"{what} holds NaN or inf (first at index {list(where)}). Look for a division by zero, a log/pow of a negative number, or entries never filled (torch.empty).")
         self.fail("wrong_values", f"{describe_difference(out, expected, what)} {hint}".strip())
 
-    def against_reference(self, out: Any, *args: Any, what: str = "the output", **kwargs: Any) -> None:
+    def against_reference(self, out: Any, *args: Any, what: str = "the output", hint: str = "", **kwargs: Any) -> None:
         """The usual probe for a function exercise: reference and mistakes see the same inputs."""
         expected = self.exercise.reference(*args, **kwargs)
-        self.expect(out, expected, what=what, mistakes=lambda: {code: _quietly(m, *args, **kwargs) for code, m in self.exercise.mistakes.items()})
+        self.expect(out, expected, what=what, mistakes=lambda: {code: _quietly(m, *args, **kwargs) for code, m in self.exercise.mistakes.items()}, hint=hint)
 
     def explain(self, code: str) -> str:
         """The catalogue entry's docstring is the message a student reads."""
@@ -607,7 +607,7 @@ def _quietly(mistake: Callable, *args: Any, **kwargs: Any) -> Any:
 def describe_difference(out: torch.Tensor, expected: torch.Tensor, what: str) -> str:
     a = out.detach().to("cpu", torch.float64)
     b = expected.detach().to("cpu", torch.float64)
-    error = (a - b).abs().nan_to_num(nan=float("inf"))
+    error = torch.where(a == b, 0.0, (a - b).abs()).nan_to_num(nan=float("inf"))  # equal infinities (a mask) are no error
     worst = tuple(int(i) for i in torch.unravel_index(error.argmax(), error.shape))
     rtol, atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
     wrong = int((error > atol + rtol * b.abs()).sum())

@@ -357,12 +357,15 @@ def _check_sinusoidal_encoding(fn, probe: Probe) -> None:
         )
 
 
+def _float64_accepted(out):
+    """Small matrices and vectors may come in float64 (NumPy's default): compared as float32."""
+    return out.float() if isinstance(out, torch.Tensor) and out.dtype == torch.float64 else out
+
+
 def _check_relative_shift_matrix(fn, probe: Probe) -> None:
     for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8)):
         call = f"relative_shift_matrix({', '.join(repr(a) for a in args)})"
-        out = probe.call(fn, *args, what=f"`{call}`")
-        if isinstance(out, torch.Tensor) and out.dtype == torch.float64:  # a matrix, not a table: float64 (NumPy's default) is fine
-            out = out.float()
+        out = _float64_accepted(probe.call(fn, *args, what=f"`{call}`"))
         expected = reference.relative_shift_matrix(*args)
         k, d = args[:2]
         what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
@@ -1329,3 +1332,68 @@ register(
 )
 
 # (end of chapter 05)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: comparing, and ALiBi
+# ---------------------------------------------------------------------------
+
+MASKED = -1e9  # a bias this negative is a mask to softmax, as -inf is (torch.finfo(dtype).min, -1e9...)
+
+
+def _alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], hint: str) -> None:
+    """Each case is the arguments of one call, head count first; powers of two come
+    first. When those pass and another head count fails, the rule for a head count
+    that is not a power of two is what is missing."""
+    for args in cases:
+        call = f"`{probe.exercise.id}({', '.join(repr(a) for a in args)})`"
+        try:
+            out = _float64_accepted(probe.call(fn, *args, what=call))
+            if isinstance(out, torch.Tensor) and out.is_floating_point():
+                out = out.masked_fill(out <= MASKED, float("-inf"))  # any such bias is a mask to softmax
+            probe.against_reference(out, *args, what=f"the result of {call}", hint=hint)
+        except Failure as failure:
+            n_heads = args[0]
+            if n_heads & (n_heads - 1) == 0 or failure.code not in ("raised", "wrong_shape", "wrong_values", "nan_or_inf"):
+                raise
+            probe.fail(
+                "non_power_of_two",
+                f"{failure.message.rstrip('.')}. Your code is right for 1, 2, 4, 8 and 16 heads but not for {n_heads}: for a head count that is not a power of two, "
+                "Press et al. take the slopes of the closest smaller power of two n', then every other slope of 2n' heads ([0::2]) for the rest.",
+            )
+
+
+def _check_alibi_slopes(fn, probe: Probe) -> None:
+    hint = "For n heads, n a power of two, the slopes are 2^(-8/n), 2^(-16/n), ..., 2^(-8): for 8 heads 1/2, 1/4, ..., 1/256."
+    _alibi_probe(fn, probe, ((8,), (16,), (2,), (1,), (4,), (12,), (6,), (20,)), hint)
+
+
+def _check_alibi_bias(fn, probe: Probe) -> None:
+    hint = "bias[h, i, j] is for query i (a row) and key j (a column): -m_h · (i - j) for j <= i, -inf for j > i."
+    _alibi_probe(fn, probe, ((4, 6), (8, 5), (1, 3), (6, 7), (12, 4)), hint)
+
+
+register(
+    Exercise(
+        "alibi_slopes",
+        6,
+        2,
+        "function",
+        reference.alibi_slopes,
+        _check_alibi_slopes,
+        {"non_power_of_two": mistakes.alibi_slopes_naive, "wrong_sign": mistakes.alibi_slopes_wrong_sign},
+    )
+)
+register(
+    Exercise(
+        "alibi_bias",
+        6,
+        2,
+        "function",
+        reference.alibi_bias,
+        _check_alibi_bias,
+        {"non_power_of_two": mistakes.alibi_bias_naive, "wrong_sign": mistakes.alibi_bias_wrong_sign, "missing_causal_mask": mistakes.alibi_bias_missing_causal_mask},
+    )
+)
+
+# (end of chapter 06)

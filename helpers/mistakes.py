@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F  # noqa: F401
 from torch import nn  # noqa: F401
 
+from helpers import reference
+
 # ---------------------------------------------------------------------------
 # Chapter 01: lookup tables
 # ---------------------------------------------------------------------------
@@ -777,3 +779,66 @@ def rotary_low_precision(x, positions=None, base=10000.0):
 
 
 # (end of chapter 05)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: comparing, and ALiBi
+# ---------------------------------------------------------------------------
+
+
+def _naive_slopes(n_heads: int) -> torch.Tensor:
+    return torch.tensor([2 ** (-8 * (h + 1) / n_heads) for h in range(n_heads)])
+
+
+def alibi_slopes_naive(n_heads: int) -> torch.Tensor:
+    """Your slopes follow 2^(-8(h+1)/n) for every head count. That is the
+    rule for a power of two only. For another n, Press et al. take the n'
+    slopes of the closest smaller power of two n' = 2^floor(log2 n), then
+    every other slope of 2n' heads ([0::2]) for the remaining n - n' heads.
+    (For 12 heads: the 8 slopes of 8 heads, then the 1st, 3rd, 5th and 7th
+    of 16 heads.)"""
+    return _naive_slopes(n_heads)
+
+
+def alibi_slopes_wrong_sign(n_heads: int) -> torch.Tensor:
+    """Your slopes are negative. The slopes m_h are positive numbers,
+    2^(-8/n), 2^(-16/n), ...; the minus sign belongs to the bias,
+    -m_h · (i - j), which penalises distant keys."""
+    return -reference.alibi_slopes(n_heads)
+
+
+def alibi_bias_naive(n_heads: int, seq_len: int) -> torch.Tensor:
+    """Your bias is right for a power-of-two head count but not for another
+    one: its slopes follow 2^(-8(h+1)/n) for every n. Press et al. take the
+    slopes of the closest smaller power of two n', then every other slope
+    of 2n' heads for the rest (see alibi_slopes)."""
+    return _bias(_naive_slopes(n_heads), seq_len)
+
+
+def alibi_bias_wrong_sign(n_heads: int, seq_len: int) -> list[torch.Tensor]:
+    """Your bias rewards distance instead of penalising it: the score of
+    query i for key j must get -m_h · (i - j), which is 0 for the token
+    itself and more and more negative further back. (j - i with a plus sign
+    is the same thing; i - j with a plus sign is not.)"""
+    slopes = reference.alibi_slopes(n_heads)
+    return [_bias(-slopes, seq_len), _bias(-slopes, seq_len, causal=False)]
+
+
+def alibi_bias_missing_causal_mask(n_heads: int, seq_len: int) -> list[torch.Tensor]:
+    """Your bias lets a query see the keys after it: above the diagonal
+    (j > i) it must be -inf, so that softmax gives the future zero weight.
+    Use `bias.masked_fill(j > i, float("-inf"))` (0 there is not a mask:
+    it is the largest bias of all). Without a mask the distance is |i - j|,
+    the bidirectional form, which this causal exercise does not use."""
+    slopes = reference.alibi_slopes(n_heads)
+    return [_bias(slopes, seq_len, causal=False), _bias(slopes, seq_len, causal=False, absolute=True), _bias(slopes, seq_len, masked_with=0.0)]
+
+
+def _bias(slopes: torch.Tensor, seq_len: int, *, causal: bool = True, absolute: bool = False, masked_with: float = float("-inf")) -> torch.Tensor:
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    distance = (i - j).abs().float() if absolute else (i - j).float()
+    bias = -slopes[:, None, None] * distance
+    return bias.masked_fill(j > i, masked_with) if causal else bias
+
+
+# (end of chapter 06)

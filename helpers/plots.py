@@ -478,3 +478,66 @@ def ntk_wavelengths(head_dim: int, base: float, scale: float) -> None:
 
 
 # (end of chapter 05)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: comparing, and ALiBi
+# ---------------------------------------------------------------------------
+
+
+def alibi_heads(bias: torch.Tensor, heads: list[int]) -> None:
+    """A few heads' (T, T) bias matrices side by side: -inf (masked) in grey."""
+    plt = _plt()
+    bias = bias.detach().float().cpu()
+    fig, axes = plt.subplots(1, len(heads), figsize=(3.4 * len(heads) + 1, 3.6))
+    finite = bias[torch.isfinite(bias)]
+    cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")
+    for ax, h in zip(axes, heads):
+        image = ax.imshow(bias[h].masked_fill(~torch.isfinite(bias[h]), float("nan")), cmap=cmap, vmin=float(finite.min()), vmax=0)
+        ax.set(title=f"head {h}  (m = {2 ** (-8 * (h + 1) / bias.shape[0]):.3g})" if bias.shape[0] & (bias.shape[0] - 1) == 0 else f"head {h}", xlabel="key position j")
+        ax.locator_params(integer=True)
+    axes[0].set_ylabel("query position i")
+    fig.colorbar(image, ax=list(axes), label="bias -m·(i - j)  (grey: -inf)")
+    fig.suptitle(f"ALiBi biases for {bias.shape[0]} heads, {bias.shape[1]} positions: steep heads look near, flat heads look far")
+    plt.show()
+
+
+def alibi_reach(slopes: torch.Tensor, head: int, length: int = 64) -> None:
+    """One head, seen from the last query of a sequence: its bias for every key, and
+    the attention weights that bias alone gives (all content scores equal)."""
+    plt = _plt()
+    slope = float(slopes[head])
+    distance = torch.arange(length, dtype=torch.float64)  # how far back each key is
+    weights = torch.softmax(-slope * distance, dim=0)
+    reach = int((weights.cumsum(0) < 0.9).sum()) + 1  # keys that hold 90% of the weight
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.4))
+    left.plot(distance, -slope * distance, color="C0")
+    left.set(title=f"head {head}: slope m = {slope:.4g}", xlabel="distance back i - j", ylabel="bias -m·(i - j)")
+    right.bar(distance, weights, color="C2", width=1.0)
+    right.axvline(reach - 0.5, color="0.4", linestyle=":")
+    right.set(title=f"softmax of the bias alone: 90% of the weight on the nearest {reach} keys", xlabel="distance back i - j", ylabel="attention weight")
+    fig.tight_layout()
+    plt.show()
+
+
+def extrapolation(accuracy: dict[str, list[float | None]], lengths: list[int], trained: int) -> None:
+    """Accuracy against the test length, one line per positional method; None where it cannot run."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for n, (method, values) in enumerate(accuracy.items()):
+        known = [(length, a) for length, a in zip(lengths, values) if a is not None]
+        stops = len(known) < len(lengths)
+        ax.plot(*zip(*known), "o-", label=f"{method} (✗: cannot run longer)" if stops else method, color=f"C{n}", linewidth=2)
+        if stops:
+            ax.plot(known[-1][0], known[-1][1], "x", color=f"C{n}", markersize=14, markeredgewidth=3)
+    ax.axvline(trained, color="0.5", linestyle=":")
+    ax.text(trained * 1.04, 0.05, f"trained on length {trained}", color="0.4")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.set(title="Trained short, tested long: accuracy on 'repeat the previous token'", xlabel="test sequence length", ylabel="accuracy", ylim=(0, 1.05))
+    ax.legend(loc="upper right", bbox_to_anchor=(0.99, 0.9))
+    fig.tight_layout()
+    plt.show()
+
+
+# (end of chapter 06)

@@ -307,3 +307,40 @@ class RotaryEmbedding(nn.Module):
 
 
 # (end of chapter 05)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: comparing, and ALiBi
+# ---------------------------------------------------------------------------
+
+# Press, Smith & Lewis 2022, "Train Short, Test Long: Attention with Linear
+# Biases Enables Input Length Extrapolation". No positional vector at all: each
+# head adds -m_h · (i - j) to the attention score of query i for key j, a
+# penalty that grows linearly with the distance, steeper in some heads than others.
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """The head slopes m_h (§3 and the authors' code). For n a power of two, the
+    geometric sequence 2^(-8/n), 2^(-16/n), ..., 2^(-8). Otherwise the n' = 2^floor(log2 n)
+    slopes of the closest smaller power of two, then every other slope of 2n' heads
+    to make up the rest (their slopes fall between the first ones)."""
+
+    def power_of_two(n: int) -> list[float]:
+        return [2 ** (-8 * (h + 1) / n) for h in range(n)]
+
+    closest = 2 ** math.floor(math.log2(n_heads))
+    extra = power_of_two(2 * closest)[0::2][: n_heads - closest]  # empty when n_heads is a power of two
+    return torch.tensor(power_of_two(closest) + extra)  # (n_heads,) float32
+
+
+def alibi_bias(n_heads: int, seq_len: int) -> torch.Tensor:
+    """(n_heads, T, T): -m_h · (i - j) for key j at or before query i, -inf after it
+    (a causal model: the future is masked out, as in the paper's language models)."""
+    i = torch.arange(seq_len)[:, None]  # query positions, (T, 1)
+    j = torch.arange(seq_len)[None, :]  # key positions, (1, T)
+    offset = (j - i).float()  # (T, T): 0 on the diagonal, -1, -2, ... for keys further back
+    bias = alibi_slopes(n_heads)[:, None, None] * offset  # (H, 1, 1) * (T, T) -> (H, T, T): -m·(i - j)
+    return bias.masked_fill(j > i, float("-inf"))  # no looking ahead
+
+
+# (end of chapter 06)

@@ -88,6 +88,10 @@ DIAGNOSES: dict[str, str] = {
     "rope_ignores_positions": "the given positions are ignored",
     "low_precision_angles": "the angles are computed in the input's low precision instead of float32",
     "cache_is_parameter": "the cos/sin cache is a Parameter or a persistent buffer",
+    # ALiBi
+    "non_power_of_two": "the slopes for a head count that is not a power of two do not follow Press et al.'s rule",
+    "wrong_sign": "the bias rewards distance (or the slopes are negative) instead of penalising it",
+    "missing_causal_mask": "keys after the query are not masked with -inf",
 }
 
 

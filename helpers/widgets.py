@@ -85,3 +85,19 @@ def rope_rotation_explorer(thetas: list[float], max_position: int = 300):
 
 
 # (end of chapter 05)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: comparing, and ALiBi
+# ---------------------------------------------------------------------------
+
+
+def alibi_explorer(slopes: torch.Tensor, head: int = 0):
+    """Slide over the heads: how far back each one looks."""
+    import ipywidgets as widgets
+
+    slider = widgets.IntSlider(value=head, min=0, max=len(slopes) - 1, description="head", continuous_update=False)
+    return widgets.interactive(lambda head: plots.alibi_reach(slopes, head), head=slider)
+
+
+# (end of chapter 06)

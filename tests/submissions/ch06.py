@@ -1,0 +1,162 @@
+"""Chapter 06 submissions (ALiBi), written as students write them.
+
+RIGHT: different correct implementations; every one must pass.
+WRONG: (exercise id, the diagnosis it must get, the code); each is a real
+mistake, and the check must name exactly that code.
+"""
+
+import math
+
+import numpy as np
+import torch
+
+# --- right: alibi_slopes -----------------------------------------------------
+
+
+def slopes_official(n_heads):
+    """The authors' recursive get_slopes."""
+
+    def get_slopes_power_of_2(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        ratio = start
+        return [start * ratio**i for i in range(n)]
+
+    def get_slopes(n):
+        if math.log2(n).is_integer():
+            return get_slopes_power_of_2(n)
+        closest_power_of_2 = 2 ** math.floor(math.log2(n))
+        return get_slopes_power_of_2(closest_power_of_2) + get_slopes(2 * closest_power_of_2)[0::2][: n - closest_power_of_2]
+
+    return torch.tensor(get_slopes(n_heads))
+
+
+def slopes_bloom(n_heads):
+    """BLOOM's build_alibi_tensor style: powers of a base, float32 torch throughout."""
+    closest = 2 ** math.floor(math.log2(n_heads))
+    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest) - 3))), dtype=torch.float32)
+    slopes = torch.pow(base, torch.arange(1, 1 + closest, dtype=torch.int32))
+    if closest != n_heads:
+        extra_base = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest) - 3))), dtype=torch.float32)
+        extra = torch.pow(extra_base, torch.arange(1, 1 + 2 * (n_heads - closest), 2, dtype=torch.int32))
+        slopes = torch.cat([slopes, extra])
+    return slopes
+
+
+def slopes_numpy(n_heads):
+    """NumPy, float64, returned as it is."""
+    closest = 2 ** int(np.floor(np.log2(n_heads)))
+    first = 2.0 ** (-8.0 * np.arange(1, closest + 1) / closest)
+    rest = 2.0 ** (-8.0 * np.arange(1, 2 * closest + 1) / (2 * closest))[0::2][: n_heads - closest]
+    return torch.from_numpy(np.concatenate([first, rest]))
+
+
+# --- wrong: alibi_slopes -----------------------------------------------------
+
+
+def slopes_geometric_always(n_heads):
+    return torch.tensor([2 ** (-8 * (h + 1) / n_heads) for h in range(n_heads)])
+
+
+def slopes_power_of_two_only(n_heads):
+    """Rounds the head count down and returns too few slopes."""
+    closest = 2 ** math.floor(math.log2(n_heads))
+    return torch.tensor([2 ** (-8 * (h + 1) / closest) for h in range(closest)])
+
+
+def slopes_negative(n_heads):
+    return -slopes_official(n_heads)
+
+
+def slopes_from_zero(n_heads):
+    """h starts at 0: the first slope is 1, the last 2^(-8(n-1)/n)."""
+    return torch.tensor([2 ** (-8 * h / n_heads) for h in range(n_heads)])
+
+
+def slopes_list(n_heads):
+    return slopes_official(n_heads).tolist()
+
+
+# --- right: alibi_bias -------------------------------------------------------
+
+
+def bias_loop(n_heads, seq_len):
+    slopes = slopes_official(n_heads)
+    bias = torch.full((n_heads, seq_len, seq_len), float("-inf"))
+    for h in range(n_heads):
+        for i in range(seq_len):
+            for j in range(i + 1):
+                bias[h, i, j] = -slopes[h] * (i - j)
+    return bias
+
+
+def bias_triu_mask(n_heads, seq_len):
+    """A relative-position matrix, then a triu mask, with torch.finfo.min as the mask value."""
+    positions = torch.arange(seq_len)
+    relative = positions[None, :] - positions[:, None]  # j - i
+    bias = slopes_bloom(n_heads)[:, None, None] * relative[None].float()
+    future = torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool), diagonal=1)
+    return bias.masked_fill(future, torch.finfo(torch.float32).min)
+
+
+# --- wrong: alibi_bias -------------------------------------------------------
+
+
+def bias_geometric_always(n_heads, seq_len):
+    slopes = slopes_geometric_always(n_heads)
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return (-slopes[:, None, None] * (i - j)).masked_fill(j > i, float("-inf"))
+
+
+def bias_plus_sign(n_heads, seq_len):
+    slopes = slopes_official(n_heads)
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return (slopes[:, None, None] * (i - j)).masked_fill(j > i, float("-inf"))
+
+
+def bias_no_mask(n_heads, seq_len):
+    slopes = slopes_official(n_heads)
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return -slopes[:, None, None] * (i - j)
+
+
+def bias_symmetric(n_heads, seq_len):
+    """The bidirectional form -m·|i - j|, with no mask."""
+    slopes = slopes_official(n_heads)
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return -slopes[:, None, None] * (i - j).abs()
+
+
+def bias_masked_with_zero(n_heads, seq_len):
+    return torch.tril(bias_no_mask(n_heads, seq_len))
+
+
+def bias_transposed(n_heads, seq_len):
+    """Query and key axes swapped: the mask is below the diagonal."""
+    return bias_loop(n_heads, seq_len).transpose(-1, -2)
+
+
+def bias_heads_last(n_heads, seq_len):
+    return bias_loop(n_heads, seq_len).permute(1, 2, 0)
+
+
+# --- the catalogue -----------------------------------------------------------
+
+RIGHT = {
+    "alibi_slopes": [slopes_official, slopes_bloom, slopes_numpy],
+    "alibi_bias": [bias_loop, bias_triu_mask],
+}
+
+WRONG = [
+    ("alibi_slopes", "non_power_of_two", slopes_geometric_always),
+    ("alibi_slopes", "non_power_of_two", slopes_power_of_two_only),
+    ("alibi_slopes", "wrong_sign", slopes_negative),
+    ("alibi_slopes", "wrong_values", slopes_from_zero),
+    ("alibi_slopes", "wrong_type", slopes_list),
+    ("alibi_bias", "non_power_of_two", bias_geometric_always),
+    ("alibi_bias", "wrong_sign", bias_plus_sign),
+    ("alibi_bias", "missing_causal_mask", bias_no_mask),
+    ("alibi_bias", "missing_causal_mask", bias_symmetric),
+    ("alibi_bias", "missing_causal_mask", bias_masked_with_zero),
+    ("alibi_bias", "wrong_values", bias_transposed),
+    ("alibi_bias", "wrong_shape", bias_heads_last),
+]
