@@ -373,13 +373,18 @@ def _check_relative_shift_matrix(fn, probe: Probe) -> None:
         probe.expect(out, expected, what=what, mistakes=lambda args=args: {code: m(*args) for code, m in probe.exercise.mistakes.items()}, hint=hint, **TABLE_TOLERANCE)
 
 
+def _is_table(tensor: torch.Tensor, max_len: int, d: int) -> bool:
+    """(max_len, d), give or take size-1 axes."""
+    return [size for size in tensor.shape if size != 1] == [max_len, d]
+
+
 def _find_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> tuple[str, torch.Tensor]:
     """The student's position table, found by shape: (max_len, d_model), or
     with extra size-1 axes ((1, max_len, d) as ViT keeps it, (max_len, 1, d)
     as the PyTorch tutorial does)."""
     tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
     for name, tensor in tensors.items():
-        if [size for size in tensor.shape if size != 1] == [max_len, d]:
+        if _is_table(tensor, max_len, d):
             return name, tensor
     return probe.find_tensor(module, (max_len, d), "the position table (max_len, d_model)")
 
@@ -387,14 +392,14 @@ def _find_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> tuple[
 def _fixed_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> torch.Tensor:
     """The student's sinusoidal table: a buffer (max_len, d), computed once in __init__."""
     for name, value in vars(module).items():
-        if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and [n for n in value.shape if n != 1] == [max_len, d]:
+        if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and _is_table(value, max_len, d):
             probe.fail(
                 "pe_not_buffer",
                 f"`{probe.name}` keeps its table in a plain attribute `self.{name}`: module.to('cuda') does not move it (your forward then mixes devices) and state_dict() does not save it. "
                 f"Register it: `self.register_buffer('{name}', table)`.",
             )
     tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    if not any([n for n in t.shape if n != 1] == [max_len, d] for t in tensors.values()):
+    if not any(_is_table(t, max_len, d) for t in tensors.values()):
         probe.fail(
             "pe_not_buffer",
             f"`{probe.name}(..., max_len={max_len})` holds no ({max_len}, {d}) table (it has: {', '.join(f'{n} {tuple(t.shape)}' for n, t in tensors.items()) or 'nothing'}). "
