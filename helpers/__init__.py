@@ -5,10 +5,9 @@
 
 Modules, one concern each:
     checking   check(), CheckResult and the safety net around student code
-    registry   the exercises (ids, points) and the diagnosis codes
-    checks     each exercise's probes
+    registry   the public contract: the diagnosis codes, and what an Exercise declares
+    exercises  the catalogue, one module per chapter: known mistakes, probes, declarations
     reference  the reference implementations
-    mistakes   the catalogue of known-wrong code that names a mistake
     models     the real pretrained MiniLM, loaded offline
     plots      the figures; widgets  the sliders
     grade      `python -m helpers.grade`: grading a class

@@ -37,7 +37,7 @@ def import_seconds(repeats: int = 5) -> float:
 
 def check_seconds(repeats: int = 7) -> dict[str, dict[str, float]]:
     from helpers import check
-    from helpers.registry import all_exercises
+    from helpers.exercises import all_exercises
 
     figures = {}
     for exercise_id, exercise in all_exercises().items():

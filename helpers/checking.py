@@ -1,8 +1,9 @@
 """The checker framework: `check(exercise_id, submission) -> CheckResult`.
 
 A check is a short list of named probes (shape -> dtype -> device -> values ->
-properties -> module hygiene) written per exercise in `helpers.checks`. This
-module gives those probes their tools and their safety net:
+properties -> module hygiene) written per exercise in its chapter's module
+under `helpers.exercises`. This module gives those probes their tools and
+their safety net:
 
 * every call into student code goes through `Probe.call`, which times it out,
   caps its memory, catches what it raises, and notices if it changed its
@@ -10,7 +11,7 @@ module gives those probes their tools and their safety net:
 * `check()` snapshots torch's global state (default dtype, grad mode, RNG...)
   and puts it back afterwards, whatever the student's code did;
 * when the output is wrong, `Probe.expect` runs the exercise's catalogue of
-  known-wrong variants (`helpers.mistakes`) on the same inputs: the one that
+  known-wrong variants (declared with the exercise) on the same inputs: the one that
   reproduces the student's output names the mistake. We diagnose by running
   code, never by reading the student's source.
 
@@ -40,7 +41,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from helpers import registry
+from helpers import exercises, registry
 
 TIMEOUT_ENV = "COURSE_CHECK_TIMEOUT"  # seconds per call into student code
 MEMORY_ENV = "COURSE_CHECK_MEMORY_MB"  # extra memory student code may take
@@ -249,7 +250,11 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 
 RETRY = 0.02  # seconds between two CheckTimeouts once the limit has passed
-_NOT_STUDENT_CODE = (os.path.dirname(torch.__file__), os.path.dirname(contextlib.__file__) + os.sep + "contextlib", __file__)
+_NOT_STUDENT_CODE = (
+    os.path.dirname(torch.__file__),
+    os.path.dirname(contextlib.__file__) + os.sep + "contextlib",
+    __file__,
+)
 
 
 def _student_code(frame) -> bool:
@@ -364,7 +369,15 @@ def close(out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, 
     default_rtol, default_atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
     a = out.detach().to("cpu", torch.float64)
     b = expected.detach().to("cpu", torch.float64)
-    return bool(torch.allclose(a, b, rtol=default_rtol if rtol is None else rtol, atol=default_atol if atol is None else atol, equal_nan=True))
+    return bool(
+        torch.allclose(
+            a,
+            b,
+            rtol=default_rtol if rtol is None else rtol,
+            atol=default_atol if atol is None else atol,
+            equal_nan=True,
+        )
+    )
 
 
 class Probe:
@@ -404,12 +417,20 @@ class Probe:
         watch = _Watch(self.exercise.forbidden)
         state = TorchState.capture()
         try:
-            with time_limit(self.timeout), memory_cap(self.memory_mb, self.device), watch, _FactoriesOnMeta() if self.factories_on_meta else contextlib.nullcontext():
+            with (
+                time_limit(self.timeout),
+                memory_cap(self.memory_mb, self.device),
+                watch,
+                _FactoriesOnMeta() if self.factories_on_meta else contextlib.nullcontext(),
+            ):
                 result = fn(*args, **kwargs)
         except Failure:
             raise
         except CheckTimeout:
-            self.fail("timeout", f"{what} ran for more than {self.timeout:g} s and was stopped. Look for a loop that never ends (a `while` whose condition never changes?).")
+            self.fail(
+                "timeout",
+                f"{what} ran for more than {self.timeout:g} s and was stopped. Look for a loop that never ends (a `while` whose condition never changes?).",
+            )
         except ForbiddenCall as call:
             self.fail(
                 "forbidden_api",
@@ -417,7 +438,10 @@ class Probe:
             )
         except NotImplementedError as error:
             if _raised_by_stub(error):
-                self.fail("not_implemented", f"{what} is not implemented yet: replace `raise NotImplementedError` with your code, run that cell, then run this check again.")
+                self.fail(
+                    "not_implemented",
+                    f"{what} is not implemented yet: replace `raise NotImplementedError` with your code, run that cell, then run this check again.",
+                )
             self.fail("raised", f"{what} raised {_last_line(error)}")
         except SystemExit as error:
             self.fail("raised", f"{what} called exit() ({_last_line(error)}): return a result instead of ending the program.")
@@ -432,11 +456,17 @@ class Probe:
             changed = TorchState.capture().changes_since(state)
             state.restore()
         if changed:
-            self.fail("changed_global_state", f"{what} changed torch's global settings ({'; '.join(changed)}). We put them back; change them locally (e.g. `with torch.no_grad():`) or not at all.")
+            self.fail(
+                "changed_global_state",
+                f"{what} changed torch's global settings ({'; '.join(changed)}). We put them back; change them locally (e.g. `with torch.no_grad():`) or not at all.",
+            )
         self.calls_seen |= watch.seen
         for (name, live), snapshot in zip(originals, saved):
             if not live.is_meta and (live.shape != snapshot.shape or not torch.equal(live, snapshot)):
-                self.fail("mutated_input", f"{what} changed its input `{name}` in place (an `+=`, a `.mul_()`, an assignment into it...). Leave inputs untouched and return a new tensor.")
+                self.fail(
+                    "mutated_input",
+                    f"{what} changed its input `{name}` in place (an `+=`, a `.mul_()`, an assignment into it...). Leave inputs untouched and return a new tensor.",
+                )
         return result
 
     def build(self, cls: Any, *args: Any, **kwargs: Any) -> torch.nn.Module:
@@ -456,7 +486,10 @@ class Probe:
             if tuple(tensor.shape) == tuple(shape):
                 return name, tensor
         found = ", ".join(f"{n} {tuple(t.shape)}" for n, t in tensors.items()) or "none"
-        self.fail("wrong_shape", f"`{self.name}` has no parameter or buffer of shape {tuple(shape)} for {what} (it has: {found}).")
+        self.fail(
+            "wrong_shape",
+            f"`{self.name}` has no parameter or buffer of shape {tuple(shape)} for {what} (it has: {found}).",
+        )
 
     # ---- comparing -----------------------------------------------------
     def expect(
@@ -488,17 +521,38 @@ class Probe:
         if out.dtype != expected.dtype:
             self.fail("wrong_dtype", f"{what} has dtype {out.dtype}; expected {expected.dtype}.")
         if out.device != expected.device:
-            self.fail("wrong_device", f"{what} is on {out.device}, but the inputs were on {expected.device}: create new tensors with `device=` taken from an input.")
+            self.fail(
+                "wrong_device",
+                f"{what} is on {out.device}, but the inputs were on {expected.device}: create new tensors with `device=` taken from an input.",
+            )
         finite = torch.isfinite(out.detach().to("cpu", torch.float64))
         if not finite.all() and torch.isfinite(expected.detach().to("cpu", torch.float64)).all():
             where = tuple(int(i) for i in (~finite).nonzero()[0])
-            self.fail("nan_or_inf", f"{what} holds NaN or inf (first at index {list(where)}). Look for a division by zero, a log/pow of a negative number, or entries never filled (torch.empty).")
+            self.fail(
+                "nan_or_inf",
+                f"{what} holds NaN or inf (first at index {list(where)}). Look for a division by zero, a log/pow of a negative number, or entries never filled (torch.empty).",
+            )
         self.fail("wrong_values", f"{describe_difference(out, expected, what)} {hint}".strip())
+
+    def known_mistakes(self, *args: Any, index: int | None = None, **kwargs: Any) -> Callable[[], dict[str, list[Any]]]:
+        """The exercise's catalogue of mistakes, run on these inputs when `expect` asks
+        (only for a wrong output). Each mistake gives one result or a list of them
+        (its faces); `index` picks one tensor of each (q_rot of (q_rot, k_rot))."""
+
+        def run() -> dict[str, list[Any]]:
+            found = {}
+            for code, mistake in self.exercise.mistakes.items():
+                result = _quietly(mistake, *args, **kwargs)
+                faces = result if isinstance(result, list) else [result]
+                found[code] = [face if index is None else face[index] for face in faces if face is not None]
+            return found
+
+        return run
 
     def against_reference(self, out: Any, *args: Any, what: str = "the output", hint: str = "", **kwargs: Any) -> None:
         """The usual probe for a function exercise: reference and mistakes see the same inputs."""
         expected = self.exercise.reference(*args, **kwargs)
-        self.expect(out, expected, what=what, mistakes=lambda: {code: _quietly(m, *args, **kwargs) for code, m in self.exercise.mistakes.items()}, hint=hint)
+        self.expect(out, expected, what=what, mistakes=self.known_mistakes(*args, **kwargs), hint=hint)
 
     def explain(self, code: str) -> str:
         """The catalogue entry's docstring is the message a student reads."""
@@ -554,7 +608,22 @@ class _FactoriesOnMeta(TorchFunctionMode):
     tensor may index a GPU tensor (`table[torch.arange(T)]` is fine there, so
     it is fine here: the index gets its real values back)."""
 
-    FACTORIES = {"zeros", "ones", "empty", "full", "arange", "eye", "linspace", "logspace", "rand", "randn", "randint", "randperm", "tensor", "as_tensor"}
+    FACTORIES = {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "arange",
+        "eye",
+        "linspace",
+        "logspace",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "tensor",
+        "as_tensor",
+    }
 
     def __init__(self):
         super().__init__()
@@ -632,7 +701,7 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
 
     Never raises because of the submission; an unknown exercise id is the
     caller's mistake and raises KeyError with the close matches."""
-    exercise = registry.get(exercise_id)
+    exercise = exercises.get(exercise_id)
     name = getattr(submission, "__name__", type(submission).__name__)
     probe = Probe(exercise, name)
     before = TorchState.capture()
@@ -642,7 +711,7 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
             raise Failure("wrong_type", f"check() needs {what} for {exercise_id!r}, got {type(submission).__name__}.")
         if exercise.kind == "function" and inspect.isclass(submission):
             raise Failure("wrong_type", f"check() needs {what} for {exercise_id!r}, got the class {name}: pass your own function.")
-        exercise.run(submission, probe)
+        exercise.check(submission, probe)
         code, message = None, "All probes passed: shapes, dtypes, devices, values and properties."
     except Failure as failure:
         code, message = failure.code, failure.message
@@ -661,7 +730,7 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
 def solution_or_reference(exercise_id: str, submission: Any) -> Any:
     """For the cells that *use* an exercise: the student's version once it
     passes, else the reference, clearly labelled, so the chapter still runs."""
-    exercise = registry.get(exercise_id)
+    exercise = exercises.get(exercise_id)
     if check(exercise_id, submission).passed:
         return submission
     print(f"(using the course's reference `{exercise_id}`: yours does not pass its check yet)")

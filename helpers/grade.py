@@ -76,7 +76,7 @@ OVERHEAD_BUDGET = 1.3
 
 # Cells that reach into the machinery are flagged for a person to look at (they earn nothing from it).
 SUSPICIOUS = [
-    (re.compile(r"\bhelpers\s*\.\s*(checking|registry|checks|reference|mistakes|grade)\b|\bEXERCISES\b|\bDIAGNOSES\b"), "reaches into the course's checking code"),
+    (re.compile(r"\bhelpers\s*\.\s*(checking|registry|exercises|reference|grade)\b|\b_catalogue\b|\bDIAGNOSES\b"), "reaches into the course's checking code"),
     (
         re.compile(r"\bsys\s*\.\s*(modules|meta_path|path_hooks|_getframe|settrace|setprofile)\b|\bgc\s*\.\s*get_(objects|referrers)\b"),
         "manipulates the interpreter (sys.modules, import hooks, frames or gc)",
@@ -257,7 +257,7 @@ def _fresh_helpers() -> dict[str, Any]:
     spec.loader.exec_module(module)
     registry = importlib.import_module("helpers.registry")
     checking = importlib.import_module("helpers.checking")
-    registry.all_exercises()  # imports helpers.checks: every exercise registers itself
+    catalogue = importlib.import_module("helpers.exercises")._catalogue()  # imports every chapter's module
     modules = {n: m for n, m in sys.modules.items() if n == "helpers" or n.startswith("helpers.")}
     for name, mod in modules.items():
         if not str(getattr(mod, "__file__", "")).startswith(str(package)):
@@ -265,17 +265,18 @@ def _fresh_helpers() -> dict[str, Any]:
     return {
         "checking": checking,
         "registry": registry,
+        "catalogue": catalogue,
         "snapshot": _snapshot(modules),
-        "exercises": dict(registry.EXERCISES),
+        "exercises": dict(catalogue),
         "diagnoses": dict(registry.DIAGNOSES),
     }
 
 
 def _restore_fresh(fresh: dict[str, Any]) -> list[str]:
     changed = _restore(fresh["snapshot"])
-    for table, saved in ((fresh["registry"].EXERCISES, fresh["exercises"]), (fresh["registry"].DIAGNOSES, fresh["diagnoses"])):
+    for table, saved in ((fresh["catalogue"], fresh["exercises"]), (fresh["registry"].DIAGNOSES, fresh["diagnoses"])):
         if table != saved:
-            changed.append("helpers.registry")
+            changed.append("helpers.exercises" if table is fresh["catalogue"] else "helpers.registry")
             table.clear()
             table.update(saved)
     return changed
@@ -339,7 +340,7 @@ class ExerciseInfo:
 
 def exercise_table() -> list[ExerciseInfo]:
     """Every registered exercise, by chapter, in registration order."""
-    from helpers.registry import all_exercises
+    from helpers.exercises import all_exercises
 
     table = [ExerciseInfo(e.id, e.chapter, e.points) for e in all_exercises().values()]
     return sorted(table, key=lambda e: e.chapter)  # stable: registration order within a chapter

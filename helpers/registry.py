@@ -1,23 +1,21 @@
-"""The exercise registry and the diagnosis codes.
+"""The public contract: the diagnosis codes and what an exercise declares.
 
-Every graded exercise is one `Exercise`: its public id, its chapter, its
-points, the stub a student starts from, the reference that defines "right",
-the catalogue of known-wrong variants that let a check *name* a mistake, and
-the probe sequence that runs them. Ids and diagnosis codes are a public
-contract (see COURSE.md): never rename one, add freely.
+Every graded exercise is one `Exercise`, declared once, with keyword
+arguments, in its chapter's module under `helpers/exercises/`: its public id,
+its chapter, its points, the reference that defines "right", the catalogue of
+known-wrong variants that lets a check *name* a mistake, and the probes that
+run them. Exercise ids and diagnosis codes are public (the README lists them):
+never rename one, add freely.
 
-The per-chapter checks register themselves here when `helpers.checks` is
-imported; `get()` does that import on first use so `import helpers` stays
-light.
+This module imports nothing else from `helpers`, so everything may import it.
 """
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 # code -> what it means, in one line. A check's message says the specifics;
 # this table is what the grader's summary and the docs show.
@@ -95,19 +93,35 @@ DIAGNOSES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Exercise:
-    """One graded exercise. `run(submission, probe)` raises `Failure` on the
-    first probe that fails and returns normally when everything passed."""
+    """One graded exercise. `check(submission, probe)` raises `Failure` on the
+    first probe that fails and returns when every probe passed.
+
+    `mistakes` maps a diagnosis code to a known-wrong variant of the reference;
+    all of one exercise's mistakes take the same arguments (its module says
+    which), and the check reaches them only through this table, so a mistake
+    declared here is a mistake diagnosed."""
 
     id: str
     chapter: int
     points: int
-    kind: str  # "function" or "module": what the student passes to check()
+    kind: Literal["function", "module"]  # what the student passes to check()
     reference: Callable[..., Any]
-    run: Callable[..., None]
+    check: Callable[..., None]
     mistakes: dict[str, Callable[..., Any]] = field(default_factory=dict)
     forbidden: tuple[Callable[..., Any], ...] = ()
+    difficulty: int = 1  # 1 (a few lines) .. 3 (a module with several parts)
+    importance: int = 2  # 1 (good to know) .. 3 (every transformer does this)
+    minutes: int = 10  # a fair estimate for a student who read the section
+
+    def __post_init__(self) -> None:
+        unknown = set(self.mistakes) - set(DIAGNOSES)
+        if unknown:  # a typo here would silently never be reported
+            raise ValueError(f"{self.id}: undocumented diagnosis codes {sorted(unknown)}")
+        for name in ("difficulty", "importance"):
+            if getattr(self, name) not in (1, 2, 3):
+                raise ValueError(f"{self.id}: {name} must be 1, 2 or 3")
 
     @property
     def signature(self) -> str:
@@ -115,29 +129,3 @@ class Exercise:
         target = self.reference.__init__ if self.kind == "module" else self.reference
         parameters = [p for name, p in inspect.signature(target).parameters.items() if name != "self"]
         return f"{self.id}({', '.join(str(p) for p in parameters)})"
-
-
-EXERCISES: dict[str, Exercise] = {}
-
-
-def register(exercise: Exercise) -> Exercise:
-    unknown = set(exercise.mistakes) - set(DIAGNOSES)
-    if unknown:  # a typo here would silently never be reported
-        raise ValueError(f"{exercise.id}: undocumented diagnosis codes {sorted(unknown)}")
-    EXERCISES[exercise.id] = exercise
-    return exercise
-
-
-def all_exercises() -> dict[str, Exercise]:
-    from helpers import checks  # noqa: F401  (registers every exercise on import)
-
-    return EXERCISES
-
-
-def get(exercise_id: str) -> Exercise:
-    exercises = all_exercises()
-    if exercise_id not in exercises:
-        close = difflib.get_close_matches(str(exercise_id), exercises, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise KeyError(f"There is no exercise {exercise_id!r}.{hint} Known: {', '.join(exercises)}")
-    return exercises[exercise_id]

@@ -7,7 +7,8 @@ student's function or tells them what to do."""
 import pytest
 
 from helpers import check
-from helpers.registry import DIAGNOSES, all_exercises
+from helpers.exercises import all_exercises
+from helpers.registry import DIAGNOSES
 from tests.conftest import submission_modules
 
 RIGHT = [(ex, fn) for m in submission_modules() for ex, fns in m.RIGHT.items() for fn in fns]
@@ -32,6 +33,13 @@ def test_wrong_code_gets_its_diagnosis(exercise, code, fn):
 def test_every_diagnosis_code_has_wrong_code_that_gets_it():
     covered = {code for _, code, _ in WRONG}
     assert set(DIAGNOSES) - covered == set()
+
+
+def test_every_declared_mistake_is_diagnosed_in_its_own_exercise():
+    """A mistake declared with an exercise must name some real wrong code: else it is dead, or never reached."""
+    wrong = {(exercise, code) for exercise, code, _ in WRONG}
+    undiagnosed = [f"{e.id}: {code}" for e in all_exercises().values() for code in e.mistakes if (e.id, code) not in wrong]
+    assert undiagnosed == []
 
 
 def test_every_exercise_has_two_different_correct_implementations():

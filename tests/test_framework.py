@@ -1,7 +1,8 @@
 """The checker framework itself: results, the safety net, devices.
 
-Each failure mode of the checker contract (COURSE.md) has a test here or a
-wrong submission in tests/submissions that must get its code."""
+Each way a submission can misbehave (it raises, loops, allocates, mutates its
+inputs, changes torch's settings...) has a test here or a wrong submission in
+tests/submissions that must get its code."""
 
 import os
 import threading
@@ -10,7 +11,8 @@ import pytest
 import torch
 
 from helpers import check, checking, solution_or_reference
-from helpers.registry import DIAGNOSES, all_exercises, get
+from helpers.exercises import all_exercises, get
+from helpers.registry import DIAGNOSES
 
 
 def good_lookup(weight, ids):

@@ -57,10 +57,11 @@ def lookup(weight, ids):
 TAMPER_REGISTRY = """\
 import dataclasses
 
-import helpers.registry
+import helpers.exercises
 
-for exercise_id, exercise in list(helpers.registry.EXERCISES.items()):
-    helpers.registry.EXERCISES[exercise_id] = dataclasses.replace(exercise, run=lambda fn, probe: None)
+catalogue = helpers.exercises._catalogue()
+for exercise_id, exercise in list(catalogue.items()):
+    catalogue[exercise_id] = dataclasses.replace(exercise, check=lambda fn, probe: None)
 print('{"id": "lookup", "passed": true, "score": 2, "diagnosis": null}')
 print("lookup: passed 2/2")"""
 TAMPER_SHADOW = """\

@@ -49,14 +49,14 @@ def test_every_notebook_is_a_pair(folder):
 
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.stem for s in SOLUTIONS])
 def test_every_check_cell_matches_an_exercise(solution):
-    from helpers.registry import all_exercises
+    from helpers.exercises import all_exercises
 
     checked = re.findall(r'check\("(\w+)"', solution.read_text())
     assert checked and set(checked) <= set(all_exercises())
 
 
 def test_every_exercise_is_checked_in_some_chapter():
-    from helpers.registry import all_exercises
+    from helpers.exercises import all_exercises
 
     checked = {i for s in SOLUTIONS for i in re.findall(r'check\("(\w+)"', s.read_text())}
     assert set(all_exercises()) <= checked

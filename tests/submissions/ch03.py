@@ -479,6 +479,77 @@ class TokenAndPositionFromOne(_TokenAndPosition):
         return self.dropout(self.combine(self.embedding(ids), self.pe[1 : T + 1]))
 
 
+class PositionalEncodingCosFirst(PositionalEncodingAnnotated):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = table_cos_first(max_len, d_model).unsqueeze(0)
+
+
+class PositionalEncodingBase1000(PositionalEncodingAnnotated):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = table_base_1000(max_len, d_model).unsqueeze(0)
+
+
+class PositionalEncodingColumnExponent(PositionalEncodingAnnotated):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = table_column_index(max_len, d_model).unsqueeze(0)
+
+
+class PositionalEncodingJaxAtSet(PositionalEncodingAnnotated):
+    """A JAX port: `pe.at[:, 0::2].set(...)` whose result is never assigned, kept as torch's index_copy."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        pe = torch.zeros(max_len, d_model)
+        pe.index_copy(1, torch.arange(0, d_model, 2), table_exp_log(max_len, d_model)[:, 0::2])  # result dropped
+        self.pe = pe.unsqueeze(0)
+
+
+class PositionalEncodingTableFromOne(PositionalEncodingAnnotated):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = table_from_position_one(max_len, d_model).unsqueeze(0)
+
+
+class TokenAndPositionHalves(_TokenAndPosition):
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.pe = table_fairseq_halves(max_len, d_model)
+
+
+class TokenAndPositionHardcodedBase(_TokenAndPosition):
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.pe = table_base_1000(max_len, d_model)
+
+
+class TokenAndPositionIOverD(_TokenAndPosition):
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.pe = table_i_over_d(max_len, d_model)
+
+
+class TokenAndPositionNeverStored(_TokenAndPosition):
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.pe = table_never_stored(max_len, d_model)
+
+
+class TokenAndPositionFirstRow(_TokenAndPosition):
+    def combine(self, tokens, pe):
+        return tokens * math.sqrt(self.d_model) + pe[0]
+
+
+class TokenAndPositionSeqFirst(_TokenAndPosition):
+    def forward(self, ids):
+        if ids.size(1) > self.max_len:
+            raise ValueError("sequence longer than max_len")
+        tokens = self.embedding(ids) * math.sqrt(self.d_model)
+        return self.dropout(tokens + self.pe[: ids.size(0)].unsqueeze(1))  # positions along the batch
+
+
 # --- the catalogue -----------------------------------------------------------
 
 RIGHT = {
@@ -529,4 +600,15 @@ WRONG = [
     ("TokenAndPositionEmbedding", "pe_is_parameter", TokenAndPositionTrainsTable),
     ("TokenAndPositionEmbedding", "sin_cos_swapped", TokenAndPositionSwapped),
     ("TokenAndPositionEmbedding", "position_offset", TokenAndPositionFromOne),
+    ("PositionalEncoding", "sin_cos_swapped", PositionalEncodingCosFirst),
+    ("PositionalEncoding", "wrong_base", PositionalEncodingBase1000),
+    ("PositionalEncoding", "wrong_exponent", PositionalEncodingColumnExponent),
+    ("PositionalEncoding", "all_zeros", PositionalEncodingJaxAtSet),
+    ("PositionalEncoding", "position_offset", PositionalEncodingTableFromOne),
+    ("TokenAndPositionEmbedding", "concatenated_halves", TokenAndPositionHalves),
+    ("TokenAndPositionEmbedding", "wrong_base", TokenAndPositionHardcodedBase),
+    ("TokenAndPositionEmbedding", "wrong_exponent", TokenAndPositionIOverD),
+    ("TokenAndPositionEmbedding", "all_zeros", TokenAndPositionNeverStored),
+    ("TokenAndPositionEmbedding", "same_row_every_position", TokenAndPositionFirstRow),
+    ("TokenAndPositionEmbedding", "batch_seq_confusion", TokenAndPositionSeqFirst),
 ]

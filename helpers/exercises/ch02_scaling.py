@@ -1,0 +1,268 @@
+"""Chapter 02, scaling and weight tying: `ScaledEmbedding` and `TiedLMHead`.
+
+ScaledEmbedding's mistakes take (table, ids, fitted scale) and are shared
+with chapter 03 (common.SCALE_MISTAKES); TiedLMHead's take (W, h, fitted
+bias) and return the logits the mistaken head gives."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from helpers import reference
+from helpers.checking import Failure, Probe, close
+from helpers.exercises.common import SCALE_MISTAKES, fitted_scale, module_device_pass, name_the_scale, token_table
+from helpers.registry import Exercise
+
+# torch's wording when a matrix product gets a (V, d) table where it wanted (d, V).
+MATMUL_SHAPE_ERRORS = (
+    "cannot be multiplied",
+    "size mismatch",
+    "must match the size",
+    "do not broadcast",
+    "Expected size",
+    "shape mismatch",
+)
+
+
+# --- known mistakes of the tied head ---------------------------------------------
+
+
+def head_with_bias(weight: torch.Tensor, h: torch.Tensor, bias: torch.Tensor | None) -> list[torch.Tensor]:
+    """Your head adds a bias: its logits are h @ W.T plus a constant vector of
+    V numbers (nn.Linear adds one unless you pass bias=False). This exercise
+    asks for a bias-free head, like GPT-2's lm_head: `F.linear(h,
+    self.weight)`, or `nn.Linear(d_model, vocab_size, bias=False)` whose
+    weight you then replace by the embedding's."""
+    return [] if bias is None else [h @ weight.T + bias]  # `bias` is fitted to the student's output (its mean offset)
+
+
+def head_probabilities(weight: torch.Tensor, h: torch.Tensor, bias: torch.Tensor | None) -> list[torch.Tensor]:
+    """Your head applies a softmax (or log_softmax): it returns probabilities,
+    not logits. A language-model head returns the raw scores h @ W.T;
+    `F.cross_entropy` applies log_softmax itself, and sampling code applies
+    softmax where it needs it."""
+    logits = h @ weight.T
+    return [logits.softmax(-1), logits.log_softmax(-1)]
+
+
+def head_copied(weight: torch.Tensor, h: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """Your head does not use the embedding's Parameter itself but a copy of
+    it (`.clone()`, `.detach()`, `.data`, `.T`, `nn.Parameter(embedding.weight)`,
+    `copy_` into a new nn.Linear...). A copy is two matrices that start equal
+    and then drift apart: training updates one, not the other. Tie by
+    assignment, so both names point to ONE Parameter: `self.weight =
+    embedding.weight` (or `self.proj.weight = embedding.weight`)."""
+    return h @ weight.detach().clone().T  # right values today; the identity and behaviour probes tell it apart
+
+
+def fitted_offset(out, logits: torch.Tensor) -> torch.Tensor | None:
+    """The (V,) vector b for which logits + b is closest to `out`: its mean offset."""
+    if not isinstance(out, torch.Tensor) or out.shape != logits.shape or out.is_meta or not out.is_floating_point():
+        return None
+    offset = (out.detach().to(logits.device, logits.dtype) - logits).reshape(-1, logits.shape[-1]).mean(0)  # (V,)
+    return offset if bool(torch.isfinite(offset).all()) else None
+
+
+# --- probes ----------------------------------------------------------------------
+
+
+def expect_scaled(probe: Probe, out, table: torch.Tensor, ids: torch.Tensor, what: str) -> None:
+    """out must be table[ids] * sqrt(d), in float32; name the scale when it is another constant."""
+    table = table.detach().float()  # the student's own init; the result is float32 whatever they did
+    scale = fitted_scale(out, table[ids])
+    try:
+        probe.expect(out, reference.scaled_embedding(table, ids), what=what, mistakes=probe.known_mistakes(table, ids, scale))
+    except Failure as failure:
+        name_the_scale(probe, failure, scale, table.shape[1])
+        raise
+
+
+def check_scaled_embedding(cls, probe: Probe) -> None:
+    # d_model = 10 and 7: sqrt(d) is no integer and differs from d, sqrt(V), sqrt(d/2) and log(d).
+    vocab_size, d_model = 37, 10
+    module = probe.build(cls, vocab_size, d_model)
+    table = token_table(probe, module, vocab_size, d_model)
+    ids = probe.randint(vocab_size, 3, 5)  # (B=3, T=5): B != T
+    expect_scaled(probe, probe.call(module, ids), table, ids, "the output for ids of shape (3, 5)")
+    # Another size, odd d_model and any leading shape.
+    other = probe.build(cls, 23, 7)
+    ids3 = probe.randint(23, 2, 3, 4)
+    expect_scaled(
+        probe,
+        probe.call(other, ids3),
+        token_table(probe, other, 23, 7),
+        ids3,
+        "the output of ScaledEmbedding(23, 7) for ids of shape (2, 3, 4)",
+    )
+    # The table is trained: a gradient must reach it, scaled by sqrt(d) like the values.
+    if not (isinstance(table, nn.Parameter) and table.requires_grad):
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s ({vocab_size}, {d_model}) table is not a trainable Parameter (a buffer, or requires_grad=False?). The embedding is learned: keep it an nn.Embedding (its weight is an nn.Parameter).",
+        )
+    table.grad = None
+    out = probe.call(module, ids)
+    if not out.requires_grad:
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s output is cut off from the table's gradient (a .detach(), .data or torch.no_grad()?). The embedding must stay trainable.",
+        )
+    upstream = probe.randn(*out.shape)
+    probe.call(lambda: (out * upstream).sum().backward(), what=f"backward through `{probe.name}`")
+    if table.grad is None:
+        probe.fail(
+            "no_gradient",
+            f"no gradient reached `{probe.name}`'s table: the output must be computed from the table itself, not a copy.",
+        )
+    flat = upstream.reshape(-1, d_model) * math.sqrt(d_model)  # d(out)/d(row) = sqrt(d) for each use of the row
+    expected_grad = torch.zeros(vocab_size, d_model, device=probe.device).index_add_(0, ids.flatten(), flat)
+    probe.expect(table.grad.float(), expected_grad, what="the table's gradient")
+    module_device_pass(probe, cls, (23, 7), lambda device: (probe.randint(23, 2, 3, device=device),))
+
+
+def make_embedding(probe: Probe, vocab_size: int, d_model: int, device: torch.device | None = None) -> nn.Embedding:
+    """The embedding the check owns and hands to the student's head."""
+    device = device or probe.device
+    embedding = nn.Embedding(vocab_size, d_model, device=device)
+    if device.type != "meta":
+        with torch.no_grad():
+            embedding.weight.copy_(probe.randn(vocab_size, d_model))  # our values, not the global RNG's
+    return embedding
+
+
+def call_head(probe: Probe, head: nn.Module, h: torch.Tensor, weight: torch.Tensor):
+    try:
+        return probe.call(head, h)
+    except Failure as failure:
+        if failure.code == "raised" and any(text in failure.message for text in MATMUL_SHAPE_ERRORS):
+            vocab_size, d_model = weight.shape
+            probe.fail(
+                "wrong_shape",
+                f"{failure.message.rstrip('.')}. The embedding weight W is stored ({vocab_size}, {d_model}): one row per token. "
+                "The logits are h @ W.T (or F.linear(h, W)): (..., d) @ (d, V) -> (..., V).",
+            )
+        raise
+
+
+def expect_logits(probe: Probe, out, weight: torch.Tensor, h: torch.Tensor, what: str) -> None:
+    expected = reference.tied_logits(weight.detach(), h)
+    layout = "The logits have the shape of h with its last dimension d replaced by V: (..., d) -> (..., V)."
+    probe.expect(
+        out,
+        expected,
+        what=what,
+        mistakes=probe.known_mistakes(weight.detach(), h, fitted_offset(out, expected)),
+        hint=layout,
+    )
+
+
+def check_tied_lm_head(cls, probe: Probe) -> None:
+    vocab_size, d_model = 29, 12  # V != d: a transposed product cannot hide
+    embedding = make_embedding(probe, vocab_size, d_model)
+    weight = embedding.weight
+    values = weight.detach().clone()
+    head = probe.build(cls, embedding)
+    if embedding.weight is not weight:
+        probe.fail(
+            "mutated_input",
+            f"`{probe.name}(embedding)` replaced the embedding's weight by another Parameter (tied the other way round, `embedding.weight = self.proj.weight`?): "
+            "the embedding's trained values are lost. Leave the embedding alone and take its Parameter: `self.weight = embedding.weight`.",
+        )
+    if not torch.equal(weight.detach(), values):
+        probe.fail(
+            "mutated_input",
+            f"`{probe.name}(embedding)` changed the embedding's values (re-initialised them?). The head must reuse the table as it is.",
+        )
+    h = probe.randn(3, 5, d_model)  # (B=3, T=5, d)
+    out = call_head(probe, head, h, weight)
+    # The tie, by identity: the embedding's Parameter object must be one of the head's parameters.
+    parameters = probe.call(lambda: list(head.named_parameters()), what=f"`{probe.name}.named_parameters()`")
+    if not any(p is weight for _, p in parameters):
+        held = ", ".join(f"{name} {tuple(p.shape)}" for name, p in parameters) or "none"
+        probe.fail(
+            "copy_not_tied",
+            f"{probe.explain('copy_not_tied')} (Your head's parameters: {held}; none of them is `embedding.weight` itself.)",
+        )
+    # The tie, by behaviour: train the embedding (change it in place); the head must follow.
+    with torch.no_grad():
+        weight.copy_(probe.randn(vocab_size, d_model))
+    after = call_head(probe, head, h, weight)
+    if isinstance(out, torch.Tensor) and isinstance(after, torch.Tensor) and out.shape == after.shape and close(after, out):
+        probe.fail(
+            "copy_not_tied",
+            f"{probe.explain('copy_not_tied')} (After we changed embedding.weight in place, your head's output stayed the same: its forward computes with another matrix.)",
+        )
+    expect_logits(probe, after, weight, h, "the logits for h of shape (3, 5, 12)")
+    h2 = probe.randn(7, d_model)
+    expect_logits(probe, call_head(probe, head, h2, weight), weight, h2, "the logits for h of shape (7, 12)")
+    # Hygiene: no bias, even a zero one, and no second matrix.
+    for name, p in parameters:
+        if p is not weight and tuple(p.shape) == (vocab_size,):
+            probe.fail(
+                "has_bias",
+                f"{probe.explain('has_bias')} (Your head holds `{name}` of shape ({vocab_size},): even at zero it would be trained.)",
+            )
+        if p is not weight and p.numel() >= vocab_size * d_model:
+            probe.fail(
+                "copy_not_tied",
+                f"{probe.explain('copy_not_tied')} (Besides the embedding's weight your head holds `{name}` {tuple(p.shape)}: tying means ONE matrix.)",
+            )
+    # One backward through the head reaches the embedding's Parameter: the two uses train together.
+    weight.grad = None
+    logits = call_head(probe, head, h, weight)
+    if not logits.requires_grad:
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s logits are cut off from the embedding's weight (torch.no_grad(), .detach() or .data?): training through the head would never update the shared matrix.",
+        )
+    upstream = probe.randn(3, 5, vocab_size)
+    probe.call(lambda: (logits * upstream).sum().backward(), what=f"backward through `{probe.name}`")
+    if weight.grad is None:
+        probe.fail(
+            "no_gradient",
+            f"no gradient reached `embedding.weight` through `{probe.name}`: compute the logits from the embedding's Parameter itself.",
+        )
+    expected_grad = upstream.reshape(-1, vocab_size).T @ h.reshape(-1, d_model)  # (V, B*T) @ (B*T, d) -> (V, d)
+    probe.expect(weight.grad, expected_grad, what="the embedding weight's gradient through the head")
+    # Devices: an embedding on the device; everything the head makes must follow it.
+    module_device_pass(
+        probe,
+        cls,
+        lambda device: (make_embedding(probe, vocab_size, d_model, device),),
+        lambda device: (probe.randn(3, 5, d_model, device=device),),
+    )
+
+
+EXERCISES = [
+    Exercise(
+        id="ScaledEmbedding",
+        chapter=2,
+        points=2,
+        kind="module",
+        reference=reference.ScaledEmbedding,
+        check=check_scaled_embedding,
+        mistakes=SCALE_MISTAKES,
+        difficulty=1,
+        importance=2,
+        minutes=10,
+    ),
+    Exercise(
+        id="TiedLMHead",
+        chapter=2,
+        points=3,
+        kind="module",
+        reference=reference.TiedLMHead,
+        check=check_tied_lm_head,
+        mistakes={
+            "copy_not_tied": head_copied,
+            "has_bias": head_with_bias,
+            "returns_probabilities": head_probabilities,
+        },
+        difficulty=2,
+        importance=2,
+        minutes=15,
+    ),
+]

@@ -1,0 +1,520 @@
+"""Chapter 03, sinusoidal encodings (Vaswani et al. 2017, §3.5): `sinusoidal_encoding`,
+`relative_shift_matrix`, `PositionalEncoding` and `TokenAndPositionEmbedding`.
+
+The mistakes of each exercise share its arguments:
+    sinusoidal_encoding        (max_len, d_model, base) -> the mistaken table
+    relative_shift_matrix      (k, d_model, base) -> the mistaken (d, d) matrix
+    PositionalEncoding         (x (B, T, d), the right table) -> the module's output in eval mode
+    TokenAndPositionEmbedding  (token table, ids, the right table, fitted scale) -> the same
+The two modules' mistakes are the table's mistakes and the scale's, seen
+through what the module adds them to (`added_to_input`, `added_to_tokens`)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from helpers import reference
+from helpers.checking import Failure, Probe
+from helpers.exercises.common import (
+    POSITION_ADDING_MISTAKES,
+    SCALE_MISTAKES,
+    WRONG_BASE,
+    expect_dropout,
+    find_table,
+    fitted_scale,
+    float64_accepted,
+    frequencies,
+    is_table,
+    module_device_pass,
+    name_the_scale,
+    plain_tensors,
+    refuses_past_max_len,
+    registered_tensors,
+    says,
+    token_table,
+)
+from helpers.registry import Exercise
+
+# Right tables computed in float32 (pow or exp-log) differ from the float64
+# reference by ~2e-5 at the positions checked (< 300); every mistake in the
+# catalogue is off by O(1) somewhere.
+TABLE_TOLERANCE = {"rtol": 0.0, "atol": 1e-4}
+TABLE_LAYOUT = "Row pos, column 2i holds sin(pos / base^(2i/d_model)); column 2i+1 holds cos of the same angle."
+
+
+# --- known mistakes: the table -----------------------------------------------------
+
+
+def mistaken_table(
+    max_len: int,
+    d_model: int,
+    base: float = 10000.0,
+    *,
+    layout: str = "interleaved",
+    exponent: str = "2i/d",
+    first: int = 0,
+) -> torch.Tensor:
+    """A sinusoidal table built with one mistake: another layout, exponent or first position."""
+    positions = torch.arange(first, first + max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    if exponent == "column/d":  # the column index j in the exponent: the cos partner gets (2i + 1)/d
+        j = torch.arange(d_model, dtype=torch.float64)
+        angles = positions / base ** (j / d_model)  # (max_len, d): one frequency per column
+        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        pe[:, 0::2], pe[:, 1::2] = angles[:, 0::2].sin(), angles[:, 1::2].cos()
+        return pe.float()
+    angles = positions * frequencies(d_model, base, exponent)  # (max_len, ceil(d/2))
+    sin, cos = angles.sin(), angles.cos()[:, : d_model // 2]
+    if layout == "halves":  # sin block, then cos block
+        return torch.cat([sin[:, : d_model - d_model // 2], cos], dim=-1).float()
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    if layout == "swapped":  # cos in even columns, sin in odd ones
+        pe[:, 0::2], pe[:, 1::2] = angles.cos(), angles.sin()[:, : d_model // 2]
+    else:
+        pe[:, 0::2], pe[:, 1::2] = sin, cos
+    return pe.float()
+
+
+def table_sin_cos_swapped(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Your sin and cos columns are swapped: cos is in the even columns and
+    sin in the odd ones. Vaswani et al. (§3.5) put sin first:
+    PE[pos, 2i] = sin(pos / base^(2i/d)) and PE[pos, 2i+1] = cos(pos / base^(2i/d)).
+    (Row 0 is a quick test: it must read 0, 1, 0, 1, ...)"""
+    return mistaken_table(max_len, d_model, base, layout="swapped")
+
+
+def table_concatenated_halves(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """You laid out sin in the first half of the columns and cos in the second
+    (torch.cat([sin, cos], dim=-1), the fairseq/tensor2tensor layout); this
+    exercise interleaves them: sin in even columns, cos in odd ones, so each
+    wave's (sin, cos) pair sits in adjacent columns (2i, 2i+1). Fill them with
+    `pe[:, 0::2] = sin` and `pe[:, 1::2] = cos`."""
+    table = mistaken_table(max_len, d_model, base, layout="halves")
+    half = d_model - d_model // 2
+    return [table, torch.cat([table[:, half:], table[:, :half]], dim=-1)]  # sin first or cos first
+
+
+@says(WRONG_BASE)
+def table_wrong_base(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    return [mistaken_table(max_len, d_model, 1000.0), mistaken_table(max_len, d_model, 10000.0)]
+
+
+def table_wrong_exponent(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your frequency exponent is off. The paper's is 2i/d_model, where i
+    counts the (sin, cos) PAIRS: columns 2i and 2i+1 share the frequency
+    base^(-2i/d). Common slips: i/d (the 2 dropped), the column index j in
+    the exponent (so the cos column gets (2i+1)/d), 4i/d (`arange(0, d, 2)`
+    times 2 again), or an integer division `2 * i // d` that rounds every
+    exponent to 0."""
+    return [mistaken_table(max_len, d_model, base, exponent=e) for e in ("i/d", "column/d", "4i/d", "integer")]
+
+
+def table_all_zeros(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your table is all zeros (or its sin or its cos columns are): were the
+    values computed and never stored? JAX's `pe.at[:, 0::2].set(...)` and
+    torch's `pe.index_copy(...)`, `pe.index_put(...)`, `pe.scatter(...)`
+    return a NEW array and leave `pe` as it was: assign the result
+    (`pe = pe.at[...].set(...)`), or write in place in torch
+    (`pe[:, 0::2] = ...`)."""
+    table = mistaken_table(max_len, d_model, base)
+    sin_only, cos_only = table.clone(), table.clone()
+    sin_only[:, 1::2], cos_only[:, 0::2] = 0.0, 0.0  # the other half was never stored
+    return [torch.zeros(max_len, d_model), sin_only, cos_only]
+
+
+def table_position_offset(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Your positions start at 1: row pos holds the encoding of pos + 1.
+    The first token is position 0, whose row reads sin 0 = 0, cos 0 = 1:
+    use torch.arange(max_len), not torch.arange(1, max_len + 1)."""
+    return mistaken_table(max_len, d_model, base, first=1)
+
+
+TABLE_MISTAKES = {
+    "sin_cos_swapped": table_sin_cos_swapped,
+    "concatenated_halves": table_concatenated_halves,
+    "wrong_base": table_wrong_base,
+    "wrong_exponent": table_wrong_exponent,
+    "all_zeros": table_all_zeros,
+    "position_offset": table_position_offset,
+}
+
+
+# --- known mistakes: the shift matrix ------------------------------------------------
+
+
+def mistaken_shift(k: float, d_model: int, base: float = 10000.0, *, exponent: str = "2i/d", layout: str = "interleaved") -> torch.Tensor:
+    """A block-diagonal rotation like the reference's, with one mistake."""
+    b = k * frequencies(d_model, base, exponent)  # (d/2,) the angle each pair turns by
+    i = torch.arange(d_model // 2)
+    first, second = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + d_model // 2)
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    M[first, first], M[first, second], M[second, first], M[second, second] = b.cos(), b.sin(), -b.sin(), b.cos()
+    return M.float()
+
+
+def shift_sin_cos_swapped(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Each of your 2×2 blocks is the transpose of the right one: it is the
+    matrix for a table with cos in the even columns (or, what is the same,
+    the shift by -k: it maps PE[pos] to PE[pos - k]). With sin in column 2i
+    and cos in 2i+1: new sin = cos(kω)·sin + sin(kω)·cos and
+    new cos = -sin(kω)·sin + cos(kω)·cos, so the block is
+    [[cos kω, sin kω], [-sin kω, cos kω]]."""
+    return mistaken_shift(-k, d_model, base)
+
+
+def shift_concatenated_halves(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your matrix rotates column i with column i + d/2: that is the
+    matrix for a table laid out as two halves (sin block, cos block). This
+    exercise's table interleaves: each (sin, cos) pair sits in columns
+    (2i, 2i+1), so each 2×2 block sits on the diagonal at rows and columns
+    2i and 2i+1."""
+    return [mistaken_shift(k, d_model, base, layout="halves"), mistaken_shift(-k, d_model, base, layout="halves")]
+
+
+@says(WRONG_BASE)
+def shift_wrong_base(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    return [mistaken_shift(k, d_model, 1000.0), mistaken_shift(k, d_model, 10000.0)]
+
+
+def shift_wrong_exponent(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your rotation angles have the wrong exponent: pair i (columns 2i and
+    2i+1) turns by k·base^(-2i/d_model), with i counting pairs, not columns
+    (i/d, 4i/d or an integer division that rounds to 0 are the usual slips)."""
+    return [mistaken_shift(k, d_model, base, exponent=e) for e in ("i/d", "4i/d", "integer")]
+
+
+def shift_all_zeros(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Your matrix is all zeros: were the blocks computed and never stored?
+    `M.index_put(...)`, `M.scatter(...)` or JAX's `M.at[...].set(...)` return
+    a new array; assign their result, or write into M in place
+    (`M[2*i, 2*i] = ...`)."""
+    return torch.zeros(d_model, d_model)
+
+
+def shift_off_by_one(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
+    """Your matrix shifts by k + 1 or k - 1 positions instead of k: the angle
+    of pair i must be exactly k·ω_i (a position offset crept in: arange(1, ...)
+    or a k + 1 somewhere?)."""
+    return [mistaken_shift(k + 1, d_model, base), mistaken_shift(k - 1, d_model, base)]
+
+
+# --- known mistakes: the modules -------------------------------------------------------
+
+
+def added_to_input(table_mistake: Callable) -> Callable:
+    """A table mistake as PositionalEncoding shows it: x + the mistaken table's first T rows."""
+
+    @functools.wraps(table_mistake)
+    def added(x: torch.Tensor, table: torch.Tensor) -> list[torch.Tensor]:
+        found = table_mistake(len(table), table.shape[1])
+        return [x + face.to(x.device)[: x.shape[1]] for face in (found if isinstance(found, list) else [found])]
+
+    return added
+
+
+def added_to_tokens(mistake: Callable, scale_mistake: bool) -> Callable:
+    """A mistake as TokenAndPositionEmbedding shows it: of the scale (the mistaken
+    token rows + the table) or of the table and its slicing (the scaled rows + a mistaken table)."""
+
+    @functools.wraps(mistake)
+    def added(weight: torch.Tensor, ids: torch.Tensor, table: torch.Tensor, scale: float | None) -> list[torch.Tensor]:
+        T = ids.shape[1]
+        if scale_mistake:
+            found = mistake(weight, ids, scale)
+            return [face + table[:T] for face in (found if isinstance(found, list) else [found])]
+        return mistake(reference.scaled_embedding(weight, ids), table)
+
+    return added
+
+
+def scaled_position_too(weight: torch.Tensor, ids: torch.Tensor, table: torch.Tensor, scale: float | None) -> torch.Tensor:
+    """You multiplied the positional encoding by sqrt(d_model) too:
+    (embedding(ids) + PE) * sqrt(d_model). Only the token vectors are scaled
+    (chapter 02: the factor brings small token rows up to the size of the
+    encoding, which is already of size 1 per entry). Scale first, then add:
+    `embedding(ids) * math.sqrt(d_model) + pe[:T]`."""
+    return (weight[ids] + table[: ids.shape[1]]) * weight.shape[1] ** 0.5
+
+
+def either(table_mistake: Callable, slicing_mistake: Callable) -> Callable:
+    """One code, two ways to make it: in the stored table, or in the rows added (pe[1:T+1])."""
+
+    @functools.wraps(slicing_mistake)
+    def made_either_way(x: torch.Tensor, table: torch.Tensor) -> list[torch.Tensor]:
+        return added_to_input(table_mistake)(x, table) + slicing_mistake(x, table)
+
+    return made_either_way
+
+
+POSITIONAL_ENCODING_MISTAKES = {
+    **{code: added_to_input(m) for code, m in TABLE_MISTAKES.items()},
+    **POSITION_ADDING_MISTAKES,
+    "position_offset": either(table_position_offset, POSITION_ADDING_MISTAKES["position_offset"]),
+}
+TOKEN_AND_POSITION_MISTAKES = {
+    **{code: added_to_tokens(m, scale_mistake=False) for code, m in POSITIONAL_ENCODING_MISTAKES.items()},
+    **{code: added_to_tokens(m, scale_mistake=True) for code, m in SCALE_MISTAKES.items()},
+    "scaled_position_too": scaled_position_too,
+}
+
+
+# --- probes: the functions -----------------------------------------------------------
+
+
+def check_sinusoidal_encoding(fn, probe: Probe) -> None:
+    for args in ((50, 16), (37, 12, 500.0)):  # a non-default base catches a hard-coded 10000
+        call = f"sinusoidal_encoding({', '.join(repr(a) for a in args)})"
+        out = probe.call(fn, *args, what=f"`{call}`")
+        expected = reference.sinusoidal_encoding(*args)
+        hint = "The table is (max_len, d_model): one row per position." if isinstance(out, torch.Tensor) and out.shape == expected.shape[::-1] else TABLE_LAYOUT
+        probe.expect(
+            out,
+            expected,
+            what=f"the table of `{call}`",
+            mistakes=probe.known_mistakes(*args),
+            hint=hint,
+            **TABLE_TOLERANCE,
+        )
+    # An odd d_model: ceil(d/2) sin columns, floor(d/2) cos columns, the last one a sin.
+    call = "sinusoidal_encoding(20, 7)"
+    try:
+        out = probe.call(fn, 20, 7, what=f"`{call}`")
+        probe.expect(out, reference.sinusoidal_encoding(20, 7), what=f"the table of `{call}`", **TABLE_TOLERANCE)
+    except Failure as failure:
+        if failure.code not in ("raised", "wrong_shape", "wrong_values", "nan_or_inf"):
+            raise
+        probe.fail(
+            "odd_d_model",
+            f"{failure.message.rstrip('.')}. Your table is right for an even d_model but not for d_model = 7: there are ceil(7/2) = 4 frequencies, "
+            "so 4 sin columns (0, 2, 4, 6) and only 3 cos columns (1, 3, 5); the last column is a sin. Cut the cos block to fit: `pe[:, 1::2] = torch.cos(angles)[:, : d_model // 2]`.",
+        )
+
+
+def check_relative_shift_matrix(fn, probe: Probe) -> None:
+    for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8)):
+        call = f"relative_shift_matrix({', '.join(repr(a) for a in args)})"
+        out = float64_accepted(probe.call(fn, *args, what=f"`{call}`"))
+        k = args[0]
+        what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
+        hint = "M is block-diagonal: one 2×2 rotation by the angle k·ω_i on rows and columns (2i, 2i+1) for each pair i, zeros elsewhere."
+        probe.expect(
+            out,
+            reference.relative_shift_matrix(*args),
+            what=what,
+            mistakes=probe.known_mistakes(*args),
+            hint=hint,
+            **TABLE_TOLERANCE,
+        )
+
+
+# --- probes: the modules ---------------------------------------------------------------
+
+
+def fixed_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> torch.Tensor:
+    """The student's sinusoidal table: a buffer (max_len, d), computed once in __init__."""
+    plain = plain_tensors(module, lambda t: is_table(t, max_len, d))
+    if plain:
+        probe.fail(
+            "pe_not_buffer",
+            f"`{probe.name}` keeps its table in a plain attribute `self.{plain[0]}`: module.to('cuda') does not move it (your forward then mixes devices) and state_dict() does not save it. "
+            f"Register it: `self.register_buffer('{plain[0]}', table)`.",
+        )
+    tensors = registered_tensors(module)
+    if not any(is_table(t, max_len, d) for t in tensors.values()):
+        probe.fail(
+            "pe_not_buffer",
+            f"`{probe.name}(..., max_len={max_len})` holds no ({max_len}, {d}) table (it has: {', '.join(f'{n} {tuple(t.shape)}' for n, t in tensors.items()) or 'nothing'}). "
+            "Compute the table once in __init__ for max_len positions and register it as a buffer, rather than recomputing it in every forward.",
+        )
+    name, table = find_table(probe, module, max_len, d, "the position table (max_len, d_model)")
+    if isinstance(table, nn.Parameter):
+        probe.fail(
+            "pe_is_parameter",
+            f"`{probe.name}`'s table `{name}` is an nn.Parameter, so the optimizer would train it and the fixed formula would drift away. "
+            f"Register it as a buffer instead: `self.register_buffer('{name}', table)` (it still moves with .to(device) and is saved in the state_dict).",
+        )
+    return table.detach().reshape(max_len, d)
+
+
+def expect_table(probe: Probe, table: torch.Tensor, what: str, mistakes: Callable[[torch.Tensor], Callable]) -> None:
+    """The stored table against the reference. `mistakes(right_table)` runs the
+    module's mistakes on an input of zeros: what they add is the mistaken table."""
+    max_len, d = table.shape
+    expected = reference.sinusoidal_encoding(max_len, d).to(probe.device)
+    probe.expect(table[None], expected[None], what=what, mistakes=mistakes(expected), hint=TABLE_LAYOUT, **TABLE_TOLERANCE)
+
+
+def expect_trained_dropout(probe: Probe, out, expected: torch.Tensor, p: float, what: str) -> None:
+    where = "Vaswani et al. (§5.4) drop the sum of the embeddings and the encoding: keep an `nn.Dropout(dropout)` and apply it last (it switches itself off after .eval())."
+    not_dropout = (
+        "wrong_values",
+        f"In training mode {what} is not dropout of the eval-mode output: apply dropout once, to the whole sum, as the last step.",
+    )
+    expect_dropout(probe, out, expected, p, what, where=where, not_dropout=not_dropout)
+
+
+POSITIONS_ON_CPU = (
+    "`{name}` makes a tensor on the CPU whatever x's device (`torch.arange(T)` for the positions, a table rebuilt in forward...): on a GPU, "
+    "using it with x fails with 'Expected all tensors to be on the same device'. Slice the buffer, `self.pe[:T]`, or make new tensors with `device=x.device`."
+)
+
+
+def check_positional_encoding(cls, probe: Probe) -> None:
+    d, max_len, p = 12, 50, 0.25
+    module = probe.build(cls, d, max_len, p)
+    table = fixed_table(probe, module, max_len, d)
+    no_input = torch.zeros(1, max_len, d, device=probe.device)
+    expect_table(
+        probe,
+        table,
+        f"your table `{probe.name}({d}, max_len={max_len})`",
+        lambda pe: probe.known_mistakes(no_input, pe),
+    )
+    # Values in eval mode: B=3 != T=7 != d=12.
+    probe.call(module.eval)
+    x = probe.randn(3, 7, d)
+    expected = x + reference.sinusoidal_encoding(max_len, d).to(probe.device)[:7]
+    what = "the output for x of shape (3, 7, 12) in eval mode"
+    probe.expect(
+        probe.call(module, x),
+        expected,
+        what=what,
+        mistakes=probe.known_mistakes(x, reference.sinusoidal_encoding(max_len, d).to(probe.device)),
+        **TABLE_TOLERANCE,
+    )
+    # Training mode: dropout of the sum.
+    probe.call(module.train)
+    expect_trained_dropout(probe, probe.call(module, x), expected, p, "the output for x of shape (3, 7, 12)")
+    # The defaults: PositionalEncoding(d_model) encodes up to 5000 positions.
+    default = probe.call(cls, d, what=f"`{probe.name}({d})`")
+    probe.call(default.eval)
+    long_x = probe.randn(2, 300, d, device="cpu")
+    probe.expect(
+        probe.call(default, long_x),
+        long_x + reference.sinusoidal_encoding(300, d),
+        what=f"`{probe.name}({d})` (default max_len and dropout) on x of shape (2, 300, 12) in eval mode",
+        **TABLE_TOLERANCE,
+    )
+    # Length: T = max_len works, T = max_len + 1 is refused.
+    on_cpu = probe.call(cls, d, max_len, 0.0, what=f"`{probe.name}({d}, {max_len}, 0.0)`")
+    refuses_past_max_len(probe, lambda T: probe.call(on_cpu, probe.randn(2, T, d, device="cpu")), max_len)
+    # Device: the table must move with the module.
+    inputs = lambda device: (probe.randn(3, 7, d, device=device),)
+    module_device_pass(probe, cls, (d, max_len, p), inputs, code="positions_on_cpu", message=POSITIONS_ON_CPU.format(name=probe.name))
+
+
+def check_token_and_position(cls, probe: Probe) -> None:
+    V, d, max_len, p = 37, 10, 30, 0.2  # sqrt(10) is no integer, and differs from sqrt(V) and sqrt(d/2)
+    module = probe.build(cls, V, d, max_len, p)
+    table = fixed_table(probe, module, max_len, d)
+    no_tokens, all_positions = (
+        torch.zeros(V, d, device=probe.device),
+        torch.zeros(1, max_len, dtype=torch.long, device=probe.device),
+    )
+    what = f"the positional table of `{probe.name}({V}, {d}, max_len={max_len})`"
+    expect_table(probe, table, what, lambda pe: probe.known_mistakes(no_tokens, all_positions, pe, None))
+    tokens = token_table(probe, module, V, d)
+    with torch.no_grad():
+        tokens.copy_(probe.randn(V, d))  # known values whatever the init
+    probe.call(module.eval)
+    ids = probe.randint(V, 3, 7)  # (B=3, T=7)
+    out = probe.call(module, ids)
+    pe, weight = reference.sinusoidal_encoding(max_len, d).to(probe.device), tokens.detach().float()
+    expected = reference.scaled_embedding(weight, ids) + pe[:7]
+    scale = fitted_scale(out - pe[:7] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids])
+    try:
+        probe.expect(
+            out,
+            expected,
+            what="the output for ids of shape (3, 7) in eval mode",
+            mistakes=probe.known_mistakes(weight, ids, pe, scale),
+            **TABLE_TOLERANCE,
+        )
+    except Failure as failure:
+        name_the_scale(probe, failure, scale, d)
+        raise
+    # Training mode: dropout of the whole sum.
+    probe.call(module.train)
+    expect_trained_dropout(probe, probe.call(module, ids), expected, p, "the output for ids of shape (3, 7)")
+    # The token table is trained: a gradient must reach it.
+    tokens.grad = None
+    probe.call(module.eval)
+    out = probe.call(module, ids)
+    if not (isinstance(out, torch.Tensor) and out.requires_grad):
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s output is cut off from the token table's gradient (a .detach() or torch.no_grad()?): the embedding could never learn.",
+        )
+    probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
+    if tokens.grad is None:
+        probe.fail(
+            "no_gradient",
+            f"no gradient reached `{probe.name}`'s token table: compute the output from the table itself.",
+        )
+    # Length: T = max_len works, T = max_len + 1 is refused.
+    on_cpu = probe.call(cls, V, d, max_len, 0.0, what=f"`{probe.name}({V}, {d}, {max_len}, 0.0)`")
+    refuses_past_max_len(probe, lambda T: probe.call(on_cpu, probe.randint(V, 2, T, device="cpu")), max_len)
+    # Device: the table must move with the module.
+    module_device_pass(probe, cls, (V, d, max_len, p), lambda device: (probe.randint(V, 3, 7, device=device),))
+
+
+EXERCISES = [
+    Exercise(
+        id="sinusoidal_encoding",
+        chapter=3,
+        points=2,
+        kind="function",
+        reference=reference.sinusoidal_encoding,
+        check=check_sinusoidal_encoding,
+        mistakes=TABLE_MISTAKES,
+        difficulty=2,
+        importance=3,
+        minutes=15,
+    ),
+    Exercise(
+        id="relative_shift_matrix",
+        chapter=3,
+        points=2,
+        kind="function",
+        reference=reference.relative_shift_matrix,
+        check=check_relative_shift_matrix,
+        mistakes={
+            "sin_cos_swapped": shift_sin_cos_swapped,
+            "concatenated_halves": shift_concatenated_halves,
+            "wrong_base": shift_wrong_base,
+            "wrong_exponent": shift_wrong_exponent,
+            "all_zeros": shift_all_zeros,
+            "position_offset": shift_off_by_one,
+        },
+        difficulty=3,
+        importance=2,
+        minutes=20,
+    ),
+    Exercise(
+        id="PositionalEncoding",
+        chapter=3,
+        points=2,
+        kind="module",
+        reference=reference.PositionalEncoding,
+        check=check_positional_encoding,
+        mistakes=POSITIONAL_ENCODING_MISTAKES,
+        difficulty=2,
+        importance=3,
+        minutes=15,
+    ),
+    Exercise(
+        id="TokenAndPositionEmbedding",
+        chapter=3,
+        points=3,
+        kind="module",
+        reference=reference.TokenAndPositionEmbedding,
+        check=check_token_and_position,
+        mistakes=TOKEN_AND_POSITION_MISTAKES,
+        difficulty=2,
+        importance=3,
+        minutes=15,
+    ),
+]

@@ -1,0 +1,471 @@
+"""Chapter 04, learned positions and BERT: `LearnedPositionalEmbedding` and `BertEmbeddings`.
+
+LearnedPositionalEmbedding's mistakes are chapter 03's (common.POSITION_ADDING_MISTAKES):
+(x (B, T, d), the module's table) -> its output. BertEmbeddings' take the
+pretrained weights (the five `embeddings.*` tensors, keyed as in HF's
+state_dict), input_ids (B, T), token_type_ids (B, T) and the eps the module was
+built with, and return what the mistaken module outputs in eval mode. The
+check loads MiniLM's real weights and compares with transformers' own BertEmbeddings."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers import reference
+from helpers.checking import Failure, Probe, close
+from helpers.exercises.common import (
+    POSITION_ADDING_MISTAKES,
+    expect_dropout,
+    expect_no_dropout_in_eval,
+    find_table,
+    module_device_pass,
+    plain_tensors,
+    refuses_past_max_len,
+)
+from helpers.registry import Exercise
+
+# --- known mistakes of BertEmbeddings -------------------------------------------------
+
+
+def bert_parts(w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, positions: torch.Tensor | None = None):
+    """(word, position, segment) vectors, each broadcastable to (B, T, d)."""
+    positions = torch.arange(ids.shape[1], device=ids.device) if positions is None else positions
+    return (
+        w["word_embeddings.weight"][ids],
+        w["position_embeddings.weight"][positions],
+        w["token_type_embeddings.weight"][types],
+    )
+
+
+def bert_norm(w: dict[str, torch.Tensor], x: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.layer_norm(x, x.shape[-1:], w["LayerNorm.weight"], w["LayerNorm.bias"], eps)
+
+
+def bert_layernorm_eps(w, ids, types, eps) -> list[torch.Tensor]:
+    """Your LayerNorm's eps is not the `layer_norm_eps` you were given. BERT
+    uses 1e-12; `nn.LayerNorm(hidden_size)` quietly uses PyTorch's default,
+    1e-5. LayerNorm divides by sqrt(var + eps), and the variance of the summed
+    embeddings is small (about 0.002 to 0.03 in MiniLM), so 1e-5 is not
+    negligible. Write `nn.LayerNorm(hidden_size, eps=layer_norm_eps)`."""
+    word, pos, seg = bert_parts(w, ids, types)
+    return [bert_norm(w, word + pos + seg, other) for other in (1e-5, 1e-6, 1e-3, 1e-12) if other != eps]
+
+
+def bert_missing_token_type(w, ids, types, eps) -> list[torch.Tensor]:
+    """The segment (token type) embedding is missing from your sum, or you
+    ignore the `token_type_ids` you are given. BERT adds
+    token_type_embeddings(token_type_ids), 0 for sentence A and 1 for
+    sentence B, to the word and position vectors before the LayerNorm;
+    only when token_type_ids is None do you use all zeros."""
+    word, pos, seg = bert_parts(w, ids, types)
+    segment_a = w["token_type_embeddings.weight"][0]
+    return [bert_norm(w, word + pos, eps), bert_norm(w, word + pos + segment_a, eps)]
+
+
+def bert_missing_layernorm(w, ids, types, eps) -> list[torch.Tensor]:
+    """You return the raw sum of the three embeddings: the LayerNorm is
+    missing. BERT normalises the sum, self.LayerNorm(word + position +
+    segment), and only then applies dropout."""
+    word, pos, seg = bert_parts(w, ids, types)
+    return [word + pos + seg]
+
+
+def bert_layernorm_order(w, ids, types, eps) -> list[torch.Tensor]:
+    """Your LayerNorm sees only part of the sum: you normalise before adding
+    everything (e.g. LayerNorm(word) + position + segment). Add the three
+    embeddings first, then apply self.LayerNorm to the whole sum, then
+    dropout."""
+    word, pos, seg = bert_parts(w, ids, types)
+    return [
+        bert_norm(w, word, eps) + pos + seg,
+        bert_norm(w, word + pos, eps) + seg,
+        bert_norm(w, word + seg, eps) + pos,
+        bert_norm(w, word, eps) + bert_norm(w, pos, eps).expand_as(word) + bert_norm(w, seg, eps),
+    ]
+
+
+def bert_unbiased_variance(w, ids, types, eps) -> list[torch.Tensor]:
+    """Your hand-written LayerNorm divides by the unbiased variance
+    (`x.var(-1)` divides by d - 1, that is torch.var's default). LayerNorm
+    uses the biased one, dividing by d: `x.var(-1, unbiased=False)`, or
+    simply nn.LayerNorm(hidden_size, eps=layer_norm_eps)."""
+    word, pos, seg = bert_parts(w, ids, types)
+    x = word + pos + seg
+    normed = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps)
+    return [normed * w["LayerNorm.weight"] + w["LayerNorm.bias"]]
+
+
+def bert_scaled_tokens(w, ids, types, eps) -> list[torch.Tensor]:
+    """You multiplied the word embeddings by sqrt(hidden_size), as the
+    original Transformer does (chapter 02). BERT does not scale: it adds the
+    three embeddings as they are and lets the LayerNorm fix the scale."""
+    word, pos, seg = bert_parts(w, ids, types)
+    root = math.sqrt(word.shape[-1])
+    return [bert_norm(w, word * root + pos + seg, eps), bert_norm(w, (word + pos + seg) * root, eps)]
+
+
+def bert_same_row(w, ids, types, eps) -> list[torch.Tensor]:
+    """Every token got the same position vector: you looked up one position
+    id instead of `torch.arange(T, device=input_ids.device)`."""
+    zeros = torch.zeros(ids.shape[1], dtype=torch.long, device=ids.device)
+    word, pos, seg = bert_parts(w, ids, types, positions=zeros)
+    return [bert_norm(w, word + pos + seg, eps)]
+
+
+def bert_batch_seq_confusion(w, ids, types, eps) -> list[torch.Tensor]:
+    """You counted positions along the batch axis: input_ids.size(0) is the
+    batch size B; the sequence length is input_ids.size(1)."""
+    word, _, seg = bert_parts(w, ids, types)
+    pos = w["position_embeddings.weight"][: ids.shape[0]].unsqueeze(1)  # (B, 1, d)
+    return [bert_norm(w, word + pos + seg, eps)]
+
+
+def bert_position_offset(w, ids, types, eps) -> list[torch.Tensor]:
+    """Your positions start at 1 (or at 2, RoBERTa's padding_idx + 1), not
+    at 0: BERT's first token, [CLS], takes row 0 of position_embeddings."""
+    T = ids.shape[1]
+    faces = []
+    for k in (1, 2):
+        if k + T > len(w["position_embeddings.weight"]):
+            continue
+        word, pos, seg = bert_parts(w, ids, types, positions=torch.arange(k, k + T, device=ids.device))
+        faces.append(bert_norm(w, word + pos + seg, eps))
+    return faces
+
+
+BERT_MISTAKES = {
+    "layernorm_eps": bert_layernorm_eps,
+    "missing_token_type": bert_missing_token_type,
+    "missing_layernorm": bert_missing_layernorm,
+    "layernorm_order": bert_layernorm_order,
+    "layernorm_unbiased_var": bert_unbiased_variance,
+    "unexpected_scale": bert_scaled_tokens,
+    "same_row_every_position": bert_same_row,
+    "batch_seq_confusion": bert_batch_seq_confusion,
+    "position_offset": bert_position_offset,
+}
+
+
+# --- probes ------------------------------------------------------------------------------
+
+
+class StrictLikeCuda(torch.overrides.TorchFunctionMode):
+    """Makes the meta device as strict as CUDA about mixing devices.
+
+    Meta kernels accept a CPU index: `embedding(torch.arange(T))` with a meta
+    weight quietly returns a meta tensor, so on a CPU-only machine the classic
+    bug (position ids built on the CPU) would go unseen. CUDA refuses such a
+    mix, except for indexing with a CPU tensor, copies and 0-dim CPU scalars;
+    this mode does the same, so the meta pass fails where a GPU would."""
+
+    ALLOWED = frozenset({"__getitem__", "__setitem__", "to", "copy_", "type_as", "cpu", "cuda"})
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        if name not in self.ALLOWED:
+            devices = {t.device.type for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.dim() > 0}
+            if {"meta", "cpu"} <= devices:
+                raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, meta and cpu (in {name}; on a GPU: cuda:0 and cpu)")
+        return func(*args, **kwargs)
+
+
+def check_learned_positions(cls, probe: Probe) -> None:
+
+    max_len, d = 20, 12
+
+    # Hygiene first: a table kept in a plain attribute would also look like a device bug below.
+    module = probe.build(cls, max_len, d)
+    plain = plain_tensors(module, lambda t: tuple(t.shape) == (max_len, d))
+    if plain:
+        probe.fail(
+            "positions_not_trainable",
+            f"`{probe.name}` keeps its table in a plain attribute `{plain[0]}`: it is not trained and does not move with .to(device). Make it a Parameter: `nn.Embedding(max_len, d_model)` or `nn.Parameter(...)`.",
+        )
+
+    # Device: positions must be made on x's device (a meta pass as strict as CUDA).
+    module_device_pass(
+        probe,
+        cls,
+        (max_len, d),
+        lambda device: (probe.randn(3, 7, d, device=device),),
+        mode=StrictLikeCuda,
+        code="positions_on_cpu",
+        message=f"`{probe.name}` builds its position ids on the CPU whatever x's device: `torch.arange(T)` makes a CPU tensor (and a tensor kept in a plain attribute "
+        "stays behind when the module moves), so on a GPU looking it up in a table that lives on the GPU fails with 'Expected all tensors to be on the same device'. "
+        "Write `torch.arange(T, device=x.device)`, or keep the ids in a buffer (`self.register_buffer(..., persistent=False)`).",
+    )
+    name, param = find_table(probe, module, max_len, d, "the position table (max_len, d_model)")
+    with torch.no_grad():  # known values whatever the init: a zero-initialised table would hide a missing `x +`
+        param.copy_(probe.randn(max_len, d).view(param.shape))
+    table = param.detach().view(max_len, d)
+    # Values: B=3 != T=7 != d=12, in training mode (this module has no dropout).
+    x = probe.randn(3, 7, d)
+    out = probe.call(module, x)
+    expected = x + table[:7]
+    try:
+        probe.expect(out, expected, what="x + P[:T] for x of shape (3, 7, 12)", mistakes=probe.known_mistakes(x, table))
+    except Failure as failure:
+        if failure.code == "wrong_values":
+            probe.call(module.eval)
+            if close(probe.call(module, x), expected):
+                probe.fail(
+                    "unexpected_dropout",
+                    f"`{probe.name}` is right in eval mode but not in training mode: it applies dropout. This module is only x + P[:T]; "
+                    "in BERT, dropout comes once, after the LayerNorm of the whole sum (the next exercise).",
+                )
+        raise
+    # The length limits, on a copy on the CPU (see refuses_past_max_len).
+    on_cpu = probe.call(cls, max_len, d, what=f"`{probe.name}({max_len}, {d})`")
+    _, cpu_param = find_table(probe, on_cpu, max_len, d, "the position table (max_len, d_model)")
+    with torch.no_grad():
+        cpu_param.copy_(table.cpu().view(cpu_param.shape))
+    x = probe.randn(2, max_len, d, device="cpu")
+    out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, x if T == max_len else probe.randn(2, T, d, device="cpu")), max_len)
+    table_cpu = table.cpu()
+    probe.expect(out, x + table_cpu, what=f"the output for T = max_len = {max_len}", mistakes=probe.known_mistakes(x, table_cpu))
+    # Hygiene: the table is a trainable Parameter, and only the used rows get a gradient.
+    parameters = dict(module.named_parameters())
+    if name not in parameters or not parameters[name].requires_grad:
+        kind = "a buffer" if name not in parameters else "a Parameter with requires_grad=False"
+        probe.fail(
+            "positions_not_trainable",
+            f"`{probe.name}`'s table `{name}` is {kind}: learned positions must be trained. Use nn.Embedding(max_len, d_model) or an nn.Parameter.",
+        )
+    param.grad = None
+    out = probe.call(module, probe.randn(3, 7, d))
+    if not out.requires_grad:
+        probe.fail(
+            "positions_not_trainable",
+            f"`{probe.name}`'s output is cut off from the table's gradient (a .detach() or torch.no_grad()?): the table could never learn.",
+        )
+    out.sum().backward()
+    if param.grad is None:
+        probe.fail("positions_not_trainable", f"`{probe.name}`'s output does not reach the table `{name}`: it got no gradient.")
+    used = torch.zeros(max_len, d, device=probe.device)
+    used[:7] = 3.0  # each of the 7 used rows was added to 3 sequences
+    probe.expect(param.grad.view(max_len, d), used, what=f"the gradient of `{name}` after out.sum().backward()")
+
+
+# A small config with non-default values everywhere: hard-coded sizes, eps,
+# dropout or padding id show up. Tiny weights make the summed embeddings'
+# variance ~3e-6, so an eps of 1e-5 (or 1e-12 where 1e-7 was asked) is plain.
+BERT_SMALL = {
+    "max_position_embeddings": 16,
+    "type_vocab_size": 3,
+    "layer_norm_eps": 1e-7,
+    "hidden_dropout_prob": 0.25,
+    "pad_token_id": 1,
+}
+BERT_SMALL_SIZES = (40, 24)  # vocab_size, hidden_size
+HF_NAMES = "word_embeddings, position_embeddings, token_type_embeddings (nn.Embedding), LayerNorm (nn.LayerNorm) and dropout"
+
+
+def bert_small_weights(probe: Probe) -> dict[str, torch.Tensor]:
+    (V, d), P, S = BERT_SMALL_SIZES, BERT_SMALL["max_position_embeddings"], BERT_SMALL["type_vocab_size"]
+    return {
+        "word_embeddings.weight": probe.randn(V, d) * 1e-3,
+        "position_embeddings.weight": probe.randn(P, d) * 1e-3,
+        "token_type_embeddings.weight": probe.randn(S, d) * 1e-3,
+        "LayerNorm.weight": 1 + 0.1 * probe.randn(d),
+        "LayerNorm.bias": 0.1 * probe.randn(d),
+    }
+
+
+def load_pretrained(probe: Probe, module: nn.Module, weights: dict[str, torch.Tensor]) -> list[str]:
+    """Load `weights` the way a user would. Fails with state_dict_mismatch, naming
+    the keys, when a tensor has the wrong shape or one of the module's
+    parameters would keep its random values; returns the pretrained keys that
+    found no home (their verdict waits for the values: a module with no
+    LayerNorm at all is better told `missing_layernorm`). Buffers the
+    checkpoint does not hold (HF's position_ids) are fine."""
+    own = probe.call(module.state_dict, what=f"`{probe.name}.state_dict()`")
+    wrong = [f"`{k}` is {tuple(own[k].shape)} in yours but {tuple(v.shape)} in the checkpoint" for k, v in weights.items() if k in own and tuple(own[k].shape) != tuple(v.shape)]
+    if wrong:
+        probe.fail(
+            "state_dict_mismatch",
+            f"The pretrained weights do not load into `{probe.name}`: {'; '.join(wrong)}. Build each table from the constructor's arguments (vocab_size, hidden_size, max_position_embeddings, type_vocab_size).",
+        )
+    homeless = [k for k in weights if k not in own]
+    unfilled = [k for k, _ in module.named_parameters() if k not in weights]
+    if unfilled:
+        fail_state_dict(probe, homeless, unfilled)
+    # load_state_dict copies into the module's own tensors; a lambda spares
+    # probe.call a snapshot of 47 MB of weights that nothing may change.
+    probe.call(lambda: module.load_state_dict(weights, strict=False), what=f"`{probe.name}.load_state_dict(...)`")
+    return homeless
+
+
+def fail_state_dict(probe: Probe, homeless: list[str], unfilled: list[str]) -> None:
+    parts = []
+    if homeless:
+        parts.append(f"the pretrained {', '.join(f'`{k}`' for k in homeless)} found no place in your module")
+    if unfilled:
+        parts.append(f"your {', '.join(f'`{k}`' for k in unfilled)} would keep {'its' if len(unfilled) == 1 else 'their'} random values")
+    probe.fail(
+        "state_dict_mismatch",
+        f"load_state_dict fails: {' and '.join(parts)}. The names are part of this exercise: call the submodules exactly {HF_NAMES}, as HF does, so that `embeddings.*` weights load.",
+    )
+
+
+def expect_bert(probe: Probe, out, expected, weights, ids, types, eps: float, homeless: list[str], what: str) -> None:
+    expect_no_dropout_in_eval(probe, out, expected)
+    try:
+        probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weights, ids, types, eps))
+    except Failure as failure:
+        if homeless and failure.code not in ("missing_layernorm", "missing_token_type"):
+            fail_state_dict(probe, homeless, [])
+        raise
+    if homeless:
+        fail_state_dict(probe, homeless, [])
+
+
+def call_bert(probe: Probe, module: nn.Module, ids: torch.Tensor, types: torch.Tensor | None) -> torch.Tensor:
+    if types is not None:
+        return probe.call(module, ids, types)
+    try:
+        return probe.call(module, ids)
+    except Failure as failure:
+        if failure.code == "raised":
+            probe.fail("raised", f"{failure.message} (called with token_type_ids=None, which must mean all zeros: one segment)")
+        raise
+
+
+def check_bert_embeddings(cls, probe: Probe) -> None:
+    (V, d), small = BERT_SMALL_SIZES, BERT_SMALL
+
+    # Device: position ids and default token types made on input_ids' device.
+    module_device_pass(
+        probe,
+        cls,
+        (V, d),
+        lambda device: (probe.randint(V, 4, 11, device=device),),
+        kwargs=small,
+        mode=StrictLikeCuda,
+        code="positions_on_cpu",
+        message=f"`{probe.name}` builds position ids (or the default token_type_ids) on the CPU whatever input_ids' device: on a GPU the lookup then fails with "
+        "'Expected all tensors to be on the same device'. Write `torch.arange(T, device=input_ids.device)` and `torch.zeros_like(input_ids)`.",
+    )
+
+    # A first run on the CPU: an index past a table is an IndexError there, but
+    # on CUDA a device-side assert that would break every later check.
+    # Its weights load first: a table built too small is then named, not hit.
+    on_cpu = probe.call(cls, V, d, **small, what=f"`{probe.name}(...)`")
+    probe.call(on_cpu.eval)
+    load_pretrained(probe, on_cpu, {k: v.cpu() for k, v in bert_small_weights(probe).items()})
+    cpu_ids = probe.randint(V, 4, 11, device="cpu")
+    probe.call(on_cpu, cpu_ids, probe.randint(small["type_vocab_size"], 4, 11, device="cpu"))
+    call_bert(probe, on_cpu, cpu_ids, None)
+
+    # Values: MiniLM's real weights, real sentence pairs, against transformers' own BertEmbeddings (eval: no dropout).
+    from helpers import models
+
+    real = models.bert_embeddings_reference()
+    weights = models.bert_embeddings_state_dict(copy=False)  # read only
+    module = probe.build(cls, 30522, 384)
+    probe.call(module.eval)
+    homeless = load_pretrained(probe, module, weights)
+    weights = {k: v.to(probe.device) for k, v in weights.items()}
+    ids, types = real["input_ids"].to(probe.device), real["token_type_ids"].to(probe.device)
+    what = f"the embeddings of {ids.shape[0]} real sentence pairs {tuple(ids.shape)}, with MiniLM's weights loaded (eval mode)"
+    out = call_bert(probe, module, ids, types)
+    expect_bert(probe, out, real["expected"].to(probe.device), weights, ids, types, 1e-12, homeless, what)
+    out = call_bert(probe, module, ids, None)
+    expect_bert(
+        probe,
+        out,
+        real["expected_no_types"].to(probe.device),
+        weights,
+        ids,
+        torch.zeros_like(ids),
+        1e-12,
+        homeless,
+        what.replace("(eval", "and token_type_ids=None (eval"),
+    )
+    del module, weights
+
+    # Values again: a small config, non-default arguments, low-variance weights.
+    weights = bert_small_weights(probe)
+    module = probe.build(cls, V, d, **small)
+    probe.call(module.eval)
+    homeless = load_pretrained(probe, module, weights)
+    ids, types = probe.randint(V, 4, 11), probe.randint(small["type_vocab_size"], 4, 11)
+    ids[:, -3:] = small["pad_token_id"]  # padded batch
+    reference_module = reference.BertEmbeddings(V, d, **small).to(probe.device).eval()
+    reference_module.load_state_dict(weights)
+    with torch.no_grad():
+        expected = reference_module(ids, types)
+    what = f"the output of {probe.name}({V}, {d}, " + ", ".join(f"{k}={v}" for k, v in small.items()) + ") on low-variance weights (eval mode)"
+    out = call_bert(probe, module, ids, types)
+    expect_bert(probe, out, expected, weights, ids, types, small["layer_norm_eps"], homeless, what)
+
+    # Dropout, in training mode: the last step, at rate hidden_dropout_prob.
+    p = small["hidden_dropout_prob"]
+    probe.call(module.train)
+    out = probe.call(module, ids, types)
+    expect_dropout(
+        probe,
+        out,
+        expected,
+        p,
+        f"`{probe.name}`'s output",
+        where="Apply self.dropout = nn.Dropout(hidden_dropout_prob) after the LayerNorm.",
+        not_dropout=(
+            "layernorm_order",
+            f"In training mode `{probe.name}`'s output is not dropout(LayerNorm(sum)): its entries should be either 0 or the eval value / (1 - p). "
+            "Dropout comes last, after the LayerNorm (dropout before the LayerNorm, or on each embedding, gives something else).",
+        ),
+    )
+
+    # Hygiene: [PAD]'s row is never trained (padding_idx=pad_token_id).
+    probe.call(module.eval)
+    module.zero_grad(set_to_none=True)
+    out = probe.call(module, ids, types)
+    word = dict(module.named_parameters())["word_embeddings.weight"]
+    if not out.requires_grad:
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s output is cut off from its weights' gradient (a .detach() or torch.no_grad()?): it could never be fine-tuned.",
+        )
+    (out * probe.randn(*out.shape)).sum().backward()
+    pad = small["pad_token_id"]
+    if word.grad is None:
+        probe.fail("no_gradient", f"`{probe.name}`'s output does not reach `word_embeddings.weight`: it got no gradient.")
+    if word.grad[pad].abs().max() > 0:
+        probe.fail(
+            "missing_padding_idx",
+            f"Built with pad_token_id={pad}, `{probe.name}` still gives the [PAD] row {pad} of word_embeddings a gradient: "
+            "write nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id), as HF does.",
+        )
+
+
+EXERCISES = [
+    Exercise(
+        id="LearnedPositionalEmbedding",
+        chapter=4,
+        points=2,
+        kind="module",
+        reference=reference.LearnedPositionalEmbedding,
+        check=check_learned_positions,
+        mistakes=POSITION_ADDING_MISTAKES,
+        difficulty=1,
+        importance=3,
+        minutes=10,
+    ),
+    Exercise(
+        id="BertEmbeddings",
+        chapter=4,
+        points=3,
+        kind="module",
+        reference=reference.BertEmbeddings,
+        check=check_bert_embeddings,
+        mistakes=BERT_MISTAKES,
+        difficulty=3,
+        importance=3,
+        minutes=25,
+    ),
+]
