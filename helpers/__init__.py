@@ -5,6 +5,7 @@
 
 Modules, one concern each:
     checking   check(), CheckResult and the safety net around student code
+    tracking   progress() and hint(): where a student stands, remembered across restarts
     registry   the public contract: the diagnosis codes, and what an Exercise declares
     exercises  the catalogue, one module per chapter: known mistakes, probes, declarations
     reference  the reference implementations
@@ -19,5 +20,6 @@ that need them, so `import helpers` costs little beyond torch.
 """
 
 from helpers.checking import CheckResult, check, check_device, solution_or_reference
+from helpers.tracking import hint, progress
 
-__all__ = ["CheckResult", "check", "check_device", "solution_or_reference"]
+__all__ = ["CheckResult", "check", "check_device", "hint", "progress", "solution_or_reference"]

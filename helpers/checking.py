@@ -27,6 +27,7 @@ import functools
 import html
 import inspect
 import os
+import re
 import resource
 import signal
 import sys
@@ -35,13 +36,13 @@ import traceback
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from helpers import exercises, registry
+from helpers import exercises, registry, tracking
 
 TIMEOUT_ENV = "COURSE_CHECK_TIMEOUT"  # seconds per call into student code
 MEMORY_ENV = "COURSE_CHECK_MEMORY_MB"  # extra memory student code may take
@@ -72,6 +73,11 @@ def check_device() -> torch.device:
 
 @dataclass
 class CheckResult:
+    """What a check found. The message says what is wrong, on which input, in the
+    student's names; the hint gives the idea that leads to the fix; the fix is
+    the concrete change. In Jupyter the hint and the fix are folded (HTML
+    <details>, no JavaScript), so a student asks for help one step at a time."""
+
     exercise: str
     passed: bool
     diagnosis: str | None
@@ -79,44 +85,62 @@ class CheckResult:
     score: float
     max_score: float
     submission_name: str = ""
+    hint: str = ""
+    fix: str = ""
+    also: list[str] = field(default_factory=list)  # further independent mistakes found
 
     def __bool__(self) -> bool:
         return self.passed
 
+    @property
+    def started(self) -> bool:
+        return self.diagnosis != "not_implemented"
+
     def _headline(self) -> str:
         who = f" ({self.submission_name})" if self.submission_name not in ("", self.exercise) else ""
+        points = f"{self.score:g}/{self.max_score:g} points"
         if self.passed:
-            return f"✔ {self.exercise}{who}: passed, {self.score:g}/{self.max_score:g} points"
-        return f"✘ {self.exercise}{who}: {self.diagnosis}, {self.score:g}/{self.max_score:g} points"
+            return f"✔ {self.exercise}{who}: passed, {points}"
+        if not self.started:
+            return f"○ {self.exercise}{who}: not started yet, {points}"
+        return f"✘ {self.exercise}{who}: {self.diagnosis}, {points}"
 
     def __str__(self) -> str:
-        return f"{self._headline()}\n  {self.message}"
+        lines = [self._headline(), f"  {self.message}"]
+        lines += [f"  Also: {finding}" for finding in self.also]
+        lines += [f"  {label}: {text}" for label, text in (("Hint", self.hint), ("Fix", self.fix)) if text and not self.passed]
+        return "\n".join(lines)
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        colour, background = ("#1a7f37", "#dafbe1") if self.passed else ("#cf222e", "#ffebe9")
-        css_class = "check-pass" if self.passed else "check-fail"
+        css_class, colour, background = ("check-pass", "#1a7f37", "#dafbe1") if self.passed else ("check-todo", "#57606a", "#eef1f4") if not self.started else ("check-fail", "#cf222e", "#ffebe9")
+        also = "".join(f"<li>{html.escape(finding)}</li>" for finding in self.also)
+        help_ = ""
+        if self.hint and not self.passed:  # the fix is folded inside the hint: a second click away
+            fix = f'<details class="check-fix" style="margin:4px 0 0 12px"><summary>Show the fix</summary>{html.escape(self.fix)}</details>' if self.fix else ""
+            help_ = f'<details class="check-hint" style="margin-top:6px"><summary>Hint</summary>{html.escape(self.hint)}{fix}</details>'
         return (
             f'<div class="course-check {css_class}" data-diagnosis="{self.diagnosis or ""}" '
             f'style="border-left:6px solid {colour};background:{background};'
             f'padding:8px 12px;margin:4px 0;color:#1f2328;font-family:sans-serif">'
-            f"<b>{html.escape(self._headline())}</b><br>{html.escape(self.message)}</div>"
+            f"<b>{html.escape(self._headline())}</b><br>{html.escape(self.message)}" + (f'<ul class="check-also" style="margin:4px 0">Also wrong: {also}</ul>' if also else "") + f"{help_}</div>"
         )
 
     def as_dict(self) -> dict[str, Any]:
-        keys = ("exercise", "passed", "score", "max_score", "diagnosis", "message")
+        keys = ("exercise", "passed", "score", "max_score", "diagnosis", "message", "hint", "fix", "also")
         return {key: getattr(self, key) for key in keys}
 
 
 class Failure(Exception):
-    """Raised by a probe: the first one that fails writes the message."""
+    """Raised by a probe: the first one that fails writes the message. `hint` and
+    `fix` left empty are filled in from the exercise's catalogue or the generic advice."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, hint: str = "", fix: str = ""):
         if code not in registry.DIAGNOSES:
             raise ValueError(f"unknown diagnosis code {code!r}")
         super().__init__(message)
-        self.code, self.message = code, message
+        self.code, self.message, self.hint, self.fix = code, message, hint, fix
 
 
 class CheckTimeout(BaseException):
@@ -257,6 +281,65 @@ _NOT_STUDENT_CODE = (
 )
 
 
+class ReferenceReached(BaseException):
+    """Raised by a tripwired reference function: BaseException, so `except Exception:` cannot hide it."""
+
+
+def _reference_functions() -> dict[Any, str]:
+    """Every function of helpers.reference, module-level and methods: function -> its name."""
+    from helpers import reference
+
+    found = {}
+    for name, value in vars(reference).items():
+        if inspect.isfunction(value) and value.__module__ == reference.__name__:
+            found[value] = f"helpers.reference.{name}"
+        elif inspect.isclass(value) and value.__module__ == reference.__name__:
+            found.update({f: f"helpers.reference.{name}.{attr}" for attr, f in vars(value).items() if inspect.isfunction(f)})
+    return {f: name for f, name in found.items() if not f.__code__.co_freevars}  # a tripwire has no closure to match (super()'s)
+
+
+_REACHED: list[str] = []  # the reference functions a tripwire caught, in order
+
+
+def _tripwire(*args: Any, **kwargs: Any) -> None:
+    """Stands in for a reference function while student code runs. It runs with the
+    reference module's globals, so it reaches this module by import, not by name."""
+    checking = __import__("helpers.checking", fromlist=["_REACHED"])
+    checking._REACHED.append(__import__("sys")._getframe().f_code.co_qualname)
+    raise checking.ReferenceReached
+
+
+class _ReferenceWatch:
+    """Fails the block with `uses_reference` if it called any function of helpers.reference:
+    the submission is, wraps or calls the course's reference (however it got hold of it: an
+    import, importlib, `solution_or_reference`, a subclass). For the block's duration every
+    reference function's code is a tripwire that records the call and raises; the checker's
+    own calls to the reference happen outside the block. The call itself is detected, not the
+    source text, and it costs nothing per call."""
+
+    def __init__(self, what: str):
+        self.what, self.saved = what, {}
+
+    def __enter__(self) -> None:
+        _REACHED.clear()
+        for function, name in _reference_functions().items():
+            self.saved[function] = (function.__code__, function.__defaults__, function.__kwdefaults__)
+            function.__defaults__, function.__kwdefaults__ = None, None
+            function.__code__ = _tripwire.__code__.replace(co_name=function.__name__, co_qualname=name)
+
+    def __exit__(self, *exc: Any) -> bool:
+        for function, (code, defaults, kwdefaults) in self.saved.items():
+            function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, kwdefaults
+        if _REACHED:  # whatever the block raised or returned: the result is not the student's
+            reached = _REACHED[0]
+            _REACHED.clear()
+            raise Failure(
+                "uses_reference",
+                f"{self.what} ran the course's own reference `{reached}`: the reference and solution_or_reference are for the cells after an exercise, not for the exercise itself.",
+            )
+        return False
+
+
 def _student_code(frame) -> bool:
     """Is the innermost frame the student's (not torch's, contextlib's or ours)?"""
     return frame is not None and not frame.f_code.co_filename.startswith(_NOT_STUDENT_CODE)
@@ -330,10 +413,14 @@ def _is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and ("not enough memory" in text or "can't allocate memory" in text)
 
 
-def _raised_by_stub(error: NotImplementedError) -> bool:
-    """A student's stub, not torch saying "this op has no meta kernel"."""
+def _stub_that_raised(error: NotImplementedError) -> str | None:
+    """The name of the student's function whose stub raised (PositionalEncoding's
+    __init__ may call a sinusoidal_encoding still unfilled), or None when torch
+    raised it ("this op has no meta kernel")."""
     frames = traceback.extract_tb(error.__traceback__)
-    return bool(frames) and not frames[-1].filename.startswith(_NOT_STUDENT_CODE[0])
+    if not frames or frames[-1].filename.startswith(_NOT_STUDENT_CODE[0]):
+        return None
+    return frames[-1].name
 
 
 def _last_line(error: BaseException) -> str:
@@ -393,10 +480,27 @@ class Probe:
         self.generator = torch.Generator().manual_seed(zlib.crc32(exercise.id.encode()))
         self.calls_seen: set[Callable] = set()
         self.factories_on_meta = False  # set during device_pass's second run
+        self.also: list[str] = []  # further independent mistakes, found after the first
 
     # ---- failing -------------------------------------------------------
-    def fail(self, code: str, message: str) -> None:
-        raise Failure(code, message)
+    def fail(self, code: str, message: str, hint: str = "", fix: str = "") -> None:
+        raise Failure(code, message, hint, fix)
+
+    def independent(self, *probes: Callable[[], Any]) -> None:
+        """Run probes that look at independent aspects (layout, scale, dropout,
+        hygiene...) all, so a student meets every mistake in one run: the first
+        failure is the diagnosis, the others are listed in `also`."""
+        first = None
+        for run in probes:
+            try:
+                run()
+            except Failure as failure:
+                if first is None:
+                    first = failure
+                elif failure.code not in ("not_implemented", first.code):
+                    self.also.append(f"{failure.code}: {failure.message}")
+        if first is not None:
+            raise first
 
     # ---- inputs --------------------------------------------------------
     def randn(self, *shape: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
@@ -422,6 +526,7 @@ class Probe:
                 memory_cap(self.memory_mb, self.device),
                 watch,
                 _FactoriesOnMeta() if self.factories_on_meta else contextlib.nullcontext(),
+                _ReferenceWatch(what),  # innermost: only the student's own call is watched
             ):
                 result = fn(*args, **kwargs)
         except Failure:
@@ -429,27 +534,26 @@ class Probe:
         except CheckTimeout:
             self.fail(
                 "timeout",
-                f"{what} ran for more than {self.timeout:g} s and was stopped. Look for a loop that never ends (a `while` whose condition never changes?).",
+                f"{what} ran for more than {self.timeout:g} s and was stopped.",
             )
         except ForbiddenCall as call:
             self.fail(
                 "forbidden_api",
-                f"{what} called {call.name} (directly, or through a module such as nn.Embedding that uses it), which this exercise asks you to do without: build the result yourself with indexing and tensor operations.",
+                f"{what} called {call.name} (directly, or through a module such as nn.Embedding that uses it), which this exercise asks you to do without.",
             )
         except NotImplementedError as error:
-            if _raised_by_stub(error):
-                self.fail(
-                    "not_implemented",
-                    f"{what} is not implemented yet: replace `raise NotImplementedError` with your code, run that cell, then run this check again.",
-                )
+            stub = _stub_that_raised(error)
+            if stub is not None:
+                where = "" if stub in what else f" It calls `{stub}`, which is the one not implemented yet: that is the cell to fill in first."
+                self.fail("not_implemented", f"{what} is not implemented yet.{where}")
             self.fail("raised", f"{what} raised {_last_line(error)}")
         except SystemExit as error:
-            self.fail("raised", f"{what} called exit() ({_last_line(error)}): return a result instead of ending the program.")
+            self.fail("raised", f"{what} called exit() ({_last_line(error)}), which would end the whole program.", fix="Return the result instead of calling exit() or sys.exit().")
         except Exception as error:
             if _is_out_of_memory(error):
                 self.fail(
                     "out_of_memory",
-                    f"{what} tried to allocate more than {self.memory_mb} MB ({_last_line(error)}). The task needs far less: build only the tensors you need (a one-hot of the whole batch at most).",
+                    f"{what} tried to allocate more than {self.memory_mb} MB ({_last_line(error)}), far more than the task needs.",
                 )
             self.fail("raised", f"{what} raised {_last_line(error)}")
         finally:
@@ -458,14 +562,14 @@ class Probe:
         if changed:
             self.fail(
                 "changed_global_state",
-                f"{what} changed torch's global settings ({'; '.join(changed)}). We put them back; change them locally (e.g. `with torch.no_grad():`) or not at all.",
+                f"{what} changed torch's global settings ({'; '.join(changed)}). We put them back.",
             )
         self.calls_seen |= watch.seen
         for (name, live), snapshot in zip(originals, saved):
             if not live.is_meta and (live.shape != snapshot.shape or not torch.equal(live, snapshot)):
                 self.fail(
                     "mutated_input",
-                    f"{what} changed its input `{name}` in place (an `+=`, a `.mul_()`, an assignment into it...). Leave inputs untouched and return a new tensor.",
+                    f"{what} changed its input `{name}` in place (an `+=`, a `.mul_()`, an assignment into it...).",
                 )
         return result
 
@@ -502,6 +606,7 @@ class Probe:
         rtol: float | None = None,
         atol: float | None = None,
         hint: str = "",
+        fix: str = "",
     ) -> None:
         """Compare with the reference; on a mismatch, name the known mistake that
         reproduces `out`, else the first generic probe that fails."""
@@ -517,22 +622,22 @@ class Probe:
                 if any(isinstance(c, torch.Tensor) and close(out, c, rtol, atol) for c in candidates):
                     self.fail(code, self.explain(code))
         if out.shape != expected.shape:
-            self.fail("wrong_shape", f"{what} has shape {tuple(out.shape)}; expected {tuple(expected.shape)}. {hint}".strip())
+            self.fail("wrong_shape", f"{what} has shape {tuple(out.shape)}; expected {tuple(expected.shape)}.", hint=hint, fix=fix)
         if out.dtype != expected.dtype:
             self.fail("wrong_dtype", f"{what} has dtype {out.dtype}; expected {expected.dtype}.")
         if out.device != expected.device:
             self.fail(
                 "wrong_device",
-                f"{what} is on {out.device}, but the inputs were on {expected.device}: create new tensors with `device=` taken from an input.",
+                f"{what} is on {out.device}, but the inputs were on {expected.device}.",
             )
-        finite = torch.isfinite(out.detach().to("cpu", torch.float64))
-        if not finite.all() and torch.isfinite(expected.detach().to("cpu", torch.float64)).all():
-            where = tuple(int(i) for i in (~finite).nonzero()[0])
-            self.fail(
-                "nan_or_inf",
-                f"{what} holds NaN or inf (first at index {list(where)}). Look for a division by zero, a log/pow of a negative number, or entries never filled (torch.empty).",
-            )
-        self.fail("wrong_values", f"{describe_difference(out, expected, what)} {hint}".strip())
+        # NaN anywhere, or inf where the reference is finite (an expected -inf, a mask, hides neither).
+        got, want = out.detach().to("cpu", torch.float64), expected.detach().to("cpu", torch.float64)
+        bad = got.isnan() & ~want.isnan() | got.isinf() & want.isfinite()
+        if bad.any():
+            where = [int(i) for i in bad.nonzero()[0]]
+            found = "NaN" if bool(got[tuple(where)].isnan()) else "inf"
+            self.fail("nan_or_inf", f"{what} holds {found} at index {where} (and {int(bad.sum()) - 1} more entries), where the reference has a finite number.")
+        self.fail("wrong_values", describe_difference(out, expected, what), hint=hint, fix=fix)
 
     def known_mistakes(self, *args: Any, index: int | None = None, **kwargs: Any) -> Callable[[], dict[str, list[Any]]]:
         """The exercise's catalogue of mistakes, run on these inputs when `expect` asks
@@ -555,9 +660,8 @@ class Probe:
         self.expect(out, expected, what=what, mistakes=self.known_mistakes(*args, **kwargs), hint=hint)
 
     def explain(self, code: str) -> str:
-        """The catalogue entry's docstring is the message a student reads."""
-        doc = inspect.getdoc(self.exercise.mistakes.get(code)) if code in self.exercise.mistakes else None
-        return " ".join((doc or registry.DIAGNOSES[code]).split())
+        """The catalogue entry's docstring is the message a student reads: its first part."""
+        return advice(self.exercise, code)[0]
 
     def device_pass(self, run: Callable[[torch.device], Any], code: str = "wrong_device", message: str = "") -> None:
         """Catch, on a CPU-only machine, the code that breaks on a GPU: a tensor
@@ -571,10 +675,7 @@ class Probe:
            betrays them even where run 1 could not copy out of meta.
         Correct code that meta cannot run (.item(), .tolist()) gets no verdict."""
         _warm_up_meta()
-        message = (
-            message
-            or f"`{self.name}` creates a tensor on the CPU whatever its input's device (e.g. `torch.arange(T)` or `torch.zeros(...)` without `device=x.device`); on a GPU this fails. Make new tensors on the input's device."
-        )
+        message = message or f"`{self.name}` creates a tensor on the CPU whatever its input's device (a torch.arange or torch.zeros without device=); on a GPU this fails."
         for inputs_on, suspect in ((torch.device("meta"), "cpu"), (torch.device("cpu"), "meta")):
             self.factories_on_meta = suspect == "meta"  # read by call(): only student code is affected
             try:
@@ -691,6 +792,20 @@ def _argument_names(fn: Callable, count: int) -> list[str]:
     return (params + [f"argument {i}" for i in range(len(params), count)])[:count]
 
 
+def advice(exercise: registry.Exercise, code: str) -> tuple[str, str, str]:
+    """(message, hint, fix) for a code: from the exercise's own mistake, whose
+    docstring is the message, then a "Hint:" and a "Fix:" paragraph; else the
+    code's one-line meaning and its generic advice."""
+    doc = inspect.getdoc(exercise.mistakes[code]) if code in exercise.mistakes else None
+    hint, fix = registry.GENERIC_ADVICE.get(code, ("", ""))
+    if not doc:
+        return registry.DIAGNOSES[code], hint, fix
+    parts = dict(re.findall(r"(?ms)^(Hint|Fix):\s*(.*?)(?=^(?:Hint|Fix):|\Z)", doc))
+    message = re.split(r"(?m)^(?:Hint|Fix):", doc)[0]
+    flat = lambda text: (lambda words: words[:1].upper() + words[1:])(" ".join(text.split()))
+    return flat(message), flat(parts.get("Hint", hint)), flat(parts.get("Fix", fix))
+
+
 # --------------------------------------------------------------------------
 # The public entry points
 # --------------------------------------------------------------------------
@@ -711,20 +826,29 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
             raise Failure("wrong_type", f"check() needs {what} for {exercise_id!r}, got {type(submission).__name__}.")
         if exercise.kind == "function" and inspect.isclass(submission):
             raise Failure("wrong_type", f"check() needs {what} for {exercise_id!r}, got the class {name}: pass your own function.")
+        built_on = [c for c in getattr(submission, "__mro__", ()) if c.__module__ == "helpers.reference"]
+        if submission in _reference_functions() or built_on:  # the reference itself (solution_or_reference's), or a subclass
+            reference = f"helpers.reference.{built_on[0].__name__}" if built_on else _reference_functions()[submission]
+            raise Failure("uses_reference", f"`{name}` is, or is built on, the course's own reference `{reference}`, not code of your own.")
         exercise.check(submission, probe)
-        code, message = None, "All probes passed: shapes, dtypes, devices, values and properties."
+        code, message, hint, fix = None, "All probes passed: shapes, dtypes, devices, values and properties.", "", ""
     except Failure as failure:
-        code, message = failure.code, failure.message
+        code, message, hint, fix = failure.code, failure.message, failure.hint, failure.fix
     except CheckTimeout:  # fired just after the student's call returned
-        code, message = "timeout", f"`{name}` ran past the {probe.timeout:g} s limit."
+        code, message, hint, fix = "timeout", f"`{name}` ran past the {probe.timeout:g} s limit.", "", ""
     except KeyboardInterrupt:
         before.restore()
         raise
     except BaseException as error:  # a submission that broke the check itself
-        code, message = "raised", f"checking `{name}` failed with {_last_line(error)}"
+        code, message, hint, fix = "raised", f"checking `{name}` failed with {_last_line(error)}", "", ""
     before.restore()  # e.g. the RNG draws of a module's dropout: the notebook's seeds stay reproducible
-    points = exercise.points if code is None else 0
-    return CheckResult(exercise_id, code is None, code, message, points, exercise.points, name)
+    if code is None:
+        result = CheckResult(exercise_id, True, None, message, exercise.points, exercise.points, name)
+    else:
+        _, default_hint, default_fix = advice(exercise, code)
+        result = CheckResult(exercise_id, False, code, message, 0, exercise.points, name, hint or default_hint, fix or default_fix, probe.also)
+    tracking.record(result)
+    return result
 
 
 def solution_or_reference(exercise_id: str, submission: Any) -> Any:

@@ -34,6 +34,7 @@ DIAGNOSES: dict[str, str] = {
     "changed_global_state": "the code changed torch's global state (default dtype, grad mode, ...)",
     "forbidden_api": "the code used a function this exercise asks you to do without",
     "wrong_values": "the values differ from the reference (no more specific mistake matched)",
+    "uses_reference": "the submission is, wraps or calls the course's own reference",
     # lookup, one_hot_lookup
     "transposed_weight": "the weight was read as (d_model, vocab) instead of (vocab, d_model)",
     "not_a_matrix_product": "one_hot_lookup must multiply a one-hot matrix by the weight",
@@ -93,6 +94,70 @@ DIAGNOSES: dict[str, str] = {
 }
 
 
+# The staged help for the codes any exercise can get: (hint, fix). A hint is the
+# idea that leads to the fix, without code; the fix is the concrete change. An
+# exercise's own mistakes carry theirs in their docstrings ("Hint:" and "Fix:"
+# paragraphs), and a probe may pass its own to Probe.fail.
+GENERIC_ADVICE: dict[str, tuple[str, str]] = {
+    "not_implemented": (
+        "Read the exercise's docstring: it gives the signature, the shapes and the idea. Then write the few lines it asks for.",
+        "Replace `raise NotImplementedError` with your code, run that cell, then run the check cell again.",
+    ),
+    "raised": (
+        "Read the last line of the error: it names the operation that failed and, usually, the shapes or types it got.",
+        "Run your code on a small input in a cell of its own and print the shape of every intermediate tensor.",
+    ),
+    "wrong_type": (
+        "check() calls your code as the exercise's docstring says and expects what the docstring promises back.",
+        "Return the value (a tensor, or a tuple of tensors where asked); pass the function or class itself to check(), not its result.",
+    ),
+    "wrong_shape": (
+        "Write the shape of each tensor next to the line that makes it, e.g. `# (B, T, d)`, and follow them to the result.",
+        "Make the result the shape the docstring gives: keep every batch dimension, and check which axis is which.",
+    ),
+    "wrong_dtype": (
+        "Factory functions (torch.zeros, torch.arange, torch.tensor) pick a dtype of their own unless you pass one.",
+        "Pass `dtype=` taken from an input (e.g. `dtype=x.dtype`), or cast the result with `.to(x.dtype)`.",
+    ),
+    "wrong_device": (
+        "A tensor made inside your code (torch.arange, torch.zeros, ...) lives on the CPU unless you say otherwise; on a GPU it cannot mix with the inputs.",
+        "Make new tensors on an input's device: `torch.arange(T, device=x.device)`, `torch.zeros_like(x)`.",
+    ),
+    "nan_or_inf": (
+        "NaN comes from 0/0, inf - inf, 0 * inf or the log of a negative number; uninitialised memory (torch.empty) holds anything.",
+        "Find the first intermediate tensor with NaN (`torch.isnan(t).any()`) and guard the division or fill the tensor you left empty.",
+    ),
+    "mutated_input": (
+        "In-place operations (`+=`, `.mul_()`, `x[...] = ...`) write into the caller's tensor, and the caller may still need it.",
+        "Work on a new tensor: `x = x + y` instead of `x += y`, or `x.clone()` before changing it.",
+    ),
+    "timeout": (
+        "A loop whose condition never changes, or a loop over millions of elements in Python, never finishes in time.",
+        "Replace the Python loop by tensor operations, or make sure every loop's condition moves toward its end.",
+    ),
+    "out_of_memory": (
+        "The exercise's tensors are small: an allocation this big is a shape mistake (a one-hot of the whole vocabulary per element?).",
+        "Print the shape of each tensor you create and build only those the result needs.",
+    ),
+    "changed_global_state": (
+        "torch's global settings (default dtype, grad mode, ...) belong to the whole notebook, not to one function.",
+        "Change them locally (`with torch.no_grad():`, an explicit `dtype=`) or not at all.",
+    ),
+    "forbidden_api": (
+        "This exercise is about building the operation yourself, from indexing and tensor arithmetic.",
+        "Replace the library call by the indexing or arithmetic it stands for.",
+    ),
+    "uses_reference": (
+        "The course's reference is the answer key: the exercise is to write it yourself.",
+        "Delete the import of `helpers.reference` (or the `solution_or_reference` call) and write your own code.",
+    ),
+    "wrong_values": (
+        "Compare your output with the formula on the smallest case you can work out by hand (position 0, one token, d_model = 2).",
+        "Compute the smallest case by hand (position 0, one token, d_model = 2), print your result for it, and correct the first entry that differs.",
+    ),
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Exercise:
     """One graded exercise. `check(submission, probe)` raises `Failure` on the
@@ -114,6 +179,15 @@ class Exercise:
     difficulty: int = 1  # 1 (a few lines) .. 3 (a module with several parts)
     importance: int = 2  # 1 (good to know) .. 3 (every transformer does this)
     minutes: int = 10  # a fair estimate for a student who read the section
+    # Every exercise that takes or makes tensors runs a device pass (a CPU-made
+    # tensor breaks on a GPU); one that needs none says why here.
+    no_device_pass: str = ""
+
+    @property
+    def badge(self) -> str:
+        """The one line each chapter shows above this exercise (a test keeps the two in step)."""
+        dots = lambda n: "●" * n + "○" * (3 - n)
+        return f"**Exercise `{self.id}`** · difficulty {dots(self.difficulty)} · importance {dots(self.importance)} · about {self.minutes} min · {self.points} point{'s' if self.points != 1 else ''}"
 
     def __post_init__(self) -> None:
         unknown = set(self.mistakes) - set(DIAGNOSES)

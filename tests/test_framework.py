@@ -45,6 +45,9 @@ def test_as_dict_has_the_report_fields():
         "max_score": 2,
         "diagnosis": None,
         "message": "All probes passed: shapes, dtypes, devices, values and properties.",
+        "hint": "",
+        "fix": "",
+        "also": [],
     }
 
 

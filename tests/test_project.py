@@ -55,6 +55,17 @@ def test_every_check_cell_matches_an_exercise(solution):
     assert checked and set(checked) <= set(all_exercises())
 
 
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.stem for s in SOLUTIONS])
+def test_each_exercise_shows_its_registry_line_once(solution):
+    """Difficulty, importance, time and points come from the registry: the chapter shows them as they are."""
+    from helpers.exercises import all_exercises
+
+    text = solution.read_text()
+    for exercise_id in dict.fromkeys(re.findall(r'check\("(\w+)"', text)):
+        badge = all_exercises()[exercise_id].badge
+        assert text.count(badge) == 1, f"{solution.name} should show, once, above {exercise_id}:\n{badge}"
+
+
 def test_every_exercise_is_checked_in_some_chapter():
     from helpers.exercises import all_exercises
 

@@ -37,9 +37,15 @@ MATRIX_PRODUCTS = {
 
 
 def transposed(weight: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
-    """You read the table as (d_model, vocab): you picked columns of the
-    weight, not rows. nn.Embedding stores one row per token, shape
-    (vocab_size, d_model), so token i's vector is weight[i]."""
+    """Your result is made of columns of `weight`, not rows: you read the
+    table as (d_model, vocab_size).
+
+    Hint: nn.Embedding stores one row per token, shape (vocab_size, d_model):
+    token i's vector is row i. Which axis of the weight do your ids select?
+
+    Fix: Select rows, `weight[ids]`, with no transpose; in one_hot_lookup, make
+    the one-hot V = weight.shape[0] wide and multiply it by the weight itself:
+    `F.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight`."""
     columns_last = weight.T[ids]  # (..., V): weight.T[ids] or one_hot(ids, d) @ weight.T
     columns_first = weight[:, ids]  # (V, ...)
     return [columns_last, columns_first]
@@ -68,7 +74,9 @@ def check_lookup(fn, probe: Probe) -> None:
     if not out.requires_grad:
         probe.fail(
             "no_gradient",
-            f"`{probe.name}`'s output is cut off from the weight's gradient (a .detach(), torch.no_grad() or a numpy round-trip?). The embedding must stay trainable.",
+            f"`{probe.name}`'s output does not require grad although `weight` does: it is cut off from the weight's gradient, so the embedding could never be trained.",
+            hint="Autograd records only the torch operations applied to the weight itself; .detach(), .data, torch.no_grad() and a trip through NumPy each end that record.",
+            fix="Compute the result from `weight` with torch operations only (indexing, `@`): drop the .detach(), the .numpy() and torch.from_numpy round-trip, or the torch.no_grad() block.",
         )
     out.sum().backward()
     expected = torch.zeros(9, 4, device=probe.device).index_add_(0, ids.flatten(), torch.ones(6, 4, device=probe.device))
@@ -77,9 +85,15 @@ def check_lookup(fn, probe: Probe) -> None:
     probe.device_pass(lambda device: probe.call(fn, probe.randn(11, 7, device=device), probe.randint(11, 3, 5, device=device)))
 
 
-ONE_HOT_ERRORS = {  # torch's words -> what to do about them
-    "cannot be multiplied": " The one-hot matrix must be exactly V = weight.shape[0] wide: pass num_classes=weight.shape[0] (without it, F.one_hot guesses from the largest id).",
-    "same dtype": " F.one_hot returns int64: convert it with .to(weight.dtype) before multiplying.",
+ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
+    "cannot be multiplied": (
+        "The one-hot's last axis must be exactly V = weight.shape[0] long to meet the (V, d) weight; without num_classes, F.one_hot guesses V from the largest id it sees.",
+        "Give the width explicitly: `F.one_hot(ids, num_classes=weight.shape[0])`, so that (..., V) @ (V, d) fits.",
+    ),
+    "same dtype": (
+        "F.one_hot returns integers (int64) and the weight holds floats; a matrix product needs both sides in one dtype.",
+        "Convert the one-hot before multiplying: `F.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight`.",
+    ),
 }
 
 
@@ -88,12 +102,16 @@ def check_one_hot_lookup(fn, probe: Probe) -> None:
         check_lookup(fn, probe)
     except Failure as failure:
         if failure.code == "raised":
-            failure.message += "".join(hint for words, hint in ONE_HOT_ERRORS.items() if words in failure.message)
+            for words, (hint, fix) in ONE_HOT_ERRORS.items():
+                if words in failure.message:
+                    probe.fail("raised", failure.message, hint=hint, fix=fix)
         raise
     if not {getattr(f, "__name__", "") for f in probe.calls_seen} & MATRIX_PRODUCTS:
         probe.fail(
             "not_a_matrix_product",
-            f"`{probe.name}` gives the right rows but never multiplies matrices: build one_hot(ids) with shape (..., V) and multiply it by the (V, d) weight with `@`.",
+            f"`{probe.name}` gives the right rows, but by indexing the table: it never multiplies two matrices.",
+            hint="A one-hot row of length V holds a single 1: times the (V, d) weight, it picks out exactly one row. That product is the point of this exercise.",
+            fix="Build the one-hot, `F.one_hot(ids, num_classes=weight.shape[0]).to(weight.dtype)` of shape (..., V), and return it `@ weight`.",
         )
 
 

@@ -31,30 +31,48 @@ MATMUL_SHAPE_ERRORS = (
 
 
 def head_with_bias(weight: torch.Tensor, h: torch.Tensor, bias: torch.Tensor | None) -> list[torch.Tensor]:
-    """Your head adds a bias: its logits are h @ W.T plus a constant vector of
-    V numbers (nn.Linear adds one unless you pass bias=False). This exercise
-    asks for a bias-free head, like GPT-2's lm_head: `F.linear(h,
-    self.weight)`, or `nn.Linear(d_model, vocab_size, bias=False)` whose
-    weight you then replace by the embedding's."""
+    """Your head adds a bias: its logits are h @ W.T plus a vector of V
+    numbers, one per token.
+
+    Hint: nn.Linear adds a bias unless told otherwise. A tied head, like
+    GPT-2's lm_head, has none: each logit is the dot product of h with one
+    token's embedding, nothing more.
+
+    Fix: Compute the logits without a bias, `F.linear(h, self.weight)`, or
+    build `nn.Linear(d_model, vocab_size, bias=False)` and replace its weight
+    by the embedding's."""
     return [] if bias is None else [h @ weight.T + bias]  # `bias` is fitted to the student's output (its mean offset)
 
 
 def head_probabilities(weight: torch.Tensor, h: torch.Tensor, bias: torch.Tensor | None) -> list[torch.Tensor]:
     """Your head applies a softmax (or log_softmax): it returns probabilities,
-    not logits. A language-model head returns the raw scores h @ W.T;
-    `F.cross_entropy` applies log_softmax itself, and sampling code applies
-    softmax where it needs it."""
+    not logits.
+
+    Hint: A language-model head returns raw scores; whoever needs probabilities
+    normalises them. Cross-entropy applies log_softmax itself, so a softmax
+    in the head would be applied twice, and sampling code applies softmax
+    where it needs it.
+
+    Fix: Return the scores as they are, `h @ self.weight.T` (or
+    `F.linear(h, self.weight)`), with no softmax or log_softmax after it."""
     logits = h @ weight.T
     return [logits.softmax(-1), logits.log_softmax(-1)]
 
 
 def head_copied(weight: torch.Tensor, h: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """Your head does not use the embedding's Parameter itself but a copy of
-    it (`.clone()`, `.detach()`, `.data`, `.T`, `nn.Parameter(embedding.weight)`,
-    `copy_` into a new nn.Linear...). A copy is two matrices that start equal
-    and then drift apart: training updates one, not the other. Tie by
-    assignment, so both names point to ONE Parameter: `self.weight =
-    embedding.weight` (or `self.proj.weight = embedding.weight`)."""
+    it (made by .clone(), .detach(), .data, .T, nn.Parameter(...) around the
+    weight, or copy_ into a new nn.Linear...). A copy is two matrices that
+    start equal and then drift apart: training updates one, not the other.
+
+    Hint: Tying means ONE Parameter object reachable under two names. A plain
+    assignment shares the object; every operation that computes, copies or
+    wraps a tensor makes a new one. Python's identity test (is) between your
+    head's weight and the embedding's tells you which you have.
+
+    Fix: Tie by assignment in __init__, `self.weight = embedding.weight` (or
+    `self.proj.weight = embedding.weight` on an nn.Linear built with
+    bias=False), and compute with it in forward: `F.linear(h, self.weight)`."""
     return h @ weight.detach().clone().T  # right values today; the identity and behaviour probes tell it apart
 
 
@@ -67,6 +85,10 @@ def fitted_offset(out, logits: torch.Tensor) -> torch.Tensor | None:
 
 
 # --- probes ----------------------------------------------------------------------
+
+NO_GRADIENT_HINT = (
+    "Autograd records only the torch operations applied to the Parameter itself; .detach(), .data, a copy and torch.no_grad() each end that record, and the optimizer then never sees a gradient."
+)
 
 
 def expect_scaled(probe: Probe, out, table: torch.Tensor, ids: torch.Tensor, what: str) -> None:
@@ -101,21 +123,27 @@ def check_scaled_embedding(cls, probe: Probe) -> None:
     if not (isinstance(table, nn.Parameter) and table.requires_grad):
         probe.fail(
             "no_gradient",
-            f"`{probe.name}`'s ({vocab_size}, {d_model}) table is not a trainable Parameter (a buffer, or requires_grad=False?). The embedding is learned: keep it an nn.Embedding (its weight is an nn.Parameter).",
+            f"`{probe.name}`'s ({vocab_size}, {d_model}) table is not a trainable Parameter (a buffer, or requires_grad=False?): no optimizer would ever update it.",
+            hint="The token table is learned like any weight, and an optimizer only updates Parameters that require grad.",
+            fix="Keep the table in an `nn.Embedding(vocab_size, d_model)`, whose weight is a trainable nn.Parameter: no register_buffer, no requires_grad_(False).",
         )
     table.grad = None
     out = probe.call(module, ids)
     if not out.requires_grad:
         probe.fail(
             "no_gradient",
-            f"`{probe.name}`'s output is cut off from the table's gradient (a .detach(), .data or torch.no_grad()?). The embedding must stay trainable.",
+            f"`{probe.name}`'s output does not require grad: it is cut off from the table's gradient (a .detach(), .data or torch.no_grad()?), so the embedding could never learn.",
+            hint=NO_GRADIENT_HINT,
+            fix="Return the scaled lookup as it is, `self.embedding(ids) * math.sqrt(self.d_model)`, without .detach(), .data or torch.no_grad() on the way.",
         )
     upstream = probe.randn(*out.shape)
     probe.call(lambda: (out * upstream).sum().backward(), what=f"backward through `{probe.name}`")
     if table.grad is None:
         probe.fail(
             "no_gradient",
-            f"no gradient reached `{probe.name}`'s table: the output must be computed from the table itself, not a copy.",
+            f"After a backward pass through `{probe.name}`'s output, its ({vocab_size}, {d_model}) table has no gradient: the output was computed from something else (a copy?).",
+            hint=NO_GRADIENT_HINT,
+            fix="Look the ids up in the module's own table, `self.embedding(ids)`, not in a copy of its weight made in __init__ or forward.",
         )
     flat = upstream.reshape(-1, d_model) * math.sqrt(d_model)  # d(out)/d(row) = sqrt(d) for each use of the row
     expected_grad = torch.zeros(vocab_size, d_model, device=probe.device).index_add_(0, ids.flatten(), flat)
@@ -141,22 +169,33 @@ def call_head(probe: Probe, head: nn.Module, h: torch.Tensor, weight: torch.Tens
             vocab_size, d_model = weight.shape
             probe.fail(
                 "wrong_shape",
-                f"{failure.message.rstrip('.')}. The embedding weight W is stored ({vocab_size}, {d_model}): one row per token. "
-                "The logits are h @ W.T (or F.linear(h, W)): (..., d) @ (d, V) -> (..., V).",
+                f"{failure.message.rstrip('.')}. The embedding weight W is stored ({vocab_size}, {d_model}): one row per token.",
+                hint="Follow the shapes: h is (..., d) and W is (V, d). A matrix product needs the inner sizes to agree, and the logits must come out (..., V).",
+                fix="Multiply by the transpose, `h @ self.weight.T`, or use `F.linear(h, self.weight)`, which transposes for you: (..., d) @ (d, V) -> (..., V).",
             )
         raise
 
 
+LOGITS_ADVICE = {  # code -> (hint, fix) for a wrong result no known mistake explains
+    "wrong_shape": (
+        "The logits have the shape of h with its last dimension d replaced by V: (..., d) -> (..., V). The vocabulary axis comes last.",
+        "Return `h @ self.weight.T` (or `F.linear(h, self.weight)`) as it comes out, without transposing or permuting the result.",
+    ),
+    "wrong_values": (
+        "Each logit is the dot product of h with one token's embedding row, nothing more: no scale, no offset, no normalisation.",
+        "Return exactly `h @ self.weight.T` (or `F.linear(h, self.weight)`), with nothing multiplied, added or applied afterwards.",
+    ),
+}
+
+
 def expect_logits(probe: Probe, out, weight: torch.Tensor, h: torch.Tensor, what: str) -> None:
     expected = reference.tied_logits(weight.detach(), h)
-    layout = "The logits have the shape of h with its last dimension d replaced by V: (..., d) -> (..., V)."
-    probe.expect(
-        out,
-        expected,
-        what=what,
-        mistakes=probe.known_mistakes(weight.detach(), h, fitted_offset(out, expected)),
-        hint=layout,
-    )
+    try:
+        probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight.detach(), h, fitted_offset(out, expected)))
+    except Failure as failure:
+        if failure.code in LOGITS_ADVICE:
+            probe.fail(failure.code, failure.message, *LOGITS_ADVICE[failure.code])
+        raise
 
 
 def check_tied_lm_head(cls, probe: Probe) -> None:
@@ -169,12 +208,16 @@ def check_tied_lm_head(cls, probe: Probe) -> None:
         probe.fail(
             "mutated_input",
             f"`{probe.name}(embedding)` replaced the embedding's weight by another Parameter (tied the other way round, `embedding.weight = self.proj.weight`?): "
-            "the embedding's trained values are lost. Leave the embedding alone and take its Parameter: `self.weight = embedding.weight`.",
+            "the embedding's trained values are lost.",
+            hint="The embedding owns the table and comes trained (or at least initialised); the head is the newcomer: it takes the embedding's Parameter and gives nothing back.",
+            fix="Leave `embedding` untouched and take its Parameter: `self.weight = embedding.weight` (or `self.proj.weight = embedding.weight`).",
         )
     if not torch.equal(weight.detach(), values):
         probe.fail(
             "mutated_input",
-            f"`{probe.name}(embedding)` changed the embedding's values (re-initialised them?). The head must reuse the table as it is.",
+            f"`{probe.name}(embedding)` changed the values of `embedding.weight` (re-initialised them?): the head must reuse the table as it is.",
+            hint="The head shares the embedding's table, values included: initialising that table is the embedding's job, and it is done already.",
+            fix="Remove the in-place initialisation of the embedding's weight (nn.init.*_, .normal_(), .copy_(), .data = ...) from your __init__: only assign it.",
         )
     h = probe.randn(3, 5, d_model)  # (B=3, T=5, d)
     out = call_head(probe, head, h, weight)
@@ -216,14 +259,18 @@ def check_tied_lm_head(cls, probe: Probe) -> None:
     if not logits.requires_grad:
         probe.fail(
             "no_gradient",
-            f"`{probe.name}`'s logits are cut off from the embedding's weight (torch.no_grad(), .detach() or .data?): training through the head would never update the shared matrix.",
+            f"`{probe.name}`'s logits do not require grad: they are cut off from the embedding's weight (torch.no_grad(), .detach() or .data?), so training through the head would never update the shared matrix.",
+            hint=NO_GRADIENT_HINT,
+            fix="Compute the logits from the tied Parameter itself, `F.linear(h, self.weight)`, outside any torch.no_grad() block and without .detach() or .data.",
         )
     upstream = probe.randn(3, 5, vocab_size)
     probe.call(lambda: (logits * upstream).sum().backward(), what=f"backward through `{probe.name}`")
     if weight.grad is None:
         probe.fail(
             "no_gradient",
-            f"no gradient reached `embedding.weight` through `{probe.name}`: compute the logits from the embedding's Parameter itself.",
+            f"After a backward pass through `{probe.name}`'s logits, `embedding.weight` has no gradient: the logits were computed from something else.",
+            hint=NO_GRADIENT_HINT,
+            fix="Compute the logits from the embedding's Parameter itself, `F.linear(h, self.weight)` with `self.weight = embedding.weight`.",
         )
     expected_grad = upstream.reshape(-1, vocab_size).T @ h.reshape(-1, d_model)  # (V, B*T) @ (B*T, d) -> (V, d)
     probe.expect(weight.grad, expected_grad, what="the embedding weight's gradient through the head")

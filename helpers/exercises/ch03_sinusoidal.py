@@ -80,18 +80,28 @@ def mistaken_table(
 
 def table_sin_cos_swapped(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """Your sin and cos columns are swapped: cos is in the even columns and
-    sin in the odd ones. Vaswani et al. (§3.5) put sin first:
-    PE[pos, 2i] = sin(pos / base^(2i/d)) and PE[pos, 2i+1] = cos(pos / base^(2i/d)).
-    (Row 0 is a quick test: it must read 0, 1, 0, 1, ...)"""
+    sin in the odd ones.
+
+    Hint: Vaswani et al. (§3.5) put sin first: PE[pos, 2i] = sin(pos /
+    base^(2i/d)) and PE[pos, 2i+1] = cos of the same angle. Row 0 is a quick
+    test: position 0 must read 0, 1, 0, 1, ...
+
+    Fix: Write sin into the even columns and cos into the odd ones:
+    `pe[:, 0::2] = torch.sin(angles)` and `pe[:, 1::2] = torch.cos(angles)`."""
     return mistaken_table(max_len, d_model, base, layout="swapped")
 
 
 def table_concatenated_halves(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """You laid out sin in the first half of the columns and cos in the second
-    (torch.cat([sin, cos], dim=-1), the fairseq/tensor2tensor layout); this
-    exercise interleaves them: sin in even columns, cos in odd ones, so each
-    wave's (sin, cos) pair sits in adjacent columns (2i, 2i+1). Fill them with
-    `pe[:, 0::2] = sin` and `pe[:, 1::2] = cos`."""
+    """Your table holds sin in the first half of the columns and cos in the
+    second (the fairseq/tensor2tensor layout, `torch.cat([sin, cos], dim=-1)`);
+    this exercise interleaves them.
+
+    Hint: Each wave's sin and cos sit side by side, in columns 2i and 2i+1:
+    that is what lets one 2×2 rotation per pair shift the whole table
+    (relative_shift_matrix, later in this chapter).
+
+    Fix: Fill the even and the odd columns instead of concatenating:
+    `pe[:, 0::2] = torch.sin(angles)` and `pe[:, 1::2] = torch.cos(angles)`."""
     table = mistaken_table(max_len, d_model, base, layout="halves")
     half = d_model - d_model // 2
     return [table, torch.cat([table[:, half:], table[:, :half]], dim=-1)]  # sin first or cos first
@@ -103,22 +113,34 @@ def table_wrong_base(max_len: int, d_model: int, base: float = 10000.0) -> list[
 
 
 def table_wrong_exponent(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """Your frequency exponent is off. The paper's is 2i/d_model, where i
-    counts the (sin, cos) PAIRS: columns 2i and 2i+1 share the frequency
-    base^(-2i/d). Common slips: i/d (the 2 dropped), the column index j in
-    the exponent (so the cos column gets (2i+1)/d), 4i/d (`arange(0, d, 2)`
-    times 2 again), or an integer division `2 * i // d` that rounds every
-    exponent to 0."""
+    """Your frequency exponent is off: the frequencies in your columns are
+    not base^(-2i/d_model), with i counting the (sin, cos) pairs. The usual
+    slips: i/d (the 2 dropped), the column index in place of 2i (so the cos
+    column gets (2i+1)/d), 4i/d, or an integer division that rounds every
+    exponent to 0.
+
+    Hint: Columns 2i and 2i+1 share one frequency. Work out the exponents for
+    d_model = 8 by hand: 0, 0.25, 0.5, 0.75, each used by two adjacent
+    columns; then print yours.
+
+    Fix: One frequency per pair, from the even column indices, with true
+    division: `omega = base ** (-torch.arange(0, d_model, 2) / d_model)`;
+    pair i's sin and cos both use `pos * omega[i]`."""
     return [mistaken_table(max_len, d_model, base, exponent=e) for e in ("i/d", "column/d", "4i/d", "integer")]
 
 
 def table_all_zeros(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """Your table is all zeros (or its sin or its cos columns are): were the
-    values computed and never stored? JAX's `pe.at[:, 0::2].set(...)` and
-    torch's `pe.index_copy(...)`, `pe.index_put(...)`, `pe.scatter(...)`
-    return a NEW array and leave `pe` as it was: assign the result
-    (`pe = pe.at[...].set(...)`), or write in place in torch
-    (`pe[:, 0::2] = ...`)."""
+    """Your table is all zeros (or its sin or its cos columns are): the values
+    were computed but never stored in it.
+
+    Hint: Some operations return a new array and leave the old one as it was:
+    JAX's .at[...].set(...), and torch's index_copy, index_put and scatter
+    (the names without a trailing underscore). What do you do with their
+    result?
+
+    Fix: Keep the result, `pe = pe.at[:, 0::2].set(...)` in JAX, or write in
+    place in torch: `pe[:, 0::2] = torch.sin(angles)` and
+    `pe[:, 1::2] = torch.cos(angles)`."""
     table = mistaken_table(max_len, d_model, base)
     sin_only, cos_only = table.clone(), table.clone()
     sin_only[:, 1::2], cos_only[:, 0::2] = 0.0, 0.0  # the other half was never stored
@@ -127,8 +149,12 @@ def table_all_zeros(max_len: int, d_model: int, base: float = 10000.0) -> list[t
 
 def table_position_offset(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """Your positions start at 1: row pos holds the encoding of pos + 1.
-    The first token is position 0, whose row reads sin 0 = 0, cos 0 = 1:
-    use torch.arange(max_len), not torch.arange(1, max_len + 1)."""
+
+    Hint: The first token is position 0, and sin 0 = 0, cos 0 = 1: your row 0
+    must read 0, 1, 0, 1, ...
+
+    Fix: Count positions from 0, `torch.arange(max_len)`, not
+    `torch.arange(1, max_len + 1)`."""
     return mistaken_table(max_len, d_model, base, first=1)
 
 
@@ -156,21 +182,34 @@ def mistaken_shift(k: float, d_model: int, base: float = 10000.0, *, exponent: s
 
 
 def shift_sin_cos_swapped(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """Each of your 2×2 blocks is the transpose of the right one: it is the
-    matrix for a table with cos in the even columns (or, what is the same,
-    the shift by -k: it maps PE[pos] to PE[pos - k]). With sin in column 2i
-    and cos in 2i+1: new sin = cos(kω)·sin + sin(kω)·cos and
-    new cos = -sin(kω)·sin + cos(kω)·cos, so the block is
-    [[cos kω, sin kω], [-sin kω, cos kω]]."""
+    """Each of your 2×2 blocks is the transpose of the right one: your matrix
+    maps PE[pos] to PE[pos - k], the shift the other way (it is also the
+    matrix for a table with cos in the even columns).
+
+    Hint: Take one pair, sin a in column 2i and cos a in column 2i+1, and
+    move it by b = k·ω_i with the angle-addition formulas:
+    sin(a + b) = cos b·sin a + sin b·cos a and
+    cos(a + b) = -sin b·sin a + cos b·cos a. Row 2i of M holds the
+    coefficients of the first line, row 2i+1 those of the second.
+
+    Fix: On rows and columns (2i, 2i+1) write the block
+    [[cos b, sin b], [-sin b, cos b]]: `M[2*i, 2*i+1] = torch.sin(b)` and
+    `M[2*i+1, 2*i] = -torch.sin(b)`, the cosines on the diagonal."""
     return mistaken_shift(-k, d_model, base)
 
 
 def shift_concatenated_halves(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """Your matrix rotates column i with column i + d/2: that is the
-    matrix for a table laid out as two halves (sin block, cos block). This
-    exercise's table interleaves: each (sin, cos) pair sits in columns
-    (2i, 2i+1), so each 2×2 block sits on the diagonal at rows and columns
-    2i and 2i+1."""
+    """Your matrix rotates column i with column i + d_model/2: that is the
+    matrix for a table laid out as two halves (sin block, cos block), and
+    this exercise's table interleaves them.
+
+    Hint: In the interleaved table each (sin, cos) pair sits in adjacent
+    columns, 2i and 2i+1, so each 2×2 rotation sits on the diagonal: M is
+    block-diagonal, zero everywhere else.
+
+    Fix: Write pair i's four entries at rows and columns 2i and 2i+1:
+    `M[2*i, 2*i]`, `M[2*i, 2*i+1]`, `M[2*i+1, 2*i]` and `M[2*i+1, 2*i+1]`,
+    not at i and i + d_model // 2."""
     return [mistaken_shift(k, d_model, base, layout="halves"), mistaken_shift(-k, d_model, base, layout="halves")]
 
 
@@ -180,24 +219,39 @@ def shift_wrong_base(k: int, d_model: int, base: float = 10000.0) -> list[torch.
 
 
 def shift_wrong_exponent(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """Your rotation angles have the wrong exponent: pair i (columns 2i and
-    2i+1) turns by k·base^(-2i/d_model), with i counting pairs, not columns
-    (i/d, 4i/d or an integer division that rounds to 0 are the usual slips)."""
+    """Your rotation angles have the wrong exponent: pair i does not turn by
+    k·base^(-2i/d_model), with i counting the pairs (i/d, 4i/d, or an integer
+    division that rounds every exponent to 0, are the usual slips).
+
+    Hint: The angles are the table's frequencies times k. For d_model = 8
+    the exponents must read 0, 0.25, 0.5, 0.75, one per 2×2 block.
+
+    Fix: `omega = base ** (-torch.arange(0, d_model, 2) / d_model)`, with
+    true division, and block i turns by `b = k * omega[i]`."""
     return [mistaken_shift(k, d_model, base, exponent=e) for e in ("i/d", "4i/d", "integer")]
 
 
 def shift_all_zeros(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """Your matrix is all zeros: were the blocks computed and never stored?
-    `M.index_put(...)`, `M.scatter(...)` or JAX's `M.at[...].set(...)` return
-    a new array; assign their result, or write into M in place
-    (`M[2*i, 2*i] = ...`)."""
+    """Your matrix is all zeros: the blocks were computed but never stored in it.
+
+    Hint: Some operations return a new array and leave the old one as it was:
+    index_put, scatter and add (the names without a trailing underscore),
+    JAX's .at[...].set(...). What do you do with their result?
+
+    Fix: Keep the result (`M = M.index_put(...)`), or write into M in place:
+    `M[2*i, 2*i] = torch.cos(b)`, and likewise the other three entries of
+    each block."""
     return torch.zeros(d_model, d_model)
 
 
 def shift_off_by_one(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """Your matrix shifts by k + 1 or k - 1 positions instead of k: the angle
-    of pair i must be exactly k·ω_i (a position offset crept in: arange(1, ...)
-    or a k + 1 somewhere?)."""
+    """Your matrix shifts by k + 1 or k - 1 positions instead of k.
+
+    Hint: M turns pair i by exactly k·ω_i: an offset crept in somewhere
+    between k and the angle (a range that starts at 1, a k + 1, a k - 1?).
+
+    Fix: Compute the angles from k as given, `b = k * omega`, with
+    `omega = base ** (-torch.arange(0, d_model, 2) / d_model)`."""
     return [mistaken_shift(k + 1, d_model, base), mistaken_shift(k - 1, d_model, base)]
 
 
@@ -231,11 +285,15 @@ def added_to_tokens(mistake: Callable, scale_mistake: bool) -> Callable:
 
 
 def scaled_position_too(weight: torch.Tensor, ids: torch.Tensor, table: torch.Tensor, scale: float | None) -> torch.Tensor:
-    """You multiplied the positional encoding by sqrt(d_model) too:
-    (embedding(ids) + PE) * sqrt(d_model). Only the token vectors are scaled
-    (chapter 02: the factor brings small token rows up to the size of the
-    encoding, which is already of size 1 per entry). Scale first, then add:
-    `embedding(ids) * math.sqrt(d_model) + pe[:T]`."""
+    """You multiplied the positional encoding by sqrt(d_model) too: your
+    module returns (embedding(ids) + PE) * sqrt(d_model).
+
+    Hint: Only the token vectors need the factor (chapter 02): it brings small
+    token rows up to the size of the encoding, whose entries already lie
+    between -1 and 1.
+
+    Fix: Scale first, then add: `self.embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]`,
+    with your own names for the table and the buffer."""
     return (weight[ids] + table[: ids.shape[1]]) * weight.shape[1] ** 0.5
 
 
@@ -288,8 +346,11 @@ def check_sinusoidal_encoding(fn, probe: Probe) -> None:
             raise
         probe.fail(
             "odd_d_model",
-            f"{failure.message.rstrip('.')}. Your table is right for an even d_model but not for d_model = 7: there are ceil(7/2) = 4 frequencies, "
-            "so 4 sin columns (0, 2, 4, 6) and only 3 cos columns (1, 3, 5); the last column is a sin. Cut the cos block to fit: `pe[:, 1::2] = torch.cos(angles)[:, : d_model // 2]`.",
+            f"{failure.message.rstrip('.')}. Your table is right for an even d_model but not for d_model = 7.",
+            hint="With d_model = 7 there are ceil(7/2) = 4 frequencies: 4 sin columns (0, 2, 4, 6) but only 3 cos columns (1, 3, 5), "
+            "so the last column is a sin and the cos block has one column too many.",
+            fix="Make one frequency per even column, `torch.arange(0, d_model, 2)` (4 of them for d_model = 7), "
+            "and cut the cos block to the odd columns there are: `pe[:, 1::2] = torch.cos(angles)[:, : d_model // 2]`.",
         )
 
 
@@ -313,28 +374,36 @@ def check_relative_shift_matrix(fn, probe: Probe) -> None:
 # --- probes: the modules ---------------------------------------------------------------
 
 
+BUFFER_HINT = "A tensor that belongs to the module but is not trained is a buffer: registered, it moves with .to(device) and is saved in the state_dict, and the optimizer never sees it."
+
+
 def fixed_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> torch.Tensor:
     """The student's sinusoidal table: a buffer (max_len, d), computed once in __init__."""
     plain = plain_tensors(module, lambda t: is_table(t, max_len, d))
     if plain:
         probe.fail(
             "pe_not_buffer",
-            f"`{probe.name}` keeps its table in a plain attribute `self.{plain[0]}`: module.to('cuda') does not move it (your forward then mixes devices) and state_dict() does not save it. "
-            f"Register it: `self.register_buffer('{plain[0]}', table)`.",
+            f"`{probe.name}` keeps its table in a plain attribute, `self.{plain[0]}`: module.to('cuda') does not move it (your forward then mixes devices) and state_dict() does not save it.",
+            hint=BUFFER_HINT,
+            fix=f"Register it in __init__, `self.register_buffer('{plain[0]}', table)`, instead of assigning it to `self.{plain[0]}`.",
         )
     tensors = registered_tensors(module)
     if not any(is_table(t, max_len, d) for t in tensors.values()):
         probe.fail(
             "pe_not_buffer",
-            f"`{probe.name}(..., max_len={max_len})` holds no ({max_len}, {d}) table (it has: {', '.join(f'{n} {tuple(t.shape)}' for n, t in tensors.items()) or 'nothing'}). "
-            "Compute the table once in __init__ for max_len positions and register it as a buffer, rather than recomputing it in every forward.",
+            f"`{probe.name}(..., max_len={max_len})` holds no ({max_len}, {d}) table (it has: {', '.join(f'{n} {tuple(t.shape)}' for n, t in tensors.items()) or 'nothing'}): "
+            "does its forward compute the encoding anew on every call?",
+            hint="The encoding depends only on the positions, never on the input: it can be computed once, for all max_len positions, "
+            "and kept with the module, which moves it with .to(device) and saves it in the state_dict.",
+            fix="In __init__, build the (max_len, d_model) table and register it, `self.register_buffer('pe', table)`; in forward, add its first T rows: `x + self.pe[:T]`.",
         )
     name, table = find_table(probe, module, max_len, d, "the position table (max_len, d_model)")
     if isinstance(table, nn.Parameter):
         probe.fail(
             "pe_is_parameter",
-            f"`{probe.name}`'s table `{name}` is an nn.Parameter, so the optimizer would train it and the fixed formula would drift away. "
-            f"Register it as a buffer instead: `self.register_buffer('{name}', table)` (it still moves with .to(device) and is saved in the state_dict).",
+            f"`{probe.name}`'s table `{name}` is an nn.Parameter, so the optimizer would train it and the fixed formula would drift away.",
+            hint=BUFFER_HINT,
+            fix=f"Register the table as a buffer instead of wrapping it in nn.Parameter: `self.register_buffer('{name}', table)`.",
         )
     return table.detach().reshape(max_len, d)
 
@@ -347,19 +416,28 @@ def expect_table(probe: Probe, table: torch.Tensor, what: str, mistakes: Callabl
     probe.expect(table[None], expected[None], what=what, mistakes=mistakes(expected), hint=TABLE_LAYOUT, **TABLE_TOLERANCE)
 
 
-def expect_trained_dropout(probe: Probe, out, expected: torch.Tensor, p: float, what: str) -> None:
-    where = "Vaswani et al. (§5.4) drop the sum of the embeddings and the encoding: keep an `nn.Dropout(dropout)` and apply it last (it switches itself off after .eval())."
+def expect_trained_dropout(probe: Probe, out, expected: torch.Tensor, p: float, what: str, total: str) -> None:
+    """`total` is the module's sum before dropout, as code (the fix shows it)."""
+    where = f"Keep `self.dropout = nn.Dropout(dropout)` from __init__ and apply it last, to the whole sum: `return self.dropout({total})`."
+    hint = (
+        "Vaswani et al. (§5.4) apply dropout to the sums of the embeddings and the positional encodings, once, as the last step; "
+        "a dropout module does this in training mode and switches itself off after .eval()."
+    )
     not_dropout = (
         "wrong_values",
-        f"In training mode {what} is not dropout of the eval-mode output: apply dropout once, to the whole sum, as the last step.",
+        f"In training mode {what} is not dropout of the eval-mode output: its entries are not all either 0 or the eval-mode value times one common factor.",
     )
-    expect_dropout(probe, out, expected, p, what, where=where, not_dropout=not_dropout)
+    expect_dropout(probe, out, expected, p, what, where=where, not_dropout=not_dropout, hint=hint)
 
 
 POSITIONS_ON_CPU = (
-    "`{name}` makes a tensor on the CPU whatever x's device (`torch.arange(T)` for the positions, a table rebuilt in forward...): on a GPU, "
-    "using it with x fails with 'Expected all tensors to be on the same device'. Slice the buffer, `self.pe[:T]`, or make new tensors with `device=x.device`."
+    "`{name}` makes a tensor on the CPU whatever x's device (a bare `torch.arange(T)` for the positions, a table rebuilt in forward...): on a GPU, "
+    "using it with x fails with 'Expected all tensors to be on the same device'."
 )
+POSITIONS_ON_CPU_HINT = (
+    "The table is a buffer, so module.to(device) has already put it where x is; a tensor made in forward without a device lands on the CPU. Does forward need to make any new tensor at all?"
+)
+POSITIONS_ON_CPU_FIX = "Slice the buffer, `self.pe[:T]` with T = x.size(1), instead of indexing it with new position ids; a tensor you must make in forward takes `device=x.device`."
 
 
 def check_positional_encoding(cls, probe: Probe) -> None:
@@ -387,7 +465,7 @@ def check_positional_encoding(cls, probe: Probe) -> None:
     )
     # Training mode: dropout of the sum.
     probe.call(module.train)
-    expect_trained_dropout(probe, probe.call(module, x), expected, p, "the output for x of shape (3, 7, 12)")
+    expect_trained_dropout(probe, probe.call(module, x), expected, p, "the output for x of shape (3, 7, 12)", "x + self.pe[:T]")
     # The defaults: PositionalEncoding(d_model) encodes up to 5000 positions.
     default = probe.call(cls, d, what=f"`{probe.name}({d})`")
     probe.call(default.eval)
@@ -403,7 +481,20 @@ def check_positional_encoding(cls, probe: Probe) -> None:
     refuses_past_max_len(probe, lambda T: probe.call(on_cpu, probe.randn(2, T, d, device="cpu")), max_len)
     # Device: the table must move with the module.
     inputs = lambda device: (probe.randn(3, 7, d, device=device),)
-    module_device_pass(probe, cls, (d, max_len, p), inputs, code="positions_on_cpu", message=POSITIONS_ON_CPU.format(name=probe.name))
+    module_device_pass(
+        probe,
+        cls,
+        (d, max_len, p),
+        inputs,
+        code="positions_on_cpu",
+        message=POSITIONS_ON_CPU.format(name=probe.name),
+        hint=POSITIONS_ON_CPU_HINT,
+        fix=POSITIONS_ON_CPU_FIX,
+    )
+
+
+GRADIENT_HINT = "Autograd records only the torch operations applied to the table itself; .detach(), .data, torch.no_grad(), a copy of the table or a trip through NumPy each end that record."
+GRADIENT_FIX = "Look the ids up in the registered table itself, `self.embedding(ids) * math.sqrt(self.d_model)`, with no .detach() or torch.no_grad() on the way."
 
 
 def check_token_and_position(cls, probe: Probe) -> None:
@@ -438,7 +529,7 @@ def check_token_and_position(cls, probe: Probe) -> None:
         raise
     # Training mode: dropout of the whole sum.
     probe.call(module.train)
-    expect_trained_dropout(probe, probe.call(module, ids), expected, p, "the output for ids of shape (3, 7)")
+    expect_trained_dropout(probe, probe.call(module, ids), expected, p, "the output for ids of shape (3, 7)", "self.embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]")
     # The token table is trained: a gradient must reach it.
     tokens.grad = None
     probe.call(module.eval)
@@ -446,17 +537,26 @@ def check_token_and_position(cls, probe: Probe) -> None:
     if not (isinstance(out, torch.Tensor) and out.requires_grad):
         probe.fail(
             "no_gradient",
-            f"`{probe.name}`'s output is cut off from the token table's gradient (a .detach() or torch.no_grad()?): the embedding could never learn.",
+            f"`{probe.name}`'s output does not require grad although its token table does: it is cut off from the table's gradient, so the embedding could never learn.",
+            hint=GRADIENT_HINT,
+            fix=GRADIENT_FIX,
         )
     probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
     if tokens.grad is None:
         probe.fail(
             "no_gradient",
-            f"no gradient reached `{probe.name}`'s token table: compute the output from the table itself.",
+            f"After backward, `{probe.name}`'s token table has no gradient: the output is not computed from it.",
+            hint=GRADIENT_HINT,
+            fix=GRADIENT_FIX,
         )
     # Length: T = max_len works, T = max_len + 1 is refused.
     on_cpu = probe.call(cls, V, d, max_len, 0.0, what=f"`{probe.name}({V}, {d}, {max_len}, 0.0)`")
-    refuses_past_max_len(probe, lambda T: probe.call(on_cpu, probe.randint(V, 2, T, device="cpu")), max_len)
+    refuses_past_max_len(
+        probe,
+        lambda T: probe.call(on_cpu, probe.randint(V, 2, T, device="cpu")),
+        max_len,
+        fix="At the start of forward, with T = ids.size(1): `if T > self.max_len: raise ValueError(f'sequence length {T} > max_len {self.max_len}: build the module with a larger max_len')`.",
+    )
     # Device: the table must move with the module.
     module_device_pass(probe, cls, (V, d, max_len, p), lambda device: (probe.randint(V, 3, 7, device=device),))
 
@@ -473,6 +573,7 @@ EXERCISES = [
         difficulty=2,
         importance=3,
         minutes=15,
+        no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
     ),
     Exercise(
         id="relative_shift_matrix",
@@ -492,6 +593,7 @@ EXERCISES = [
         difficulty=3,
         importance=2,
         minutes=20,
+        no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
     ),
     Exercise(
         id="PositionalEncoding",

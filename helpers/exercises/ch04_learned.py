@@ -46,39 +46,60 @@ def bert_norm(w: dict[str, torch.Tensor], x: torch.Tensor, eps: float) -> torch.
 
 
 def bert_layernorm_eps(w, ids, types, eps) -> list[torch.Tensor]:
-    """Your LayerNorm's eps is not the `layer_norm_eps` you were given. BERT
-    uses 1e-12; `nn.LayerNorm(hidden_size)` quietly uses PyTorch's default,
-    1e-5. LayerNorm divides by sqrt(var + eps), and the variance of the summed
-    embeddings is small (about 0.002 to 0.03 in MiniLM), so 1e-5 is not
-    negligible. Write `nn.LayerNorm(hidden_size, eps=layer_norm_eps)`."""
+    """Your LayerNorm's eps is not the `layer_norm_eps` you were given:
+    PyTorch's default is 1e-5, BERT's 1e-12. The difference is small (with
+    MiniLM, 1e-5 moves the embeddings by about 0.1% and the final hidden
+    states by 0.04%; the mean-pooled sentence vectors keep a cosine of
+    0.99999994), but your outputs no longer match the pretrained model's
+    exactly, and an exact match is what this check asks for.
+
+    Hint: LayerNorm divides by sqrt(var + eps), so eps is part of the
+    model's definition, stored in its config next to the sizes; nn.LayerNorm
+    knows nothing of that config unless you pass the value on.
+
+    Fix: `self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)`."""
     word, pos, seg = bert_parts(w, ids, types)
     return [bert_norm(w, word + pos + seg, other) for other in (1e-5, 1e-6, 1e-3, 1e-12) if other != eps]
 
 
 def bert_missing_token_type(w, ids, types, eps) -> list[torch.Tensor]:
     """The segment (token type) embedding is missing from your sum, or you
-    ignore the `token_type_ids` you are given. BERT adds
-    token_type_embeddings(token_type_ids), 0 for sentence A and 1 for
-    sentence B, to the word and position vectors before the LayerNorm;
-    only when token_type_ids is None do you use all zeros."""
+    ignore the token_type_ids you are given.
+
+    Hint: BERT tells sentence A from sentence B by adding a third vector to
+    each token, looked up by its segment id (0 for A, 1 for B); when no
+    token_type_ids are given, every token is in segment 0.
+
+    Fix: Add `self.token_type_embeddings(token_type_ids)` to the word and
+    position vectors before the LayerNorm, with
+    `token_type_ids = torch.zeros_like(input_ids)` when it is None."""
     word, pos, seg = bert_parts(w, ids, types)
     segment_a = w["token_type_embeddings.weight"][0]
     return [bert_norm(w, word + pos, eps), bert_norm(w, word + pos + segment_a, eps)]
 
 
 def bert_missing_layernorm(w, ids, types, eps) -> list[torch.Tensor]:
-    """You return the raw sum of the three embeddings: the LayerNorm is
-    missing. BERT normalises the sum, self.LayerNorm(word + position +
-    segment), and only then applies dropout."""
+    """You return the raw sum of the three embeddings: the LayerNorm is missing.
+
+    Hint: BERT normalises the sum of the word, position and segment vectors
+    before anything else sees it; the pretrained weights include that
+    LayerNorm's weight and bias.
+
+    Fix: In __init__, `self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)`;
+    in forward, `self.dropout(self.LayerNorm(words + positions + segments))`."""
     word, pos, seg = bert_parts(w, ids, types)
     return [word + pos + seg]
 
 
 def bert_layernorm_order(w, ids, types, eps) -> list[torch.Tensor]:
-    """Your LayerNorm sees only part of the sum: you normalise before adding
-    everything (e.g. LayerNorm(word) + position + segment). Add the three
-    embeddings first, then apply self.LayerNorm to the whole sum, then
-    dropout."""
+    """Your LayerNorm or your dropout sees only part of the sum, or comes in
+    the wrong place (e.g. LayerNorm(word) + position + segment).
+
+    Hint: BERT's order is fixed: add the three embeddings, normalise the whole
+    sum, then apply dropout, each step to the previous one's full result.
+
+    Fix: In forward, `x = self.LayerNorm(words + positions + segments)`, then
+    `return self.dropout(x)`."""
     word, pos, seg = bert_parts(w, ids, types)
     return [
         bert_norm(w, word, eps) + pos + seg,
@@ -89,10 +110,14 @@ def bert_layernorm_order(w, ids, types, eps) -> list[torch.Tensor]:
 
 
 def bert_unbiased_variance(w, ids, types, eps) -> list[torch.Tensor]:
-    """Your hand-written LayerNorm divides by the unbiased variance
-    (`x.var(-1)` divides by d - 1, that is torch.var's default). LayerNorm
-    uses the biased one, dividing by d: `x.var(-1, unbiased=False)`, or
-    simply nn.LayerNorm(hidden_size, eps=layer_norm_eps)."""
+    """Your hand-written LayerNorm divides by the unbiased variance: `x.var(-1)`
+    divides by d - 1, torch.var's default.
+
+    Hint: LayerNorm normalises with the population variance of the d entries,
+    the mean of the squared deviations: divided by d, not d - 1.
+
+    Fix: `x.var(-1, keepdim=True, unbiased=False)`, or simply
+    `nn.LayerNorm(hidden_size, eps=layer_norm_eps)`."""
     word, pos, seg = bert_parts(w, ids, types)
     x = word + pos + seg
     normed = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps)
@@ -101,8 +126,13 @@ def bert_unbiased_variance(w, ids, types, eps) -> list[torch.Tensor]:
 
 def bert_scaled_tokens(w, ids, types, eps) -> list[torch.Tensor]:
     """You multiplied the word embeddings by sqrt(hidden_size), as the
-    original Transformer does (chapter 02). BERT does not scale: it adds the
-    three embeddings as they are and lets the LayerNorm fix the scale."""
+    original Transformer does (chapter 02).
+
+    Hint: BERT does not scale: it adds the three embeddings as they are and
+    lets the LayerNorm set the scale. Its pretrained tables were trained
+    that way.
+
+    Fix: Remove the factor: `self.LayerNorm(self.word_embeddings(input_ids) + positions + segments)`."""
     word, pos, seg = bert_parts(w, ids, types)
     root = math.sqrt(word.shape[-1])
     return [bert_norm(w, word * root + pos + seg, eps), bert_norm(w, (word + pos + seg) * root, eps)]
@@ -110,7 +140,13 @@ def bert_scaled_tokens(w, ids, types, eps) -> list[torch.Tensor]:
 
 def bert_same_row(w, ids, types, eps) -> list[torch.Tensor]:
     """Every token got the same position vector: you looked up one position
-    id instead of `torch.arange(T, device=input_ids.device)`."""
+    id for all of them.
+
+    Hint: Token t of a sequence is at position t: the ids to look up run
+    0, 1, ..., T-1, one per token, the same for every sequence in the batch.
+
+    Fix: `self.position_embeddings(torch.arange(T, device=input_ids.device))`,
+    with T = input_ids.size(1)."""
     zeros = torch.zeros(ids.shape[1], dtype=torch.long, device=ids.device)
     word, pos, seg = bert_parts(w, ids, types, positions=zeros)
     return [bert_norm(w, word + pos + seg, eps)]
@@ -118,15 +154,26 @@ def bert_same_row(w, ids, types, eps) -> list[torch.Tensor]:
 
 def bert_batch_seq_confusion(w, ids, types, eps) -> list[torch.Tensor]:
     """You counted positions along the batch axis: input_ids.size(0) is the
-    batch size B; the sequence length is input_ids.size(1)."""
+    batch size B, not the sequence length.
+
+    Hint: BERT's input_ids are (B, T), batch first: the positions run along the
+    second axis, and every sequence of the batch gets the same T rows.
+
+    Fix: Take `T = input_ids.size(1)` and look up
+    `self.position_embeddings(torch.arange(T, device=input_ids.device))`."""
     word, _, seg = bert_parts(w, ids, types)
     pos = w["position_embeddings.weight"][: ids.shape[0]].unsqueeze(1)  # (B, 1, d)
     return [bert_norm(w, word + pos + seg, eps)]
 
 
 def bert_position_offset(w, ids, types, eps) -> list[torch.Tensor]:
-    """Your positions start at 1 (or at 2, RoBERTa's padding_idx + 1), not
-    at 0: BERT's first token, [CLS], takes row 0 of position_embeddings."""
+    """Your positions start at 1 (or at 2, RoBERTa's padding_idx + 1), not at 0.
+
+    Hint: BERT's first token, [CLS], takes row 0 of position_embeddings; the
+    offset of 2 belongs to RoBERTa's checkpoints, not BERT's.
+
+    Fix: Look up `torch.arange(T, device=input_ids.device)`, not
+    `torch.arange(1, T + 1)` or positions shifted by padding_idx + 1."""
     T = ids.shape[1]
     faces = []
     for k in (1, 2):
@@ -174,6 +221,10 @@ class StrictLikeCuda(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+TRAINABLE_HINT = "Learned positions are weights like the token table: the optimizer updates only the module's Parameters with requires_grad=True, and .to(device) moves only registered tensors."
+GRADIENT_HINT = "Autograd records only the torch operations applied to the weight itself; .detach(), .data, torch.no_grad() and a trip through NumPy each end that record."
+
+
 def check_learned_positions(cls, probe: Probe) -> None:
 
     max_len, d = 20, 12
@@ -184,7 +235,9 @@ def check_learned_positions(cls, probe: Probe) -> None:
     if plain:
         probe.fail(
             "positions_not_trainable",
-            f"`{probe.name}` keeps its table in a plain attribute `{plain[0]}`: it is not trained and does not move with .to(device). Make it a Parameter: `nn.Embedding(max_len, d_model)` or `nn.Parameter(...)`.",
+            f"`{probe.name}` keeps its table in a plain attribute, `self.{plain[0]}`: the optimizer never sees it, so it is never trained, and .to(device) leaves it behind.",
+            hint=TRAINABLE_HINT,
+            fix=f"Make the table a Parameter: `self.{plain[0]} = nn.Embedding(max_len, d_model)` (look its rows up with the position ids), or wrap the tensor in `nn.Parameter(...)`.",
         )
 
     # Device: positions must be made on x's device (a meta pass as strict as CUDA).
@@ -195,9 +248,12 @@ def check_learned_positions(cls, probe: Probe) -> None:
         lambda device: (probe.randn(3, 7, d, device=device),),
         mode=StrictLikeCuda,
         code="positions_on_cpu",
-        message=f"`{probe.name}` builds its position ids on the CPU whatever x's device: `torch.arange(T)` makes a CPU tensor (and a tensor kept in a plain attribute "
-        "stays behind when the module moves), so on a GPU looking it up in a table that lives on the GPU fails with 'Expected all tensors to be on the same device'. "
-        "Write `torch.arange(T, device=x.device)`, or keep the ids in a buffer (`self.register_buffer(..., persistent=False)`).",
+        message=f"`{probe.name}` builds its position ids on the CPU whatever x's device (a bare `torch.arange(T)`, or ids kept in a plain attribute, which stays behind "
+        "when the module moves): on a GPU, looking them up in the table fails with 'Expected all tensors to be on the same device'.",
+        hint="A tensor made in forward lands on the CPU unless told otherwise, and module.to(device) moves only registered parameters and buffers: "
+        "the ids must be made on, or move with, the input's device.",
+        fix="Write `torch.arange(T, device=x.device)`, or keep the ids in a registered buffer: "
+        "`self.register_buffer('position_ids', torch.arange(max_len), persistent=False)`, sliced to `[:T]` in forward.",
     )
     name, param = find_table(probe, module, max_len, d, "the position table (max_len, d_model)")
     with torch.no_grad():  # known values whatever the init: a zero-initialised table would hide a missing `x +`
@@ -215,8 +271,9 @@ def check_learned_positions(cls, probe: Probe) -> None:
             if close(probe.call(module, x), expected):
                 probe.fail(
                     "unexpected_dropout",
-                    f"`{probe.name}` is right in eval mode but not in training mode: it applies dropout. This module is only x + P[:T]; "
-                    "in BERT, dropout comes once, after the LayerNorm of the whole sum (the next exercise).",
+                    f"`{probe.name}` is right in eval mode but not in training mode: it applies dropout, and this module has none.",
+                    hint="This module is only x + P[:T]. In BERT, dropout comes once, after the LayerNorm of the whole sum: that is the next exercise's job.",
+                    fix=f"Delete the dropout layer and its call in forward: return x plus the first T rows of `{name}`, the same in training and eval mode.",
                 )
         raise
     # The length limits, on a copy on the CPU (see refuses_past_max_len).
@@ -234,21 +291,35 @@ def check_learned_positions(cls, probe: Probe) -> None:
         kind = "a buffer" if name not in parameters else "a Parameter with requires_grad=False"
         probe.fail(
             "positions_not_trainable",
-            f"`{probe.name}`'s table `{name}` is {kind}: learned positions must be trained. Use nn.Embedding(max_len, d_model) or an nn.Parameter.",
+            f"`{probe.name}`'s table `{name}` is {kind}: the optimizer would never change it, so these learned positions would never be learned.",
+            hint=TRAINABLE_HINT,
+            fix="Make the table `nn.Embedding(max_len, d_model)` or `nn.Parameter(torch.randn(max_len, d_model))`, with no register_buffer and no requires_grad_(False).",
         )
     param.grad = None
     out = probe.call(module, probe.randn(3, 7, d))
     if not out.requires_grad:
         probe.fail(
             "positions_not_trainable",
-            f"`{probe.name}`'s output is cut off from the table's gradient (a .detach() or torch.no_grad()?): the table could never learn.",
+            f"`{probe.name}`'s output does not require grad although the table `{name}` does: it is cut off from the table's gradient, so the table could never learn.",
+            hint=GRADIENT_HINT,
+            fix=f"Add the rows of `{name}` to x with torch operations only: drop the .detach(), the torch.no_grad() block or the round trip through NumPy.",
         )
     out.sum().backward()
     if param.grad is None:
-        probe.fail("positions_not_trainable", f"`{probe.name}`'s output does not reach the table `{name}`: it got no gradient.")
+        probe.fail(
+            "positions_not_trainable",
+            f"`{probe.name}`'s output does not reach the table `{name}`: after backward it has no gradient.",
+            hint=GRADIENT_HINT,
+            fix=f"Compute the output from `{name}` itself, `x + ` its first T rows, not from a copy of it or from another tensor.",
+        )
     used = torch.zeros(max_len, d, device=probe.device)
     used[:7] = 3.0  # each of the 7 used rows was added to 3 sequences
-    probe.expect(param.grad.view(max_len, d), used, what=f"the gradient of `{name}` after out.sum().backward()")
+    probe.expect(
+        param.grad.view(max_len, d),
+        used,
+        what=f"the gradient of `{name}` after out.sum().backward()",
+        hint="After out.sum().backward(), each row's gradient counts how often it was added: 3 for each of the 7 positions used (once per sequence of the batch), 0 for the rows past T.",
+    )
 
 
 # A small config with non-default values everywhere: hard-coded sizes, eps,
@@ -288,7 +359,10 @@ def load_pretrained(probe: Probe, module: nn.Module, weights: dict[str, torch.Te
     if wrong:
         probe.fail(
             "state_dict_mismatch",
-            f"The pretrained weights do not load into `{probe.name}`: {'; '.join(wrong)}. Build each table from the constructor's arguments (vocab_size, hidden_size, max_position_embeddings, type_vocab_size).",
+            f"The pretrained weights do not load into `{probe.name}`: {'; '.join(wrong)}.",
+            hint="Each table's shape comes from the constructor's arguments, which the checkpoint's config fills in: a size written into the code fits one config, not every checkpoint.",
+            fix="Build each table from the arguments: `nn.Embedding(vocab_size, hidden_size)`, `nn.Embedding(max_position_embeddings, hidden_size)`, "
+            "`nn.Embedding(type_vocab_size, hidden_size)` and `nn.LayerNorm(hidden_size, eps=layer_norm_eps)`.",
         )
     homeless = [k for k in weights if k not in own]
     unfilled = [k for k, _ in module.named_parameters() if k not in weights]
@@ -308,7 +382,10 @@ def fail_state_dict(probe: Probe, homeless: list[str], unfilled: list[str]) -> N
         parts.append(f"your {', '.join(f'`{k}`' for k in unfilled)} would keep {'its' if len(unfilled) == 1 else 'their'} random values")
     probe.fail(
         "state_dict_mismatch",
-        f"load_state_dict fails: {' and '.join(parts)}. The names are part of this exercise: call the submodules exactly {HF_NAMES}, as HF does, so that `embeddings.*` weights load.",
+        f"load_state_dict fails: {' and '.join(parts)}.",
+        hint="load_state_dict matches tensors by name, and the pretrained names are HF's (word_embeddings.weight, LayerNorm.bias, ...): "
+        "the submodules' names and their parameters are part of this exercise.",
+        fix=f"Call the submodules exactly {HF_NAMES}, as HF does, and keep nn.LayerNorm's weight and bias (its default, elementwise_affine=True).",
     )
 
 
@@ -331,8 +408,16 @@ def call_bert(probe: Probe, module: nn.Module, ids: torch.Tensor, types: torch.T
         return probe.call(module, ids)
     except Failure as failure:
         if failure.code == "raised":
-            probe.fail("raised", f"{failure.message} (called with token_type_ids=None, which must mean all zeros: one segment)")
+            probe.fail(
+                "raised",
+                f"{failure.message} (called with token_type_ids=None, which must mean all zeros: one segment)",
+                hint="token_type_ids is optional: for a single sentence, callers pass input_ids alone, and every token is then in segment 0.",
+                fix="At the start of forward: `if token_type_ids is None: token_type_ids = torch.zeros_like(input_ids)`.",
+            )
         raise
+
+
+BERT_GRADIENT_FIX = "Compute the output from the submodules themselves, `self.word_embeddings(input_ids)` and the others, with no .detach() or torch.no_grad() on the way."
 
 
 def check_bert_embeddings(cls, probe: Probe) -> None:
@@ -348,7 +433,10 @@ def check_bert_embeddings(cls, probe: Probe) -> None:
         mode=StrictLikeCuda,
         code="positions_on_cpu",
         message=f"`{probe.name}` builds position ids (or the default token_type_ids) on the CPU whatever input_ids' device: on a GPU the lookup then fails with "
-        "'Expected all tensors to be on the same device'. Write `torch.arange(T, device=input_ids.device)` and `torch.zeros_like(input_ids)`.",
+        "'Expected all tensors to be on the same device'.",
+        hint="A tensor made in forward without a device lands on the CPU, while the tables moved with the module to input_ids' device; "
+        "both the position ids and the default segment ids are made in forward.",
+        fix="Write `torch.arange(T, device=input_ids.device)` for the positions and `torch.zeros_like(input_ids)` for token_type_ids=None.",
     )
 
     # A first run on the CPU: an index past a table is an IndexError there, but
@@ -413,11 +501,13 @@ def check_bert_embeddings(cls, probe: Probe) -> None:
         expected,
         p,
         f"`{probe.name}`'s output",
-        where="Apply self.dropout = nn.Dropout(hidden_dropout_prob) after the LayerNorm.",
+        where="Build `self.dropout = nn.Dropout(hidden_dropout_prob)` in __init__ and apply it last: `return self.dropout(self.LayerNorm(words + positions + segments))`.",
+        hint="BERT (like the original Transformer) drops values of the normalised sum in training: dropout is the last step of the embedding block, "
+        "and a dropout module switches itself off after .eval().",
         not_dropout=(
             "layernorm_order",
-            f"In training mode `{probe.name}`'s output is not dropout(LayerNorm(sum)): its entries should be either 0 or the eval value / (1 - p). "
-            "Dropout comes last, after the LayerNorm (dropout before the LayerNorm, or on each embedding, gives something else).",
+            f"In training mode `{probe.name}`'s output is not dropout(LayerNorm(sum)): its entries are not all either 0 or the eval-mode value / (1 - p), "
+            "which is what dropout after the LayerNorm gives (dropout before it, or on each embedding, gives something else).",
         ),
     )
 
@@ -429,17 +519,25 @@ def check_bert_embeddings(cls, probe: Probe) -> None:
     if not out.requires_grad:
         probe.fail(
             "no_gradient",
-            f"`{probe.name}`'s output is cut off from its weights' gradient (a .detach() or torch.no_grad()?): it could never be fine-tuned.",
+            f"`{probe.name}`'s output does not require grad although its weights do: it is cut off from their gradient, so it could never be fine-tuned.",
+            hint=GRADIENT_HINT,
+            fix=BERT_GRADIENT_FIX,
         )
     (out * probe.randn(*out.shape)).sum().backward()
     pad = small["pad_token_id"]
     if word.grad is None:
-        probe.fail("no_gradient", f"`{probe.name}`'s output does not reach `word_embeddings.weight`: it got no gradient.")
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s output does not reach `word_embeddings.weight`: after backward it has no gradient.",
+            hint=GRADIENT_HINT,
+            fix=BERT_GRADIENT_FIX,
+        )
     if word.grad[pad].abs().max() > 0:
         probe.fail(
             "missing_padding_idx",
-            f"Built with pad_token_id={pad}, `{probe.name}` still gives the [PAD] row {pad} of word_embeddings a gradient: "
-            "write nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id), as HF does.",
+            f"Built with pad_token_id={pad}, `{probe.name}` still gives the [PAD] row {pad} of word_embeddings a gradient.",
+            hint="[PAD] tokens only fill a batch up; they carry no meaning, so BERT keeps their row out of training. nn.Embedding can be told which row that is, and then never gives it a gradient.",
+            fix="`self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)`, as HF does.",
         )
 
 

@@ -10,12 +10,14 @@ The mistakes of each exercise share its arguments and return what the mistaken c
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 
 import torch
 
 from helpers import reference
-from helpers.checking import Failure, Probe, close
+from helpers.checking import Failure, Probe, advice, close
 from helpers.exercises.common import (
     WRONG_BASE,
     expect_then,
@@ -29,10 +31,15 @@ from helpers.registry import Exercise
 
 # --- known mistakes -------------------------------------------------------------------
 
-ROPE_WRONG_EXPONENT = """Your frequencies have the wrong exponent. RoFormer's is
-θ_i = base^(-2i/d) for i = 0 .. d/2 - 1, with d the HEAD dimension, i.e.
-`base ** (-torch.arange(0, d, 2) / d)`: mind the 2, the minus sign (or
-the 1/), and an integer `//` that rounds every exponent to zero."""
+ROPE_WRONG_EXPONENT = """Your frequencies have the wrong exponent: θ_i is not
+base^(-2i/d) for i = 0 .. d/2 - 1, with d the head dimension.
+
+Hint: check the two ends by hand: θ_0 must be 1 and the last θ just above
+1/base. The usual slips are a missing 2, a missing minus sign (or 1/), and
+an integer division that rounds every exponent to zero.
+
+Fix: `theta = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)`,
+with d = head_dim (x.shape[-1]): true division `/`, never `//`."""
 
 # Shared machinery first: one RoPE with a knob per mistake, so each mistake
 # below reads as "the right thing, with this one thing changed".
@@ -89,10 +96,16 @@ def _cache(head_dim: int, max_len: int, base: float = 10000.0, *, layout: str = 
 
 
 def rope_cache_interleaved(head_dim: int, max_len: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Your tables repeat each angle in adjacent columns (2i, 2i+1): this is
-    the interleaved (Meta/GPT-J) layout; this exercise uses half-split
-    (HF/NeoX): pair i's angle goes in column i and again in column
-    i + head_dim/2, i.e. `torch.cat([angles, angles], dim=-1)`, not
+    """Your tables repeat each angle in adjacent columns (2i, 2i+1): that is
+    the interleaved (Meta/GPT-J) layout, and this exercise uses the half-split
+    (HF/NeoX) one.
+
+    Hint: in the half-split layout pair i is components i and i + head_dim/2, so
+    angle i belongs in column i and again in column i + head_dim/2: the second
+    half of every row repeats the first.
+
+    Fix: lay the (max_len, head_dim/2) angles out as two copies side by side,
+    `torch.cat([angles, angles], dim=-1)`, instead of
     `angles.repeat_interleave(2, dim=-1)`."""
     return _cache(head_dim, max_len, base, layout="adjacent")
 
@@ -108,10 +121,16 @@ def rope_cache_wrong_exponent(head_dim: int, max_len: int, base: float = 10000.0
 
 
 def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Your columns j and j + head_dim/2 do not hold the same angle, so the
-    two members of a half-split pair would turn at different speeds: that is
-    not a rotation any more (norms change). Compute head_dim/2 angles, one
-    per pair, and lay them out twice: `torch.cat([angles, angles], dim=-1)`."""
+    """Your columns j and j + head_dim/2 do not hold the same angle: the two
+    members of a half-split pair would turn at different speeds, which is no
+    rotation (norms change).
+
+    Hint: there are head_dim/2 frequencies, one per pair, not one per column;
+    each row holds those head_dim/2 angles twice, the second half a copy of
+    the first.
+
+    Fix: `angles = torch.outer(positions, theta)` with theta of length
+    head_dim/2, then `torch.cat([angles, angles], dim=-1)` before cos and sin."""
     j = torch.arange(head_dim, dtype=torch.float64)
     positions = torch.arange(max_len, dtype=torch.float64)
     faces = []
@@ -125,11 +144,16 @@ def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0)
 
 
 def rope_cache_low_precision(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Your angles were computed in half precision (bfloat16 or float16), so
-    nearby positions collapse onto the same angle: bfloat16 has 8 bits of
-    mantissa, so 256 and 257 are the same number, and float16 merges
-    positions past 2048. Build positions and frequencies in float32 (or
-    float64) and multiply them in that precision."""
+    """Your angles were computed in half precision (bfloat16 or float16):
+    nearby positions collapse onto the same angle.
+
+    Hint: bfloat16 keeps 8 bits of mantissa, so 256 and 257 are the same number,
+    and float16 merges positions past 2048. An angle m·θ_i needs every bit of m:
+    which of positions, frequencies and their product was in a half dtype?
+
+    Fix: `positions = torch.arange(max_len, dtype=torch.float32)`, frequencies in
+    float32 too, and their product kept in float32: no `.half()` or
+    `.to(torch.bfloat16)` anywhere on the way."""
     faces = []
     for half in (torch.bfloat16, torch.float16):
         positions = torch.arange(max_len, dtype=torch.float32)
@@ -148,8 +172,13 @@ def rope_cache_low_precision(head_dim: int, max_len: int, base: float = 10000.0)
 
 def rope_cache_position_offset(head_dim: int, max_len: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Your table starts at position 1: row m holds the angles of position
-    m + 1. Row 0 is position 0, whose angles are all 0 (cos 1, sin 0):
-    use torch.arange(max_len), not torch.arange(1, max_len + 1)."""
+    m + 1, so row 0 of your cos table is not all ones.
+
+    Hint: the first token sits at position 0, where every angle is 0 (cos 1,
+    sin 0); row m of the tables is position m.
+
+    Fix: count positions from 0: `torch.arange(max_len)`, not
+    `torch.arange(1, max_len + 1)`."""
     angles = torch.outer(torch.arange(1, max_len + 1, dtype=torch.float64), frequencies(head_dim, base))
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos().float(), angles.sin().float()
@@ -160,26 +189,42 @@ def rope_cache_position_offset(head_dim: int, max_len: int, base: float = 10000.
 
 def rotate_half_sign_flip(x: torch.Tensor) -> torch.Tensor:
     """Your rotate_half turns the pairs the other way: it returns
-    cat(x2, -x1), a turn by -90 degrees. HF's is cat(-x2, x1): the minus
-    sign goes on the second half, which moves to the front. With the wrong
-    sign, q_m·k_n depends on n − m instead of m − n."""
+    cat(x2, -x1), a turn by -90 degrees.
+
+    Hint: a turn by +90 degrees takes (a, b) to (-b, a): the minus sign goes on
+    the half that moves to the front. With it on the other half, q_m·k_n
+    depends on n − m instead of m − n.
+
+    Fix: `x1, x2 = x.chunk(2, dim=-1)`, then `return torch.cat((-x2, x1), dim=-1)`."""
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat([x2, -x1], dim=-1)
 
 
 def rotate_half_interleaved(x: torch.Tensor) -> torch.Tensor:
-    """Your code turns adjacent pairs (x[2i], x[2i+1]) into (-x[2i+1], x[2i]):
-    this is the interleaved (Meta/GPT-J) layout, GPT-J's
-    `rotate_every_two`; this exercise uses half-split (HF/NeoX): the pairs
-    are (x[i], x[i + d/2]) and the result is cat(-x[..., d/2:], x[..., :d/2])."""
+    """Your rotate_half turns adjacent pairs (x[2i], x[2i+1]) into
+    (-x[2i+1], x[2i]), as GPT-J's rotate_every_two does: that is the
+    interleaved (Meta/GPT-J) layout, and this exercise uses the half-split
+    (HF/NeoX) one.
+
+    Hint: in the half-split layout pair i is components i and i + d/2: the turn
+    moves whole halves of the last axis, not neighbours.
+
+    Fix: split the last axis in halves, `x1, x2 = x.chunk(2, dim=-1)`, and
+    `return torch.cat((-x2, x1), dim=-1)`."""
     return _rotate_adjacent(x)
 
 
 def rotate_half_mixed_pairing(x: torch.Tensor) -> list[torch.Tensor]:
-    """Your code mixes the two layouts: it takes adjacent components
-    (x[2i], x[2i+1]) but writes them out as halves, or takes the halves
-    but writes them out interleaved. Half-split throughout:
-    cat(-x[..., d/2:], x[..., :d/2])."""
+    """Your rotate_half mixes the two layouts: it reads adjacent components
+    (x[2i], x[2i+1]) and writes them out as halves, or reads the halves and
+    writes them out interleaved.
+
+    Hint: read and write in the same layout: half-split pairs component i with
+    component i + d/2, on the way in and on the way out.
+
+    Fix: halves on both sides: `x1, x2 = x.chunk(2, dim=-1)`, then
+    `torch.cat((-x2, x1), dim=-1)`; no 0::2 / 1::2 slicing and no
+    stack-and-flatten."""
     x1, x2 = x.chunk(2, dim=-1)
     return [torch.cat([-x[..., 1::2], x[..., 0::2]], dim=-1), torch.stack([-x2, x1], dim=-1).flatten(-2)]
 
@@ -208,28 +253,45 @@ def _table_rope(q, k, cos, sin, positions, *, pairing="half", angle_layout="half
 
 
 def apply_rope_interleaved(q, k, cos, sin, positions=None):
-    """Your output turns adjacent pairs (x[2i], x[2i+1]) by angle i: this is
-    the interleaved (Meta/GPT-J) layout; this exercise uses half-split
-    (HF/NeoX): pair i is (x[i], x[i + d/2]), and the tables already hold
-    angle i in columns i and i + d/2, so the whole rotation is
-    x * cos + rotate_half(x) * sin."""
+    """Your output turns adjacent pairs (x[2i], x[2i+1]) by angle i: that is
+    the interleaved (Meta/GPT-J) layout, and this exercise uses the half-split
+    (HF/NeoX) one.
+
+    Hint: in the half-split layout pair i is components i and i + d/2, and the
+    tables you are given already hold angle i in columns i and i + d/2: nothing
+    needs laying out again.
+
+    Fix: use the tables as they come: `q * cos + rotate_half(q) * sin`, the same
+    for k, with no repeat_interleave and no 0::2 / 1::2 slicing."""
     return _table_rope(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
 
 
 def apply_rope_sign_flip(q, k, cos, sin, positions=None):
-    """Your rotation goes the wrong way: x * cos - rotate_half(x) * sin
-    turns position m by -m·θ. Norms are kept and q_m·k_n still depends only
-    on the offset, but on n − m instead of m − n, so a model trained the
-    other way sees every offset mirrored. Use x * cos + rotate_half(x) * sin."""
+    """Your rotation goes the wrong way: it turns position m by -m·θ_i, as
+    x * cos - rotate_half(x) * sin does.
+
+    Hint: norms are kept and q_m·k_n still depends on the offset only, but on
+    n − m instead of m − n, so a model trained the other way sees every offset
+    mirrored. Compare with RoFormer's rotation matrix, whose first row is
+    (cos, -sin).
+
+    Fix: a plus sign: `q * cos + rotate_half(q) * sin`, the same for k (the minus
+    lives inside rotate_half)."""
     return _table_rope(q, k, cos, sin, positions, sign=-1.0)
 
 
 def apply_rope_mixed_pairing(q, k, cos, sin, positions=None):
-    """Your code pairs components in one layout and takes angles in the other
-    (rotate_half with repeat_interleave'd cos/sin, or adjacent pairs with the
-    half-split tables), so the two members of a pair turn by different
-    angles: norms change and q_m·k_n no longer depends on m − n alone. In the
-    half-split layout use the tables as given with rotate_half."""
+    """Your code pairs components in one layout and takes the angles in the
+    other (rotate_half with repeat_interleave'd cos/sin, or adjacent pairs with
+    the half-split tables): the two members of a pair turn by different
+    angles, so norms change and q_m·k_n no longer depends on m − n alone.
+
+    Hint: a pair turns as one, so both its components must meet the same angle.
+    The half-split tables hold angle i in columns i and i + d/2, exactly the
+    components rotate_half pairs.
+
+    Fix: keep the tables as given and turn with rotate_half:
+    `q * cos + rotate_half(q) * sin`, the same for k."""
     return [
         _table_rope(q, k, cos, sin, positions, pairing="adjacent", angle_layout="half"),
         _table_rope(q, k, cos, sin, positions, pairing="half", angle_layout="adjacent"),
@@ -237,10 +299,16 @@ def apply_rope_mixed_pairing(q, k, cos, sin, positions=None):
 
 
 def apply_rope_ignores_positions(q, k, cos, sin, positions=None):
-    """Your code ignores `positions` and always uses rows 0..T-1 of the
-    tables (`cos[:T]`). When positions are given (decoding with a KV cache,
-    packed or left-padded batches) gather those rows: cos[positions], then
-    unsqueeze(1) for the heads when positions is (B, T)."""
+    """Your code ignores `positions` and always uses rows 0..T-1 of the tables,
+    as cos[:T] does.
+
+    Hint: when positions are given (decoding with a KV cache, packed or
+    left-padded batches), a token sits at the position given for it, not at
+    its index t: its row of the table is that one.
+
+    Fix: gather the rows, `cos[positions]` and `sin[positions]`, then
+    `.unsqueeze(1)` when positions is (B, T), so they broadcast over the heads;
+    slice `[:T]` only when positions is None."""
     return _table_rope(q, k, cos, sin, positions, ignore_positions=True)
 
 
@@ -248,27 +316,46 @@ def apply_rope_ignores_positions(q, k, cos, sin, positions=None):
 
 
 def rope_interleaved_half_split(x, positions=None, base=10000.0):
-    """Your output turns the pairs (x[i], x[i + d/2]): this is the half-split
-    (HF/NeoX) layout; this exercise uses interleaved (Meta/GPT-J): pair i is
-    (x[2i], x[2i+1]), e.g. x[..., 0::2] and x[..., 1::2], or
-    torch.view_as_complex(x.reshape(..., d // 2, 2))."""
+    """Your output turns the pairs (x[i], x[i + d/2]): that is the half-split
+    (HF/NeoX) layout, and this exercise uses the interleaved (Meta/GPT-J) one.
+
+    Hint: in the interleaved layout pair i is components 2i and 2i+1, neighbours,
+    as in RoFormer's block-diagonal rotation matrix and in Meta's complex-number
+    code.
+
+    Fix: take the pairs as `x0, x1 = x[..., 0::2], x[..., 1::2]`, turn them, and
+    interleave them back with `torch.stack((y0, y1), dim=-1).flatten(-2)`; or
+    `torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))`."""
     return _rope(x, positions, base, pairing="half")
 
 
 def rope_interleaved_sign_flip(x, positions=None, base=10000.0):
     """Your rotation goes the wrong way: each pair is turned by -m·θ_i
-    (x0·cos + x1·sin, x1·cos - x0·sin, or multiplying by e^(-i·m·θ)). Norms
-    and the dependence on the offset alone survive, but q_m·k_n depends on
-    n − m instead of m − n. Turn by +m·θ_i: (x0·cos - x1·sin, x0·sin + x1·cos)."""
+    (x0·cos + x1·sin, x1·cos - x0·sin, or a product with e^(-i·m·θ)).
+
+    Hint: norms and the offset-only dependence survive a mirrored turn, but
+    q_m·k_n then depends on n − m instead of m − n; compare with RoFormer's
+    rotation matrix, whose first row is (cos, -sin).
+
+    Fix: turn by +m·θ_i: `(x0 * cos - x1 * sin, x0 * sin + x1 * cos)`, or
+    multiply by `torch.polar(torch.ones_like(angles), angles)`, not its
+    conjugate."""
     return _rope(x, positions, base, pairing="adjacent", sign=-1.0)
 
 
 def rope_interleaved_mixed_pairing(x, positions=None, base=10000.0):
-    """Your code pairs components in one layout and lays the angles out in
-    the other (adjacent pairs with torch.cat([angles, angles]), or halves with
-    repeat_interleave), so the two members of a pair turn by different angles:
-    norms change and q_m·k_n no longer depends on m − n alone. In the
-    interleaved layout, pair (x[2i], x[2i+1]) turns by angle m·θ_i."""
+    """Your code pairs components in one layout and lays the angles out in the
+    other (adjacent pairs with the angles written twice as halves, or halves
+    with repeat_interleave'd angles): the two members of a pair turn by
+    different angles, so norms change and q_m·k_n no longer depends on m − n
+    alone.
+
+    Hint: a pair turns as one: in the interleaved layout components 2i and 2i+1
+    must both meet angle m·θ_i, so angle i belongs in columns 2i and 2i+1.
+
+    Fix: keep one angle per pair, (..., d/2), and turn `x[..., 0::2]` and
+    `x[..., 1::2]` with it; or widen the angles with
+    `angles.repeat_interleave(2, dim=-1)`, never `torch.cat([angles, angles], dim=-1)`."""
     return [
         _rope(x, positions, base, pairing="adjacent", angle_layout="half"),
         _rope(x, positions, base, pairing="half", angle_layout="adjacent"),
@@ -276,9 +363,14 @@ def rope_interleaved_mixed_pairing(x, positions=None, base=10000.0):
 
 
 def rope_interleaved_ignores_positions(x, positions=None, base=10000.0):
-    """Your code ignores `positions` and always rotates by 0..T-1. When
-    positions are given (decoding with a KV cache, where one new token sits
-    at position 3000) use them."""
+    """Your code ignores `positions` and always turns token t by t·θ_i.
+
+    Hint: when positions are given (decoding with a KV cache, where one new token
+    sits at position 3000), each token turns by its given position times θ_i;
+    only positions=None means 0..T-1.
+
+    Fix: `if positions is None: positions = torch.arange(T, device=x.device)`,
+    then build the angles from them: `positions.float()[..., None] * theta`."""
     return _rope(x, positions, base, pairing="adjacent", ignore_positions=True)
 
 
@@ -294,10 +386,14 @@ def rope_interleaved_wrong_exponent(x, positions=None, base=10000.0):
 
 def rope_interleaved_low_precision(x, positions=None, base=10000.0):
     """Right in float32, wrong in bfloat16: your angles m·θ_i are computed in
-    the input's dtype. bfloat16 has 8 bits of mantissa: positions 256 and 257
-    are the same number, and at position 4000 the angle is off by radians.
-    Compute positions, frequencies and angles in float32 whatever x's dtype
-    (`positions.float()`), then cast only the result back to x.dtype."""
+    the input's dtype.
+
+    Hint: bfloat16 keeps 8 bits of mantissa: positions 256 and 257 are the same
+    number, and at position 4000 an angle is off by radians. The angles need
+    float32 whatever x's dtype; only the result goes back to it.
+
+    Fix: `angles = positions.float()[..., None] * theta.float()`, rotate
+    `x.float()`, and cast the result with `.to(x.dtype)`."""
     return _rope(x, positions, base, pairing="adjacent", angle_dtype=x.dtype)
 
 
@@ -305,26 +401,44 @@ def rope_interleaved_low_precision(x, positions=None, base=10000.0):
 
 
 def rotary_interleaved(x, positions=None, base=10000.0):
-    """Your module turns adjacent pairs (x[2i], x[2i+1]): this is the
-    interleaved (Meta/GPT-J) layout; this exercise uses half-split (HF/NeoX),
-    like rope_cache and apply_rope: pair i is (x[i], x[i + d/2]),
-    x * cos + rotate_half(x) * sin with angle i in columns i and i + d/2."""
+    """Your module turns adjacent pairs (x[2i], x[2i+1]): that is the
+    interleaved (Meta/GPT-J) layout, and this exercise uses the half-split
+    (HF/NeoX) one, like rope_cache and apply_rope.
+
+    Hint: half-split pairs component i with component i + d/2; rope_cache's
+    tables hold angle i in columns i and i + d/2, so those tables and
+    rotate_half go together.
+
+    Fix: build the tables as rope_cache does and turn with
+    `q * cos + rotate_half(q) * sin` (k likewise); no 0::2 / 1::2 slicing, no
+    repeat_interleave."""
     return _rope(x, positions, base, pairing="adjacent")
 
 
 def rotary_sign_flip(x, positions=None, base=10000.0):
-    """Your module rotates the wrong way (x * cos - rotate_half(x) * sin, or
-    rotate_half with the minus on the wrong half): q_m·k_n depends on n − m
-    instead of m − n. Use x * cos + rotate_half(x) * sin."""
+    """Your module rotates the wrong way (a minus before rotate_half(x) * sin,
+    or rotate_half with the minus on the wrong half): q_m·k_n depends on
+    n − m instead of m − n.
+
+    Hint: norms survive a mirrored turn, which is why it hides. Take one pair,
+    (1, 0), at position m: a turn by +m·θ must give (cos mθ, sin mθ).
+
+    Fix: `x * cos + rotate_half(x) * sin`, with rotate_half returning
+    `torch.cat((-x2, x1), dim=-1)` for the halves x1, x2."""
     return _rope(x, positions, base, sign=-1.0)
 
 
 def rotary_mixed_pairing(x, positions=None, base=10000.0):
     """Your module pairs components in one layout and lays the angles out in
     the other (rotate_half with repeat_interleave'd angles, or adjacent pairs
-    with cat([angles, angles])): the two members of a pair turn by different
-    angles, so norms change. Half-split throughout: cat([angles, angles]) and
-    rotate_half."""
+    with the angles written twice as halves): the two members of a pair turn
+    by different angles, so norms change.
+
+    Hint: a pair turns as one: half-split pairs component i with i + d/2, so
+    angle i must sit in columns i and i + d/2.
+
+    Fix: half-split throughout: `torch.cat([angles, angles], dim=-1)` for the
+    tables, and rotate_half for the turn."""
     return [
         _rope(x, positions, base, pairing="half", angle_layout="adjacent"),
         _rope(x, positions, base, pairing="adjacent", angle_layout="half"),
@@ -333,8 +447,15 @@ def rotary_mixed_pairing(x, positions=None, base=10000.0):
 
 def rotary_ignores_positions(x, positions=None, base=10000.0):
     """Your module ignores `positions` and always uses rows 0..T-1 of its
-    tables. Gather the rows of the given positions: cos[positions] ((T, Dh)
-    or (B, T, Dh); unsqueeze(1) for the heads in the second case)."""
+    tables.
+
+    Hint: with positions given, a token sits at the position given for it, not
+    at its index t; the tables have a row per position, so the rows to use are
+    the ones positions names.
+
+    Fix: gather `cos[positions]` and `sin[positions]`: (T, Dh), or (B, T, Dh)
+    followed by `.unsqueeze(1)` for the heads; slice `[:T]` only when positions
+    is None."""
     return _rope(x, positions, base, ignore_positions=True)
 
 
@@ -350,10 +471,15 @@ def rotary_wrong_exponent(x, positions=None, base=10000.0):
 
 def rotary_low_precision(x, positions=None, base=10000.0):
     """Right in float32, wrong in bfloat16: your module computes the angles
-    m·θ_i in the input's dtype. bfloat16 has 8 bits of mantissa, so
-    positions 256 and 257 collide and late positions are off by radians.
-    Build the tables in float32 (once, in __init__, whatever the input) and
-    cast only cos/sin or the result to the input's dtype."""
+    m·θ_i in the input's dtype.
+
+    Hint: bfloat16 keeps 8 bits of mantissa, so positions 256 and 257 collide and
+    late positions are off by radians. The tables depend on head_dim, max_len
+    and base only: nothing about them needs the input's dtype.
+
+    Fix: build the tables once, in `__init__`, in float32; in forward cast only
+    what you multiply with, `cos[positions].to(q.dtype)`, or compute in float32
+    and cast the result."""
     return _rope(x, positions, base, angle_dtype=x.dtype)
 
 
@@ -379,10 +505,27 @@ def rope_tolerance(x: torch.Tensor) -> dict[str, float]:
     return ROPE_TOLERANCE.get(x.dtype, ROPE_TOLERANCE[torch.float32])
 
 
+@contextlib.contextmanager
+def helped(helps: dict[str, tuple[str, str]]) -> Iterator[None]:
+    """A failure of one of these codes raised inside gets this (hint, fix), where it
+    brought none of its own: the generic advice of a code, made specific to the exercise."""
+    try:
+        yield
+    except Failure as failure:
+        hint, fix = helps.get(failure.code, ("", ""))
+        failure.hint, failure.fix = failure.hint or hint, failure.fix or fix
+        raise
+
+
 def two_tensors(probe: Probe, out, what: str, names: str) -> tuple[torch.Tensor, torch.Tensor]:
     if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
         got = type(out).__name__ + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
-        probe.fail("wrong_type", f"{what} should return two tensors, {names}; got {got}.")
+        probe.fail(
+            "wrong_type",
+            f"{what} should return two tensors, {names}; got {got}.",
+            hint="The caller unpacks your result into two names, so it must be a pair of separate tensors, not one stacked or concatenated tensor.",
+            fix=f"End with `return {names.strip('()')}`: two tensors in a tuple, in that order.",
+        )
     return out[0], out[1]
 
 
@@ -409,9 +552,26 @@ def rope_cases(probe: Probe, B: int, T: int) -> list[tuple[str, torch.dtype, tor
     ]
 
 
-def rope_properties(probe: Probe, rotate, head_dim: int):
+# What a fix says in each layout: the turn, where the angles of the given positions
+# come from, and what one-hot vectors at position 1 (head_dim 4, base 10000) turn into.
+TURN = {
+    "half": "`x * cos + rotate_half(x) * sin`",
+    "adjacent": "`(x0 * cos - x1 * sin, x0 * sin + x1 * cos)` on the pairs `x0, x1 = x[..., 0::2], x[..., 1::2]`",
+}
+AT_POSITIONS = {
+    "half": "rows `cos[positions]` and `sin[positions]` (`[:T]` only when positions is None)",
+    "adjacent": "angles `positions.float()[..., None] * theta` (0..T-1 only when positions is None)",
+}
+ONE_HOT = {
+    "half": "e_0 = (1, 0, 0, 0) and e_1 = (0, 1, 0, 0) must become (cos 1, 0, sin 1, 0) and (0, cos 0.01, 0, sin 0.01)",
+    "adjacent": "e_0 = (1, 0, 0, 0) and e_2 = (0, 0, 1, 0) must become (cos 1, sin 1, 0, 0) and (0, 0, cos 0.01, sin 0.01)",
+}
+
+
+def rope_properties(probe: Probe, rotate, head_dim: int, layout: str = "half"):
     """When no known mistake reproduces the output: say which RoPE property the
-    student's code keeps and which it breaks. rotate(x (1, 1, T, d), positions (T,))."""
+    student's code keeps and which it breaks. rotate(x (1, 1, T, d), positions (T,));
+    layout ("half" or "adjacent") is the exercise's, for the fix."""
 
     def fallback(failure: Failure) -> None:
         try:
@@ -426,17 +586,32 @@ def rope_properties(probe: Probe, rotate, head_dim: int):
         if close(turned, x, rtol=1e-4, atol=1e-4):
             probe.fail(
                 "wrong_values",
-                f"{failure.message} It returns its input unchanged: nothing is rotated (check that both q and k are turned, and returned).",
+                f"{failure.message} It returns its input unchanged: nothing is rotated.",
+                hint="Position 0 turns by nothing, but positions 700 or 3500 must turn: an output equal to its input was never rotated, or was rotated and then not returned (k forgotten?).",
+                fix=f"Return the rotated tensors, not the ones you were given: {TURN[layout]} for each of them.",
             )
         norms_kept = bool(((ratio - 1).abs() < 1e-2).all())
         relative = max(dots) - min(dots) < 1e-2 * (1 + max(abs(d) for d in dots))
         if not norms_kept:
-            said = f"It is not a rotation: ‖output‖/‖input‖ ranges from {ratio.min():.3f} to {ratio.max():.3f} instead of staying 1, so the two members of some pair are not turned by the same angle."
-        elif not relative:
-            said = f"Norms are kept, but q_m·k_n does not depend on m − n alone: at offset 5 it is {', '.join(f'{d:.3f}' for d in dots)} for m = 7, 1007, 3007. q and k must turn by m·θ_i and n·θ_i with the same θ_i, and positions must be used as given."
-        else:
-            said = "It keeps norms and q_m·k_n depends only on m − n, so it is a rotary embedding, but not this one: check the layout of the pairs, the direction of the turn, the base and the exponent of θ_i."
-        probe.fail("wrong_values", f"{failure.message} {said}")
+            probe.fail(
+                "wrong_values",
+                f"{failure.message} It is not a rotation: ‖output‖/‖input‖ ranges from {ratio.min():.3f} to {ratio.max():.3f} instead of staying 1.",
+                hint="A rotation keeps the length of every pair. Lengths change when the two members of a pair meet different angles, when cos and sin multiply the wrong terms, or when a term is missing: follow one pair through your code.",
+                fix=f"Turn each pair (x0, x1) by its one angle a into (x0·cos a − x1·sin a, x0·sin a + x1·cos a); in code, {TURN[layout]}.",
+            )
+        if not relative:
+            probe.fail(
+                "wrong_values",
+                f"{failure.message} Norms are kept, but q_m·k_n does not depend on m − n alone: at offset 5 it is {', '.join(f'{d:.3f}' for d in dots)} for m = 7, 1007, 3007.",
+                hint="q at position m and k at position n must turn by m·θ_i and n·θ_i with the same θ_i: only then does q_m·k_n depend on m − n alone. Positions used other than as given, or q and k turned by different tables, break that.",
+                fix=f"Turn q and k with the same frequencies, at the positions given: {AT_POSITIONS[layout]}.",
+            )
+        probe.fail(
+            "wrong_values",
+            f"{failure.message} It keeps norms and q_m·k_n depends only on m − n: a rotary embedding, but not this one.",
+            hint="Rotary embeddings differ in four places: the layout of the pairs, the direction of the turn, the base, and the exponent of θ_i. One-hot vectors at position 1 show all four, since their angles are the θ_i themselves.",
+            fix=f"Turn one-hot vectors at position 1 with head_dim 4 and base 10000: {ONE_HOT[layout]}. The first entry that differs names what to change.",
+        )
 
     return fallback
 
@@ -455,12 +630,26 @@ def collisions(probe: Probe, tables: tuple[torch.Tensor, torch.Tensor]):
         same = (cos[1:, 0] == cos[:-1, 0]) & (sin[1:, 0] == sin[:-1, 0])  # row r == row r + 1
         if same.any() and not same[:255].any():
             row = int(same.nonzero()[0])
-            probe.fail(
-                "low_precision_angles",
-                f"{probe.explain('low_precision_angles')} (Rows {row} and {row + 1} of your tables are identical.)",
-            )
+            message, hint, fix = advice(probe.exercise, "low_precision_angles")
+            probe.fail("low_precision_angles", f"{message} (Rows {row} and {row + 1} of your tables are identical.)", hint=hint, fix=fix)
 
     return fallback
+
+
+CACHE_HELP = {
+    "wrong_shape": (
+        "Each table is (max_len, head_dim): a row per position, and in each row the head_dim/2 angles, one per pair, written twice.",
+        "Make `angles = torch.outer(positions, theta)`, (max_len, head_dim/2), then lay it out twice with `torch.cat([angles, angles], dim=-1)`: (max_len, head_dim).",
+    ),
+    "wrong_values": (
+        "Check two places by hand: row 0 is position 0, all angles 0 (cos 1, sin 0); column 0 has θ_0 = 1, so its angle is the position itself.",
+        "For head_dim 8 and base 10000, θ = (1, 0.1, 0.01, 0.001): print `cos[1]`, which must be `torch.cos(theta)` written twice, and compare entry by entry.",
+    ),
+    "wrong_dtype": (
+        "The tables are float32, the dtype q and k are turned in: float64 is fine while building them, not for what you return.",
+        "Cast once, at the end: `return cos.float(), sin.float()`.",
+    ),
+}
 
 
 def check_rope_cache(fn, probe: Probe) -> None:
@@ -469,27 +658,45 @@ def check_rope_cache(fn, probe: Probe) -> None:
         tables = two_tensors(probe, probe.call(fn, *args, what=f"`{call}`"), f"`{call}`", "(cos, sin)")
         expected = reference.rope_cache(*args)
         if all(close(t, e, **CACHE_TOLERANCE) for t, e in zip(tables, expected[::-1])):
-            probe.fail("wrong_values", f"`{call}` returned (sin, cos): return the cos table first, then the sin table.")
+            probe.fail(
+                "wrong_values",
+                f"`{call}` returns the sin table first and the cos table second.",
+                hint="The docstring's order is (cos, sin), as HF's rotary embeddings return them: row 0 of the first table must be all ones.",
+                fix="Swap the two in your return statement: `return cos, sin`.",
+            )
         for index, name in enumerate(("cos", "sin")):
             mistakes = probe.known_mistakes(*args, index=index)
-            hint = "Each table has head_dim columns: the head_dim/2 angles, written twice (torch.cat([angles, angles], dim=-1))." if tables[index].shape != expected[index].shape else ""
-            expect_then(
-                probe,
-                collisions(probe, tables),
-                tables[index],
-                expected[index],
-                what=f"the {name} table of {call}",
-                mistakes=mistakes,
-                hint=hint,
-                **CACHE_TOLERANCE,
-            )
+            with helped(CACHE_HELP):
+                expect_then(
+                    probe,
+                    collisions(probe, tables),
+                    tables[index],
+                    expected[index],
+                    what=f"the {name} table of {call}",
+                    mistakes=mistakes,
+                    **CACHE_TOLERANCE,
+                )
 
 
 # rotate_half ------------------------------------------------------------------
 
+ROTATE_HALF_HELP = {
+    "wrong_values": (
+        "rotate_half turns each pair (a, b) = (x[i], x[i + d/2]) into (-b, a): the second half, negated, comes first, then the first half unchanged.",
+        "`return torch.cat((-x[..., d // 2 :], x[..., : d // 2]), dim=-1)` with `d = x.shape[-1]`.",
+    ),
+    "wrong_shape": (
+        "rotate_half only moves and negates entries: its output has exactly x's shape, two halves of d/2 joined along the last axis.",
+        "Split and join along the last axis only: `x.chunk(2, dim=-1)` and `torch.cat(..., dim=-1)`.",
+    ),
+    "wrong_dtype": (
+        "rotate_half only moves and negates entries: it needs no new dtype, and its output has x's.",
+        "Build the result from x's own halves (no `.float()`, no new float32 tensors), or cast it back with `.to(x.dtype)`.",
+    ),
+}
+
 
 def check_rotate_half(fn, probe: Probe) -> None:
-    hint = "rotate_half turns each pair (a, b) = (x[i], x[i + d/2]) into (-b, a): cat(-x[..., d/2:], x[..., :d/2])."
     for shape, dtype in (
         ((2, 3, 5, 8), torch.float32),
         ((7, 6), torch.float16),
@@ -498,16 +705,29 @@ def check_rotate_half(fn, probe: Probe) -> None:
         x = probe.randn(*shape, dtype=dtype)
         out = probe.call(fn, x)
         mistakes = probe.known_mistakes(x)
-        probe.expect(
-            out,
-            reference.rotate_half(x),
-            what=f"rotate_half of a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor",
-            mistakes=mistakes,
-            hint=hint,
-        )
+        with helped(ROTATE_HALF_HELP):
+            probe.expect(
+                out,
+                reference.rotate_half(x),
+                what=f"rotate_half of a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor",
+                mistakes=mistakes,
+            )
+    # Device: a sign vector or a mask made on the CPU inside would break on a GPU.
+    probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
 
 
 # apply_rope -------------------------------------------------------------------
+
+APPLY_ROPE_HELP = {
+    "wrong_dtype": (
+        "q_rot and k_rot come back in q's and k's dtype: the float32 arithmetic stays inside, and the model downstream expects bfloat16.",
+        "Cast the results back: `q_rot.to(q.dtype)` and `k_rot.to(k.dtype)`.",
+    ),
+    "wrong_shape": (
+        "Each output has its input's shape: q (B, Hq, T, Dh) and k (B, Hk, T, Dh), with the cos and sin rows broadcast over batch and heads.",
+        "Make cos and sin (T, Dh), or (B, 1, T, Dh) when positions is (B, T), and keep q's and k's shapes: no reshape of q or k.",
+    ),
+}
 
 
 def check_apply_rope(fn, probe: Probe) -> None:
@@ -523,7 +743,9 @@ def check_apply_rope(fn, probe: Probe) -> None:
             if failure.code == "raised" and positions is not None and positions.dim() == 2:
                 probe.fail(
                     "raised",
-                    f"{failure.message}. With positions of shape (B, T), cos[positions] is (B, T, Dh): unsqueeze(1) it to (B, 1, T, Dh) so it broadcasts over the heads.",
+                    f"{failure.message.rstrip('.')}. That was with positions of shape (B, T), a row per sequence.",
+                    hint="With positions of shape (B, T) the gathered rows are (B, T, Dh), but q is (B, H, T, Dh): without a head axis, broadcasting lines up B with H.",
+                    fix="Insert the head axis: `cos[positions].unsqueeze(1)` and `sin[positions].unsqueeze(1)`, (B, 1, T, Dh).",
                 )
             raise
         out = two_tensors(probe, out, f"`{probe.name}`", "(q_rot, k_rot)")
@@ -537,22 +759,36 @@ def check_apply_rope(fn, probe: Probe) -> None:
             mistakes = probe.known_mistakes(*args, index=index)
             shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
             fallback = bf16_arithmetic(probe) if dtype == torch.bfloat16 else rope_properties(probe, rotate, d)
-            expect_then(
-                probe,
-                fallback,
-                out[index],
-                expected[index],
-                what=f"{name} {shape}, {what},",
-                mistakes=mistakes,
-                **rope_tolerance(q),
+            with helped(APPLY_ROPE_HELP):
+                expect_then(
+                    probe,
+                    fallback,
+                    out[index],
+                    expected[index],
+                    what=f"{name} {shape}, {what},",
+                    mistakes=mistakes,
+                    **rope_tolerance(q),
+                )
+    # Device: tables, positions and q, k on the device; anything made on the CPU inside shows.
+    for positions in (None, torch.arange(5)):
+        probe.device_pass(
+            lambda device, positions=positions: probe.call(
+                fn,
+                probe.randn(B, Hq, T, d, device=device),
+                probe.randn(B, Hk, T, d, device=device),
+                *(t.to(device) for t in reference_tables(d)),
+                *(() if positions is None else (positions.to(device),)),
             )
+        )
 
 
 def bf16_arithmetic(probe: Probe):
     def fallback(failure: Failure) -> None:  # the float32 probes passed: the precision is what differs
         probe.fail(
             "wrong_values",
-            f"{failure.message} Your code is right in float32 but not in bfloat16: do the arithmetic in float32 (q.float() * cos + ...) and cast the result back with .to(q.dtype).",
+            f"{failure.message} Your code is right in float32 but not in bfloat16.",
+            hint="bfloat16 keeps 8 bits of mantissa: a product and a sum each rounded in bfloat16 drift away from the reference, which computes in float32 and rounds once, at the end.",
+            fix="Compute in float32 and cast once: `(q.float() * cos + rotate_half(q.float()) * sin).to(q.dtype)`, the same for k.",
         )
 
     return fallback
@@ -563,9 +799,22 @@ def bf16_arithmetic(probe: Probe):
 
 def low_precision(probe: Probe):
     def fallback(failure: Failure) -> None:  # the float32 probes passed: the precision is what differs
-        probe.fail("low_precision_angles", probe.explain("low_precision_angles"))
+        message, hint, fix = advice(probe.exercise, "low_precision_angles")
+        probe.fail("low_precision_angles", message, hint=hint, fix=fix)
 
     return fallback
+
+
+INTERLEAVED_HELP = {
+    "wrong_shape": (
+        "The output has x's shape: the pairs are turned in place, components 2i and 2i+1 back in columns 2i and 2i+1.",
+        "Put the turned pairs back with `torch.stack((y0, y1), dim=-1).flatten(-2)`, (..., d/2, 2) to (..., d).",
+    ),
+    "wrong_dtype": (
+        "The angles need float32, but the result comes back in x's dtype: only the arithmetic is done in float32.",
+        "Cast the result at the end: `.to(x.dtype)`.",
+    ),
+}
 
 
 def check_rope_interleaved(fn, probe: Probe) -> None:
@@ -587,13 +836,25 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
         def rotate(x, p, fn=fn):
             return probe.call(fn, x, p)
 
-        fallback = low_precision(probe) if x.dtype == torch.bfloat16 else rope_properties(probe, rotate, x.shape[-1])
-        expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **rope_tolerance(x))
+        fallback = low_precision(probe) if x.dtype == torch.bfloat16 else rope_properties(probe, rotate, x.shape[-1], "adjacent")
+        with helped(INTERLEAVED_HELP):
+            expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **rope_tolerance(x))
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0))
 
 
 # RotaryEmbedding --------------------------------------------------------------
+
+LENGTH_HINT = (
+    "Check the input before the lookup: the largest position (T - 1 when positions is None) against max_len. A ValueError that names "
+    "max_len tells the user what to change; an IndexError, an assert (which optimised Python skips) or a device-side assert does not."
+)
+LENGTH_FIX = (
+    "At the top of forward: `last = T - 1 if positions is None else int(positions.max())`, then `if last >= self.max_len: "
+    "raise ValueError(f'position {last} is past max_len={self.max_len}: build the module with a larger max_len')`."
+)
+DEVICE_HINT = "Buffers registered in __init__ follow the module through .to(device); a tensor made in forward lands on the CPU unless you say where."
+DEVICE_FIX = "Build the tables in `__init__` and register them as buffers; in forward make positions with `torch.arange(T, device=q.device)`."
 
 
 def check_rotary_embedding(cls, probe: Probe) -> None:
@@ -604,7 +865,9 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
     if plain:
         probe.fail(
             "pe_not_buffer",
-            f"`{probe.name}` keeps {', '.join(plain)} as plain tensor attributes: module.to('cuda') does not move those, so on a GPU your forward mixes devices. Register each with self.register_buffer(name, tensor, persistent=False).",
+            f"`{probe.name}` keeps {', '.join(plain)} as plain tensor attributes: module.to('cuda') does not move those, so on a GPU your forward mixes devices.",
+            hint="Only parameters and registered buffers follow a module through .to(), .cuda() and .half(); a plain tensor attribute stays where it was made.",
+            fix=f"Register each table in `__init__` instead: `self.register_buffer('{plain[0]}', table, persistent=False)`" + (f", and likewise for {', '.join(plain[1:])}." if plain[1:] else "."),
         )
     # Values: the same cases as apply_rope, then a module with another head size and base.
     cases = rope_cases(probe, B, T)
@@ -633,15 +896,16 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
 
             mistakes = probe.known_mistakes(x, positions, base)
             fallback = low_precision(probe) if dtype == torch.bfloat16 else rope_properties(probe, rotate, head_dim)
-            expect_then(
-                probe,
-                fallback,
-                got,
-                want,
-                what=f"{name} {tuple(want.shape)} from {made} with {what},",
-                mistakes=mistakes,
-                **rope_tolerance(x),
-            )
+            with helped(APPLY_ROPE_HELP):  # the same outputs as apply_rope
+                expect_then(
+                    probe,
+                    fallback,
+                    got,
+                    want,
+                    what=f"{name} {tuple(want.shape)} from {made} with {what},",
+                    mistakes=mistakes,
+                    **rope_tolerance(x),
+                )
     # Hygiene: nothing to train, nothing to save. The tables are rebuilt from the arguments.
     saved = list(module.state_dict())
     if saved:
@@ -649,24 +913,27 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
         listed = ", ".join(f"{name} ({kind})" for name, kind in kinds.items())
         probe.fail(
             "cache_is_parameter",
-            f"`{probe.name}` saves {listed} in its state_dict. The cos/sin tables are fixed and rebuilt from (head_dim, max_len, base): an optimizer must never train them and checkpoints must not carry them (a model built with another max_len could not load one). Use self.register_buffer(name, tensor, persistent=False).",
+            f"`{probe.name}` saves {listed} in its state_dict.",
+            hint="The cos/sin tables are fixed and rebuilt from (head_dim, max_len, base): an optimizer must never train them, and checkpoints must not carry them (a model built with another max_len could not load one).",
+            fix=f"Register each as a non-persistent buffer, not a Parameter: `self.register_buffer('{saved[0]}', table, persistent=False)`.",
         )
     # Length: refuse positions past the table, on the CPU (see common.refuses).
     small = probe.call(cls, 8, 16, what=f"`{probe.name}(8, 16)`")
-    advice = "Check the largest position against max_len yourself and raise ValueError naming max_len, e.g. 'position 16 is past max_len=16: build RotaryEmbedding with a larger max_len'."
     q, k = probe.randn(1, 2, 4, 8, device="cpu"), probe.randn(1, 1, 4, 8, device="cpu")
     refuses(
         probe,
         lambda: probe.call(small, q, k, torch.tensor([0, 5, 16, 3])),
         f"`{probe.name}(8, max_len=16)` called with positions [0, 5, 16, 3]",
-        advice,
+        LENGTH_FIX,
+        hint=LENGTH_HINT,
     )
     q, k = probe.randn(1, 2, 17, 8, device="cpu"), probe.randn(1, 1, 17, 8, device="cpu")
     refuses(
         probe,
         lambda: probe.call(small, q, k),
         f"`{probe.name}(8, max_len=16)` called with 17 tokens and positions=None",
-        advice,
+        LENGTH_FIX,
+        hint=LENGTH_HINT,
     )
     # Device: every tensor on the meta device; a table or position made on the CPU shows.
     module_device_pass(
@@ -674,6 +941,8 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
         cls,
         (8, 16),
         lambda device: (probe.randn(1, 2, 4, 8, device=device), probe.randn(1, 1, 4, 8, device=device)),
+        hint=DEVICE_HINT,
+        fix=DEVICE_FIX,
     )
 
 
@@ -696,6 +965,7 @@ EXERCISES = [
         difficulty=1,
         importance=3,
         minutes=10,
+        no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
     ),
     Exercise(
         id="rotate_half",

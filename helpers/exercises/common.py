@@ -20,7 +20,8 @@ from helpers.checking import Failure, Probe, close
 
 
 def says(message: str) -> Callable[[Callable], Callable]:
-    """Give a mistake the shared wording of its code (a mistake's docstring is its message)."""
+    """Give a mistake the shared wording of its code: a mistake's docstring is its
+    message, then its "Hint:" and "Fix:" paragraphs (see checking.advice)."""
 
     def decorate(mistake: Callable) -> Callable:
         mistake.__doc__ = message
@@ -31,8 +32,16 @@ def says(message: str) -> Callable[[Callable], Callable]:
 
 WRONG_BASE = """Your frequencies use the wrong base: 1000 instead of 10000 (a typo
 that popular tutorials carry), or a hard-coded 10000 where the `base`
-argument asked for another (Llama 3 uses 500000). Pair i's frequency is
-base^(-2i/d): compute it from the `base` you were given."""
+argument asked for another (Llama 3 uses 500000).
+
+Hint: Pair i's frequency is base^(-2i/d), so every frequency depends on the
+base. Run your code with two different bases: does the result change, and
+does the default give 10000?
+
+Fix: Compute the frequencies from the argument, with 10000.0 as its default:
+`base ** (-torch.arange(0, d, 2) / d)`, or
+`torch.exp(-math.log(base) * torch.arange(0, d, 2) / d)`; no 1000 or 10000
+written into the formula."""
 
 
 def frequencies(d: int, base: float, exponent: str = "2i/d", dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
@@ -55,27 +64,41 @@ def frequencies(d: int, base: float, exponent: str = "2i/d", dtype: torch.dtype 
 
 def added_same_row(x: torch.Tensor, table: torch.Tensor) -> list[torch.Tensor]:
     """Every position got the same vector: you added a single row of the
-    table (row 0, or row T) instead of the first T rows. Add one row per
-    position, `table[:T]` or a lookup of `torch.arange(T, device=x.device)`,
-    with T = x.size(1): a (T, d_model) block that broadcasts over the batch."""
+    table (row 0, or row T) instead of the first T rows.
+
+    Hint: Position t must get row t, so the block you add needs one row per
+    position: T rows of d_model numbers, which then broadcast over the batch.
+
+    Fix: With T = x.size(1), add the first T rows, `x + table[:T]`
+    (`table[:, :T]` for a (1, max_len, d_model) table), or look up
+    `torch.arange(T, device=x.device)` in your nn.Embedding."""
     T = x.shape[1]
     return [x + table[0], x + table[T - 1], x + table[min(T, len(table) - 1)]]
 
 
 def added_batch_seq_confusion(x: torch.Tensor, table: torch.Tensor) -> list[torch.Tensor]:
     """You counted positions along the batch axis: x.size(0) is the batch
-    size B here, not the sequence length. The PyTorch tutorial's
-    PositionalEncoding expects (T, B, d), sequence first; this course's
-    modules take (B, T, d), batch first. Take T = x.size(1) and add the
-    (T, d_model) rows, which broadcast over the batch."""
+    size B here, not the sequence length.
+
+    Hint: The PyTorch tutorial's PositionalEncoding expects (T, B, d),
+    sequence first; this course's modules take (B, T, d), batch first.
+
+    Fix: Take T = x.size(1) and add `table[:T]`, shape (T, d_model), as it
+    is: it broadcasts over the batch, with no unsqueeze(1)."""
     B = x.shape[0]
     return [x + table[:B].unsqueeze(1)]  # (B, T, d) + (B, 1, d): sequence b gets position b everywhere
 
 
 def added_position_offset(x: torch.Tensor, table: torch.Tensor) -> list[torch.Tensor]:
     """Your positions start at 1 (or 2, RoBERTa's padding_idx + 1 offset),
-    not at 0: the first token must get row 0 of the table. Use rows
-    0 .. T-1: `table[:T]`, or torch.arange(T), not torch.arange(1, T + 1)."""
+    not at 0: the first token did not get row 0 of the table.
+
+    Hint: Positions count from 0, like Python's indices: a sequence of T
+    tokens uses rows 0 .. T-1. RoBERTa's offset belongs to RoBERTa's own
+    checkpoints, not to this module.
+
+    Fix: Add the first T rows, `table[:T]`, or look up
+    `torch.arange(T, device=x.device)`, not `torch.arange(1, T + 1)`."""
     T = x.shape[1]
     return [x + table[k : k + T] for k in (1, 2) if k + T <= len(table)]
 
@@ -94,27 +117,41 @@ POSITION_ADDING_MISTAKES = {
 
 def missing_scale(weight: torch.Tensor, ids: torch.Tensor, scale: float | None) -> torch.Tensor:
     """Your module returns the embedding rows as they are: the factor
-    sqrt(d_model) is missing. Vaswani et al. (§3.4) multiply the looked-up
-    vectors by sqrt(d_model) in forward: `return self.embedding(ids) *
-    math.sqrt(self.d_model)`. (Scaling the weight once in __init__ is not the
-    same: the optimizer then trains the scaled table.)"""
+    sqrt(d_model) is missing.
+
+    Hint: Vaswani et al. (§3.4) multiply the looked-up vectors by
+    sqrt(d_model) on every forward pass. Scaling the weight once in __init__
+    is not the same: the optimizer would then train the scaled table.
+
+    Fix: Multiply in forward, `self.embedding(ids) * math.sqrt(self.d_model)`,
+    with d_model kept from __init__."""
     return weight[ids]
 
 
 def divided_by_scale(weight: torch.Tensor, ids: torch.Tensor, scale: float | None) -> list[torch.Tensor]:
     """Your module divides the embedding rows by sqrt(d_model) (or multiplies
-    by d_model ** -0.5); Vaswani et al. multiply by it. The factor makes
-    small token vectors bigger, to match the positional encodings: use
-    `* math.sqrt(d_model)`."""
+    them by d_model ** -0.5): they come out smaller, not bigger.
+
+    Hint: Vaswani et al. (§3.4) multiply. The factor brings the small token
+    vectors up to the size of the positional encodings (about 1 per entry),
+    so it must be greater than 1.
+
+    Fix: Multiply the looked-up rows by `math.sqrt(self.d_model)` instead of
+    dividing by it (or raising d_model to the power -0.5)."""
     rows = weight[ids]
     return [rows / math.sqrt(weight.shape[1]), rows * weight.shape[1] ** -0.5]
 
 
 def wrong_scale(weight: torch.Tensor, ids: torch.Tensor, scale: float | None) -> list[torch.Tensor]:
     """Your module multiplies the embedding rows by a constant, but not by
-    sqrt(d_model): d_model itself, sqrt(vocab_size), sqrt(d_model / 2), a
-    log, a rounded number...? The factor is `math.sqrt(d_model)`, where
-    d_model is the width of each vector (the embedding's second dimension)."""
+    sqrt(d_model).
+
+    Hint: Compare your constant with the usual slips: d_model itself,
+    sqrt(vocab_size), sqrt(d_model / 2), a log, a rounded or integer square
+    root. d_model is the width of each vector, the table's second dimension.
+
+    Fix: Multiply by `math.sqrt(self.d_model)`, the exact float, where
+    self.d_model is the embedding_dim you gave nn.Embedding."""
     if scale is None or abs(scale) <= 1e-6:  # an all-zero output is wrong_values, not a scale
         return []
     return [weight[ids] * scale]
@@ -201,7 +238,13 @@ def find_table(probe: Probe, module: nn.Module, rows: int, d: int, what: str) ->
         if is_table(tensor, rows, d):
             return name, tensor
     found = ", ".join(f"{n} {tuple(t.shape)}" for n, t in tensors.items()) or "none"
-    probe.fail("wrong_shape", f"`{probe.name}` has no parameter or buffer of shape {(rows, d)} for {what} (it has: {found}).")
+    probe.fail(
+        "wrong_shape",
+        f"`{probe.name}` has no parameter or buffer of shape {(rows, d)} for {what} (it has: {found}).",
+        hint="The check finds your tables by their shape, not their names, among the module's parameters and buffers: one row per token or position, d_model numbers in each row.",
+        fix=f"Create {what} in __init__ with shape {(rows, d)} and register it: an nn.Embedding, an nn.Parameter, "
+        "or register_buffer for a fixed table (a tensor kept in a plain attribute is not registered).",
+    )
 
 
 def token_table(probe: Probe, module: nn.Module, vocab_size: int, d_model: int) -> torch.Tensor:
@@ -212,8 +255,9 @@ def token_table(probe: Probe, module: nn.Module, vocab_size: int, d_model: int) 
         if swapped:
             probe.fail(
                 "wrong_shape",
-                f"`{probe.name}({vocab_size}, {d_model})` holds `{swapped[0]}` of shape ({d_model}, {vocab_size}): the two sizes are swapped. "
-                "nn.Embedding(num_embeddings, embedding_dim) takes the vocabulary first: one row of d_model numbers per token.",
+                f"`{probe.name}({vocab_size}, {d_model})` holds `{swapped[0]}` of shape ({d_model}, {vocab_size}): the two sizes are swapped.",
+                hint="nn.Embedding takes the number of rows first (the vocabulary size, num_embeddings) and the width of each row second (embedding_dim): one row of d_model numbers per token.",
+                fix="Build the table with the vocabulary first: `nn.Embedding(vocab_size, d_model)`.",
             )
     return find_table(probe, module, vocab_size, d_model, "the token embedding table")[1]
 
@@ -222,11 +266,27 @@ def token_table(probe: Probe, module: nn.Module, vocab_size: int, d_model: int) 
 # Probes of a module's behaviour
 # ---------------------------------------------------------------------------
 
+# (hint, fix) for the exercise-specific codes that the probes below share.
+SHARED_ADVICE: dict[str, tuple[str, str]] = {
+    "positions_on_cpu": (
+        "A tensor created in forward without a device lives on the CPU, whatever device the module and its input are on; only registered parameters and buffers travel with .to(device).",
+        "Create it on the input's device, e.g. `positions = torch.arange(T, device=x.device)` (`input_ids.device` if that is your input), "
+        "or slice a buffer registered in __init__, which .to(device) moves with the module.",
+    ),
+}
 
-def refuses(probe: Probe, run: Callable[[], Any], what: str, advice: str) -> None:
+
+REFUSE_HINT = (
+    "Check the input against the table before you use it: a ValueError that names max_len tells the user what to change; an IndexError, a shape mismatch or, on a GPU, a device-side assert does not."
+)
+
+
+def refuses(probe: Probe, run: Callable[[], Any], what: str, advice: str, *, hint: str = REFUSE_HINT, fix: str = "") -> None:
     """run() asks for a position the module has no row for: it must raise a ValueError.
     Call it on the CPU: on CUDA an index past a table is a device-side assert that
-    breaks every later CUDA call in the process."""
+    breaks every later CUDA call in the process. `advice`, what to do, is the
+    failure's fix (unless `fix` is given); it is not shown in the message."""
+    fix = fix or advice
     try:
         run()
     except Failure as failure:
@@ -238,28 +298,38 @@ def refuses(probe: Probe, run: Callable[[], Any], what: str, advice: str) -> Non
         probe.fail(
             "no_length_check",
             f"For {what}, `{probe.name}` raised {error}, not a ValueError. That is what your users would meet (and with a table lookup on a GPU, "
-            f"'CUDA error: device-side assert triggered', which breaks the whole process). {advice}",
+            "'CUDA error: device-side assert triggered', which breaks the whole process).",
+            hint=hint,
+            fix=fix,
         )
     probe.fail(
         "no_length_check",
-        f"For {what}, `{probe.name}` returned a result: the table has no row for that position. {advice}",
+        f"For {what}, `{probe.name}` returned a result, though the table has no row for that position.",
+        hint=hint,
+        fix=fix,
     )
 
 
-def refuses_past_max_len(probe: Probe, run: Callable[[int], Any], max_len: int) -> Any:
+def refuses_past_max_len(probe: Probe, run: Callable[[int], Any], max_len: int, *, hint: str = REFUSE_HINT, fix: str = "") -> Any:
     """run(T) calls the module on a sequence of length T, on the CPU. T = max_len
-    must work (its output is returned); T = max_len + 1 must raise a ValueError."""
+    must work (its output is returned); T = max_len + 1 must raise a ValueError.
+    `hint` and `fix` are for a missing check (no_length_check)."""
     try:
         out = run(max_len)
     except Failure as failure:
         if raised(failure, "ValueError"):
             probe.fail(
                 "length_check_off_by_one",
-                f"`{probe.name}` refused a sequence of exactly max_len = {max_len} tokens: positions 0..{max_len - 1} all have a row. Refuse only T > max_len.",
+                f"`{probe.name}` refused a sequence of exactly max_len = {max_len} tokens, yet positions 0..{max_len - 1} all have a row.",
+                hint="Count the rows a sequence of T tokens needs: its last position is T - 1. Which lengths really run past the table?",
+                fix="Refuse only longer sequences: `if T > self.max_len: raise ValueError(...)`, with `>`, not `>=`.",
             )
         raise
-    advice = f"Check T against max_len first and raise a ValueError that says what to do, e.g. 'sequence length {max_len + 1} > max_len {max_len}: build the module with a larger max_len'."
-    refuses(probe, lambda: run(max_len + 1), f"T = max_len + 1 = {max_len + 1}", advice)
+    fix = fix or (
+        "At the start of forward, with T the sequence length (dimension 1 of the input): `if T > self.max_len: raise ValueError("
+        "f'sequence length {T} > max_len {self.max_len}: build the module with a larger max_len')`."
+    )
+    refuses(probe, lambda: run(max_len + 1), f"T = max_len + 1 = {max_len + 1}", fix, hint=hint)
     return out
 
 
@@ -284,21 +354,47 @@ DROPOUT_RATE_TOLERANCE = 0.02  # the scale 1/(1-p) gives p to float precision; a
 DROPPED_FRACTION_TOLERANCE = 0.1  # the share of zeros is random: about 3.5 standard deviations for 250 entries
 
 
-def expect_dropout(probe: Probe, out: Any, expected: torch.Tensor, p: float, what: str, *, where: str, not_dropout: tuple[str, str]) -> None:
+MISSING_DROPOUT_HINT = "Dropout belongs to the module: in training mode it zeroes a random share p of the values and scales the others by 1/(1-p); after .eval() it lets everything through."
+NOT_DROPOUT_HINT = (
+    "Dropout applied once, last, leaves each entry either 0 or its eval-mode value times one common factor 1/(1-p). "
+    "Compare your training-mode output with the eval-mode one entry by entry: where does it differ?"
+)
+
+
+def expect_dropout(
+    probe: Probe,
+    out: Any,
+    expected: torch.Tensor,
+    p: float,
+    what: str,
+    *,
+    where: str,
+    not_dropout: tuple[str, ...],
+    hint: str = MISSING_DROPOUT_HINT,
+    fix: str = "",
+) -> None:
     """In training mode `out` must be dropout(expected) at rate p: entries zeroed,
-    the rest scaled by 1/(1-p). `where` says where the dropout belongs;
-    `not_dropout` is the (code, message) for an output that is no dropout at all."""
+    the rest scaled by 1/(1-p). `where` says where the dropout belongs: it is the
+    fix (unless `fix` is given) of a missing dropout, and of an output that is no
+    dropout at all. `not_dropout` is the (code, message) or (code, message, hint,
+    fix) for the latter; with two parts, a code from the exercise's catalogue
+    takes the catalogue's hint and fix, any other gets NOT_DROPOUT_HINT and `where`."""
+    fix = fix or where
     if close(out, expected):
-        probe.fail("missing_dropout", f"In training mode {what} equals its eval-mode value: no dropout was applied. {where}")
+        probe.fail("missing_dropout", f"In training mode {what} equals its eval-mode value: no dropout was applied.", hint=hint, fix=fix)
     rate = dropout_rate(out, expected)
     if rate is None:
-        probe.fail(*not_dropout)
+        code, message, *advice = not_dropout
+        if not advice and code not in probe.exercise.mistakes:
+            advice = [NOT_DROPOUT_HINT, fix]
+        probe.fail(code, message, *advice)
     dropped = float((out == 0).float().mean())
     if abs(rate - p) > DROPOUT_RATE_TOLERANCE or abs(dropped - p) > DROPPED_FRACTION_TOLERANCE:
         probe.fail(
             "dropout_rate_ignored",
-            f"In training mode {what} looks like dropout with p = {rate:.2f} ({dropped:.0%} of the values were zeroed), but the module was built with rate {p}: "
-            "pass the constructor's argument to nn.Dropout, not a fixed rate.",
+            f"In training mode {what} looks like dropout with p = {rate:.2f} ({dropped:.0%} of the values were zeroed), but the module was built with rate {p}.",
+            hint="The rate is an argument of the constructor: a number written into the code ignores whatever rate the module was built with.",
+            fix="Keep the rate that __init__ receives and build the dropout from it, `self.dropout = nn.Dropout(rate)` with `rate` that argument, not a fixed number such as 0.1.",
         )
 
 
@@ -307,8 +403,9 @@ def expect_no_dropout_in_eval(probe: Probe, out: Any, expected: torch.Tensor) ->
     if dropout_rate(out, expected) is not None:
         probe.fail(
             "dropout_in_eval",
-            f"In eval mode `{probe.name}` still drops values: dropout must switch off after .eval(). Use the module `self.dropout = nn.Dropout(p)`, "
-            "or pass `training=self.training` to F.dropout (its default is training=True).",
+            f"In eval mode `{probe.name}` still drops values: entries are zeroed and the others scaled up, though dropout must switch off after .eval().",
+            hint="The functional dropout does not know the module's mode: its training argument defaults to True. A dropout module follows .train() and .eval() by itself.",
+            fix="Use a module, `self.dropout = nn.Dropout(p)` in __init__ and `self.dropout(...)` in forward, or pass `training=self.training` to F.dropout.",
         )
 
 
@@ -322,10 +419,14 @@ def module_device_pass(
     mode: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     code: str = "wrong_device",
     message: str = "",
+    hint: str = "",
+    fix: str = "",
 ) -> None:
     """probe.device_pass for a module: a fresh one for every run (.to() moves a
     module in place), built from `args` (or args(device)), moved to the device,
-    in eval mode, called on inputs(device) under `mode()`."""
+    in eval mode, called on inputs(device) under `mode()`. A failure gets `hint`
+    and `fix`; left empty, those of SHARED_ADVICE[code] (positions_on_cpu), else
+    the exercise's catalogue or the generic advice."""
 
     def run(device: torch.device) -> Any:
         built_with = args(device) if callable(args) else args
@@ -335,4 +436,10 @@ def module_device_pass(
         with mode():
             return probe.call(fresh, *inputs(device))
 
-    probe.device_pass(run, code, message)
+    try:
+        probe.device_pass(run, code, message)
+    except Failure as failure:
+        default_hint, default_fix = SHARED_ADVICE.get(failure.code, ("", ""))
+        if failure.code == code and not (failure.hint or failure.fix) and (hint or fix or default_hint):
+            probe.fail(code, failure.message, hint=hint or default_hint, fix=fix or default_fix)
+        raise

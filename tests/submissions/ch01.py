@@ -229,3 +229,24 @@ WRONG += [
     ("lookup", "wrong_shape", squeezes),
     ("lookup", "wrong_type", torch.nn.Embedding),
 ]
+
+
+# --- wrong: the course's own reference, reached two ways ---------------------------
+
+
+def wraps_the_reference(weight, ids):
+    from helpers.reference import lookup
+
+    return lookup(weight, ids)
+
+
+def reference_through_importlib(weight, ids):
+    import importlib
+
+    return importlib.import_module("helpers.reference").one_hot_lookup(weight, ids)
+
+
+WRONG += [
+    ("lookup", "uses_reference", wraps_the_reference),
+    ("one_hot_lookup", "uses_reference", reference_through_importlib),
+]
