@@ -467,6 +467,11 @@ def close(out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, 
     )
 
 
+# Probe.independent: after these nothing more is run; later ones of these are no new finding.
+STOPS_EVERYTHING = frozenset({"timeout", "out_of_memory", "not_implemented", "uses_reference", "changed_global_state", "mutated_input"})
+CRASHES = STOPS_EVERYTHING | {"raised", "wrong_type", "forbidden_api", "nan_or_inf"}
+
+
 class Probe:
     """Handed to an exercise's `run`; every probe method raises `Failure`."""
 
@@ -489,16 +494,22 @@ class Probe:
     def independent(self, *probes: Callable[[], Any]) -> None:
         """Run probes that look at independent aspects (layout, scale, dropout,
         hygiene...) all, so a student meets every mistake in one run: the first
-        failure is the diagnosis, the others are listed in `also`."""
-        first = None
+        failure is the diagnosis, the others are listed in `also`, each code once.
+        After a failure that says nothing more can be learned (a stub, a time-out,
+        the reference used) nothing else runs; a later crash, the same broken
+        code met again, adds nothing."""
+        first, named = None, set()
         for run in probes:
+            if first is not None and first.code in STOPS_EVERYTHING:
+                break
             try:
                 run()
             except Failure as failure:
                 if first is None:
                     first = failure
-                elif failure.code not in ("not_implemented", first.code):
+                elif failure.code not in named | {first.code} | CRASHES:
                     self.also.append(f"{failure.code}: {failure.message}")
+                named.add(failure.code)
         if first is not None:
             raise first
 

@@ -31,6 +31,17 @@ def one_hot_lookup(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return one_hot.to(weight.dtype) @ weight  # (..., V) @ (V, d) -> (..., d)
 
 
+def embedding_backward(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None) -> torch.Tensor:
+    """The weight's gradient of a lookup: every use of row i adds its upstream gradient
+    to row i (a token used twice collects twice), and the padding row gets none."""
+    d = grad_out.shape[-1]
+    grad = torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)  # (V, d): unused rows stay 0
+    grad.index_add_(0, ids.reshape(-1), grad_out.reshape(-1, d))  # (N,) ids, (N, d) rows: repeats accumulate
+    if padding_idx is not None:
+        grad[padding_idx] = 0  # nn.Embedding(padding_idx=...) never trains the [PAD] row
+    return grad
+
+
 # ---------------------------------------------------------------------------
 # Chapter 02: scaling and weight tying
 # ---------------------------------------------------------------------------

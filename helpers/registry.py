@@ -39,6 +39,9 @@ DIAGNOSES: dict[str, str] = {
     "transposed_weight": "the weight was read as (d_model, vocab) instead of (vocab, d_model)",
     "not_a_matrix_product": "one_hot_lookup must multiply a one-hot matrix by the weight",
     "no_gradient": "the output is cut off from the weight's gradient",
+    # embedding_backward
+    "no_accumulation": "a token used several times keeps one gradient instead of their sum",
+    "padding_row_updated": "the padding row gets a gradient",
     # ScaledEmbedding, TokenAndPositionEmbedding
     "missing_scale": "the token embeddings are not multiplied by sqrt(d_model)",
     "divided_by_scale": "the token embeddings are divided by sqrt(d_model) instead of multiplied",

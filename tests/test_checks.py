@@ -15,6 +15,7 @@ from tests.conftest import submission_modules
 
 RIGHT = [(ex, fn) for m in submission_modules() for ex, fns in m.RIGHT.items() for fn in fns]
 WRONG = [case for m in submission_modules() for case in m.WRONG]
+ALSO = [case for m in submission_modules() for case in getattr(m, "ALSO", [])]
 
 
 @pytest.mark.parametrize("exercise, fn", RIGHT, ids=[f"{ex}-{fn.__name__}" for ex, fn in RIGHT])
@@ -30,6 +31,14 @@ def test_wrong_code_gets_its_diagnosis(exercise, code, fn):
     assert not result.passed
     assert (result.diagnosis, result.score) == (code, 0), str(result)
     assert len(result.message) > 20
+
+
+@pytest.mark.parametrize("exercise, code, also, fn", ALSO, ids=[f"{ex}-{code}-{also}-{fn.__name__}" for ex, code, also, fn in ALSO])
+def test_secondary_findings_are_listed(exercise, code, also, fn):
+    """Two independent mistakes: the first is the diagnosis, the other is listed in result.also."""
+    result = check(exercise, fn)
+    assert result.diagnosis == code, str(result)
+    assert any(finding.startswith(also) for finding in result.also), str(result)
 
 
 def code_spans(text: str) -> set[str]:

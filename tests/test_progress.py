@@ -66,11 +66,11 @@ def test_progress_reflects_this_kernel_then_the_file(progress_file, capsys):
     check("lookup", transposed)
     check("one_hot_lookup", stub)
     table = progress()
-    assert [r.status for r in table.rows] == ["failing: transposed_weight", "not started"]
-    assert "Chapter 01: 0/4 points" in str(table) and "course-progress" in table._repr_html_()
+    assert [r.status for r in table.rows][:2] == ["failing: transposed_weight", "not started"]
+    assert "Chapter 01: 0/" in str(table) and "course-progress" in table._repr_html_()
     check("lookup", lambda weight, ids: weight[ids])
     tracking._latest.clear()  # a restarted kernel
-    assert [r.status for r in progress(1).rows] == ["passed", "not started"]
+    assert [r.status for r in progress(1).rows][:2] == ["passed", "not started"]
     assert len(progress("all").rows) > 2 and capsys.readouterr().out == ""
 
 

@@ -29,6 +29,8 @@ def test_environment_yml_has_the_same_packages_as_pyproject():
     assert listed == wanted
     pinned = {requirement_name(r): r for r in pip_lines}
     assert pinned["torch"] == "torch==2.13.0", "environment.yml must pin the same torch as course.py"
+    library = next(r for r in project["dependencies"] if requirement_name(r) == "transformers")
+    assert pinned["transformers"] == library, "environment.yml must pin the transformers range pyproject.toml does"
 
 
 def test_course_py_pins_the_cpu_torch():

@@ -5,6 +5,8 @@ take the same arguments and return what the mistaken code outputs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -12,8 +14,24 @@ from helpers import reference
 from helpers.checking import Failure, Probe
 from helpers.registry import Exercise
 
-# Every way to get an embedding without writing one.
-EMBEDDING_APIS = (F.embedding, torch.embedding, F.embedding_bag)
+# Every way to get an embedding without writing one: the functional API, torch's own
+# functions, and the same kernels reached through torch.ops (a packet or an overload).
+EMBEDDING_APIS = (
+    F.embedding,
+    torch.embedding,
+    F.embedding_bag,
+    torch.embedding_bag,
+    torch._embedding_bag,
+    torch._embedding_bag_forward_only,
+    torch.ops.aten.embedding,
+    torch.ops.aten.embedding.default,
+    torch.ops.aten.embedding_bag,
+    torch.ops.aten.embedding_bag.default,
+    torch.ops.aten._embedding_bag,
+    torch.ops.aten._embedding_bag.default,
+    torch.ops.aten._embedding_bag_forward_only,
+    torch.ops.aten._embedding_bag_forward_only.default,
+)
 MATRIX_PRODUCTS = {
     "matmul",
     "__matmul__",
@@ -53,36 +71,65 @@ def transposed(weight: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
 
 # --- probes --------------------------------------------------------------------
 
+NO_GRADIENT_HINT = "Autograd records only the torch operations applied to the weight itself; .detach(), .data, torch.no_grad() and a trip through NumPy each end that record."
 
-def check_lookup(fn, probe: Probe) -> None:
-    # V != d and ids < d, so a transposed table gives a wrong shape, not an IndexError.
-    weight = probe.randn(11, 7)
-    ids = probe.randint(7, 3, 5)  # (B=3, T=5)
-    probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="the (3, 5) batch")
-    # Any leading shape and the full id range (a one-hot must be V wide even if the last ids are unused).
-    weight = probe.randn(50, 16)
-    ids = probe.randint(40, 2, 3, 4)
-    probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of ids")
-    # A single text (1-D ids) and a batch of one (a size-1 dimension that must not be squeezed).
-    for shape in [(6,), (1, 4)]:
-        ids = probe.randint(40, *shape)
-        probe.against_reference(probe.call(fn, weight, ids), weight, ids, what=f"a {shape} batch of ids")
-    # Gradients: each row's gradient counts how often that token was used.
-    weight = probe.randn(9, 4).requires_grad_()
-    ids = torch.tensor([[0, 2, 2], [5, 0, 2]], device=probe.device)
-    out = probe.call(fn, weight, ids)
-    if not out.requires_grad:
-        probe.fail(
-            "no_gradient",
-            f"`{probe.name}`'s output does not require grad although `weight` does: it is cut off from the weight's gradient, so the embedding could never be trained.",
-            hint="Autograd records only the torch operations applied to the weight itself; .detach(), .data, torch.no_grad() and a trip through NumPy each end that record.",
-            fix="Compute the result from `weight` with torch operations only (indexing, `@`): drop the .detach(), the .numpy() and torch.from_numpy round-trip, or the torch.no_grad() block.",
-        )
-    out.sum().backward()
-    expected = torch.zeros(9, 4, device=probe.device).index_add_(0, ids.flatten(), torch.ones(6, 4, device=probe.device))
-    probe.expect(weight.grad, expected, what="the weight's gradient")
-    # Device: the same call with every tensor on the meta device.
-    probe.device_pass(lambda device: probe.call(fn, probe.randn(11, 7, device=device), probe.randint(11, 3, 5, device=device)))
+
+def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
+    """Values, then gradient, device and `more` (each given whether the values were
+    right) as independent aspects: a student meets every mistake in one run."""
+    values_right = []
+
+    def values() -> None:
+        # V != d and ids < d, so a transposed table gives a wrong shape, not an IndexError.
+        weight = probe.randn(11, 7)
+        ids = probe.randint(7, 3, 5)  # (B=3, T=5)
+        probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="the (3, 5) batch")
+        # Any leading shape and the full id range (a one-hot must be V wide even if the last ids are unused).
+        weight = probe.randn(50, 16)
+        ids = probe.randint(40, 2, 3, 4)
+        probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of ids")
+        # A single text (1-D ids) and a batch of one (a size-1 dimension that must not be squeezed).
+        for shape in [(6,), (1, 4)]:
+            ids = probe.randint(40, *shape)
+            probe.against_reference(probe.call(fn, weight, ids), weight, ids, what=f"a {shape} batch of ids")
+        values_right.append(True)
+
+    def gradient() -> None:
+        # Each row's gradient counts how often that token was used.
+        weight = probe.randn(9, 4).requires_grad_()
+        ids = torch.tensor([[0, 2, 2], [3, 0, 2]], device=probe.device)  # ids < d = 4: a transposed table runs too
+        try:
+            out = probe.call(fn, weight, ids)
+        except Failure:
+            if values_right:
+                raise
+            return  # code that gets the values wrong may fail here for the same reason (a transposed table)
+        if not isinstance(out, torch.Tensor):
+            return  # the values say so
+        if not out.requires_grad:
+            probe.fail(
+                "no_gradient",
+                f"`{probe.name}`'s output does not require grad although `weight` does: it is cut off from the weight's gradient, so the embedding could never be trained.",
+                hint=NO_GRADIENT_HINT,
+                fix="Compute the result from `weight` with torch operations only (indexing, `@`): drop the .detach(), the .numpy() and torch.from_numpy round-trip, or the torch.no_grad() block.",
+            )
+        if not values_right:
+            return  # the gradient of wrong rows tells nothing the values did not
+        probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
+        expected = torch.zeros(9, 4, device=probe.device).index_add_(0, ids.flatten(), torch.ones(6, 4, device=probe.device))
+        if weight.grad is None:
+            probe.fail(
+                "no_gradient",
+                f"After a backward pass through `{probe.name}`'s output, `weight` has no gradient: the output was computed from something else (a copy of it?).",
+                hint=NO_GRADIENT_HINT,
+                fix="Index (or multiply) `weight` itself, not a tensor rebuilt from its values.",
+            )
+        probe.expect(weight.grad, expected, what="the weight's gradient")
+
+    def device() -> None:  # the same call with every tensor on the meta device, then with CPU-made tensors on meta
+        probe.device_pass(lambda device: probe.call(fn, probe.randn(11, 7, device=device), probe.randint(11, 3, 5, device=device)))
+
+    probe.independent(values, gradient, device, *[lambda check=check: check(bool(values_right)) for check in more])
 
 
 ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
@@ -98,21 +145,84 @@ ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
 
 
 def check_one_hot_lookup(fn, probe: Probe) -> None:
+    def matrix_product(values_right: bool) -> None:
+        seen = {getattr(f, "__name__", "") for f in probe.calls_seen}
+        if not values_right or seen & MATRIX_PRODUCTS:
+            return
+        how = "by multiplying element by element and summing (a (..., V, d) intermediate)" if {"mul", "__mul__"} & seen and "sum" in seen else "by indexing the table"
+        probe.fail(
+            "not_a_matrix_product",
+            f"`{probe.name}` gives the right rows, but {how}: it never multiplies two matrices.",
+            hint="A one-hot row of length V holds a single 1: times the (V, d) weight, it picks out exactly one row. That product is the point of this exercise.",
+            fix="Build the one-hot, `F.one_hot(ids, num_classes=weight.shape[0]).to(weight.dtype)` of shape (..., V), and return it `@ weight`.",
+        )
+
     try:
-        check_lookup(fn, probe)
+        check_lookup(fn, probe, matrix_product)
     except Failure as failure:
         if failure.code == "raised":
             for words, (hint, fix) in ONE_HOT_ERRORS.items():
                 if words in failure.message:
                     probe.fail("raised", failure.message, hint=hint, fix=fix)
         raise
-    if not {getattr(f, "__name__", "") for f in probe.calls_seen} & MATRIX_PRODUCTS:
-        probe.fail(
-            "not_a_matrix_product",
-            f"`{probe.name}` gives the right rows, but by indexing the table: it never multiplies two matrices.",
-            hint="A one-hot row of length V holds a single 1: times the (V, d) weight, it picks out exactly one row. That product is the point of this exercise.",
-            fix="Build the one-hot, `F.one_hot(ids, num_classes=weight.shape[0]).to(weight.dtype)` of shape (..., V), and return it `@ weight`.",
-        )
+
+
+# --- embedding_backward: its mistakes take (grad_out, ids, vocab_size, padding_idx) -------
+
+
+def backward_assigned(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None) -> torch.Tensor:
+    """A token that appears several times got the gradient of only one of its uses:
+    your code assigns rows (`grad[ids] = grad_out`), so later uses overwrite earlier ones.
+
+    Hint: the lookup reads row i once for every time token i appears, and each read
+    sends its own gradient back: a row's gradient is the SUM over its uses.
+
+    Fix: accumulate instead of assigning: `grad.index_add_(0, ids.reshape(-1), grad_out.reshape(-1, d))`."""
+    d = grad_out.shape[-1]
+    grad = torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)
+    grad[ids.reshape(-1)] = grad_out.reshape(-1, d)
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad
+
+
+def backward_trains_padding(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None) -> torch.Tensor:
+    """The padding row got a gradient: with padding_idx set, nn.Embedding never trains that row.
+
+    Hint: [PAD] tokens carry no meaning; their row stays as it was initialised (zeros), so the
+    optimizer must never move it, however often padding appears.
+
+    Fix: after accumulating, zero that row: `if padding_idx is not None: grad[padding_idx] = 0`."""
+    return reference.embedding_backward(grad_out, ids, vocab_size)
+
+
+def backward_transposed(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None) -> torch.Tensor:
+    """Your gradient is laid out (d_model, vocab): it is the transpose of the weight's.
+
+    Hint: a gradient has the shape of the tensor it belongs to, and the weight is
+    (vocab_size, d_model): one row per token.
+
+    Fix: build `torch.zeros(vocab_size, d_model, ...)` and add each use's gradient into its token's ROW."""
+    return reference.embedding_backward(grad_out, ids, vocab_size, padding_idx).T
+
+
+def check_embedding_backward(fn, probe: Probe) -> None:
+    V, d = 11, 7  # V != d: a transposed gradient cannot hide
+    cases = (  # ids with repeats and the edge ids 0 and V - 1
+        ("ids (3, 5) with repeats", (3, 5), None, torch.float32),
+        ("ids (3, 5) with padding_idx=0", (3, 5), 0, torch.float32),
+        ("1-D ids (9,) in float64, padding_idx=V-1", (9,), V - 1, torch.float64),
+    )
+    for what, shape, padding_idx, dtype in cases:
+        ids = probe.randint(V, *shape)
+        ids.view(-1)[:4] = torch.tensor([0, V - 1, 3, 3], device=probe.device)  # edges and a repeat, on purpose
+        grad_out = probe.randn(*shape, d, dtype=dtype)
+        out = probe.call(fn, grad_out, ids, V, padding_idx)
+        # What autograd itself computes for nn.Embedding's weight: the reference is checked against it.
+        weight = torch.zeros(V, d, dtype=dtype, device=probe.device, requires_grad=True)
+        F.embedding(ids, weight, padding_idx=padding_idx).backward(grad_out)
+        probe.expect(out, weight.grad, what=f"the gradient for {what}", mistakes=probe.known_mistakes(grad_out, ids, V, padding_idx))
+    probe.device_pass(lambda device: probe.call(fn, probe.randn(3, 5, d, device=device), probe.randint(V, 3, 5, device=device), V, 0))
 
 
 EXERCISES = [
@@ -141,5 +251,18 @@ EXERCISES = [
         difficulty=1,
         importance=2,
         minutes=10,
+    ),
+    Exercise(
+        id="embedding_backward",
+        chapter=1,
+        points=2,
+        kind="function",
+        reference=reference.embedding_backward,
+        check=check_embedding_backward,
+        mistakes={"no_accumulation": backward_assigned, "padding_row_updated": backward_trains_padding, "transposed_weight": backward_transposed},
+        forbidden=EMBEDDING_APIS,
+        difficulty=2,
+        importance=2,
+        minutes=15,
     ),
 ]

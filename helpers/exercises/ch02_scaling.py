@@ -108,47 +108,69 @@ def check_scaled_embedding(cls, probe: Probe) -> None:
     module = probe.build(cls, vocab_size, d_model)
     table = token_table(probe, module, vocab_size, d_model)
     ids = probe.randint(vocab_size, 3, 5)  # (B=3, T=5): B != T
-    expect_scaled(probe, probe.call(module, ids), table, ids, "the output for ids of shape (3, 5)")
-    # Another size, odd d_model and any leading shape.
-    other = probe.build(cls, 23, 7)
-    ids3 = probe.randint(23, 2, 3, 4)
-    expect_scaled(
-        probe,
-        probe.call(other, ids3),
-        token_table(probe, other, 23, 7),
-        ids3,
-        "the output of ScaledEmbedding(23, 7) for ids of shape (2, 3, 4)",
-    )
-    # The table is trained: a gradient must reach it, scaled by sqrt(d) like the values.
-    if not (isinstance(table, nn.Parameter) and table.requires_grad):
-        probe.fail(
-            "no_gradient",
-            f"`{probe.name}`'s ({vocab_size}, {d_model}) table is not a trainable Parameter (a buffer, or requires_grad=False?): no optimizer would ever update it.",
-            hint="The token table is learned like any weight, and an optimizer only updates Parameters that require grad.",
-            fix="Keep the table in an `nn.Embedding(vocab_size, d_model)`, whose weight is a trainable nn.Parameter: no register_buffer, no requires_grad_(False).",
+    values_right = []
+
+    def values() -> None:
+        expect_scaled(probe, probe.call(module, ids), table, ids, "the output for ids of shape (3, 5)")
+        # Another size, odd d_model and any leading shape.
+        other = probe.build(cls, 23, 7)
+        ids3 = probe.randint(23, 2, 3, 4)
+        expect_scaled(
+            probe,
+            probe.call(other, ids3),
+            token_table(probe, other, 23, 7),
+            ids3,
+            "the output of ScaledEmbedding(23, 7) for ids of shape (2, 3, 4)",
         )
-    table.grad = None
-    out = probe.call(module, ids)
-    if not out.requires_grad:
-        probe.fail(
-            "no_gradient",
-            f"`{probe.name}`'s output does not require grad: it is cut off from the table's gradient (a .detach(), .data or torch.no_grad()?), so the embedding could never learn.",
-            hint=NO_GRADIENT_HINT,
-            fix="Return the scaled lookup as it is, `self.embedding(ids) * math.sqrt(self.d_model)`, without .detach(), .data or torch.no_grad() on the way.",
-        )
-    upstream = probe.randn(*out.shape)
-    probe.call(lambda: (out * upstream).sum().backward(), what=f"backward through `{probe.name}`")
-    if table.grad is None:
-        probe.fail(
-            "no_gradient",
-            f"After a backward pass through `{probe.name}`'s output, its ({vocab_size}, {d_model}) table has no gradient: the output was computed from something else (a copy?).",
-            hint=NO_GRADIENT_HINT,
-            fix="Look the ids up in the module's own table, `self.embedding(ids)`, not in a copy of its weight made in __init__ or forward.",
-        )
-    flat = upstream.reshape(-1, d_model) * math.sqrt(d_model)  # d(out)/d(row) = sqrt(d) for each use of the row
-    expected_grad = torch.zeros(vocab_size, d_model, device=probe.device).index_add_(0, ids.flatten(), flat)
-    probe.expect(table.grad.float(), expected_grad, what="the table's gradient")
-    module_device_pass(probe, cls, (23, 7), lambda device: (probe.randint(23, 2, 3, device=device),))
+        values_right.append(True)
+
+    def trainable() -> None:  # the table is trained: an optimizer must see it
+        if not (isinstance(table, nn.Parameter) and table.requires_grad):
+            probe.fail(
+                "no_gradient",
+                f"`{probe.name}`'s ({vocab_size}, {d_model}) table is not a trainable Parameter (a buffer, or requires_grad=False?): no optimizer would ever update it.",
+                hint="The token table is learned like any weight, and an optimizer only updates Parameters that require grad.",
+                fix="Keep the table in an `nn.Embedding(vocab_size, d_model)`, whose weight is a trainable nn.Parameter: no register_buffer, no requires_grad_(False).",
+            )
+
+    def gradient() -> None:  # a gradient must reach the table, scaled by sqrt(d) like the values
+        if not (isinstance(table, nn.Parameter) and table.requires_grad):
+            return  # trainable() says so
+        table.grad = None
+        try:
+            out = probe.call(module, ids)
+        except Failure:
+            if values_right:
+                raise
+            return  # the values say why
+        if not isinstance(out, torch.Tensor):
+            return
+        if not out.requires_grad:
+            probe.fail(
+                "no_gradient",
+                f"`{probe.name}`'s output does not require grad: it is cut off from the table's gradient (a .detach(), .data or torch.no_grad()?), so the embedding could never learn.",
+                hint=NO_GRADIENT_HINT,
+                fix="Return the scaled lookup as it is, `self.embedding(ids) * math.sqrt(self.d_model)`, without .detach(), .data or torch.no_grad() on the way.",
+            )
+        if not values_right:
+            return  # a wrong scale gives a wrong gradient: the values said it already
+        upstream = probe.randn(*out.shape)
+        probe.call(lambda: (out * upstream).sum().backward(), what=f"backward through `{probe.name}`")
+        if table.grad is None:
+            probe.fail(
+                "no_gradient",
+                f"After a backward pass through `{probe.name}`'s output, its ({vocab_size}, {d_model}) table has no gradient: the output was computed from something else (a copy?).",
+                hint=NO_GRADIENT_HINT,
+                fix="Look the ids up in the module's own table, `self.embedding(ids)`, not in a copy of its weight made in __init__ or forward.",
+            )
+        flat = upstream.reshape(-1, d_model) * math.sqrt(d_model)  # d(out)/d(row) = sqrt(d) for each use of the row
+        expected_grad = torch.zeros(vocab_size, d_model, device=probe.device).index_add_(0, ids.flatten(), flat)
+        probe.expect(table.grad.float(), expected_grad, what="the table's gradient")
+
+    def device() -> None:
+        module_device_pass(probe, cls, (23, 7), lambda device: (probe.randint(23, 2, 3, device=device),))
+
+    probe.independent(values, trainable, gradient, device)
 
 
 def make_embedding(probe: Probe, vocab_size: int, d_model: int, device: torch.device | None = None) -> nn.Embedding:
@@ -188,11 +210,37 @@ LOGITS_ADVICE = {  # code -> (hint, fix) for a wrong result no known mistake exp
 }
 
 
+def normalised(probe: Probe, out, logits: torch.Tensor) -> None:
+    """Probabilities (rows of non-negative numbers summing to 1) or log-probabilities
+    (their logs), whatever was normalised: returns_probabilities. What was normalised
+    is read back from the logs, up to a constant per row: logits plus a vector of V
+    numbers means a bias too (probe.also)."""
+    if not isinstance(out, torch.Tensor) or out.shape != logits.shape or out.is_meta or not out.is_floating_point():
+        return
+    got = out.detach().to("cpu", torch.float64)
+    ones = torch.ones(got.shape[:-1], dtype=torch.float64)
+    if bool((got >= 0).all()) and torch.allclose(got.sum(-1), ones, atol=1e-4):
+        kind, logs = "probabilities (each row is non-negative and sums to 1)", got.clamp_min(1e-300).log()
+    elif bool((got <= 0).all()) and torch.allclose(got.exp().sum(-1), ones, atol=1e-4):
+        kind, logs = "log-probabilities (the exponentials of each row sum to 1)", got
+    else:
+        return
+    offset = logs - logits.detach().to("cpu", torch.float64)
+    offset = offset - offset.mean(-1, keepdim=True)  # a constant per row is what softmax forgets
+    rows = offset.reshape(-1, offset.shape[-1])
+    bias = rows.mean(0)
+    if bool(bias.abs().max() > 1e-3) and torch.allclose(rows, bias.expand_as(rows), atol=1e-3):
+        probe.also.append(f"has_bias: {probe.explain('has_bias')} (Read back from your normalised output: the scores it normalised are h @ W.T plus a vector of V numbers.)")
+    probe.fail("returns_probabilities", f"{probe.explain('returns_probabilities')} (Your head returns {kind}.)")
+
+
 def expect_logits(probe: Probe, out, weight: torch.Tensor, h: torch.Tensor, what: str) -> None:
     expected = reference.tied_logits(weight.detach(), h)
     try:
         probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight.detach(), h, fitted_offset(out, expected)))
     except Failure as failure:
+        if failure.code == "wrong_values":
+            normalised(probe, out, expected)
         if failure.code in LOGITS_ADVICE:
             probe.fail(failure.code, failure.message, *LOGITS_ADVICE[failure.code])
         raise
@@ -220,67 +268,87 @@ def check_tied_lm_head(cls, probe: Probe) -> None:
             fix="Remove the in-place initialisation of the embedding's weight (nn.init.*_, .normal_(), .copy_(), .data = ...) from your __init__: only assign it.",
         )
     h = probe.randn(3, 5, d_model)  # (B=3, T=5, d)
-    out = call_head(probe, head, h, weight)
-    # The tie, by identity: the embedding's Parameter object must be one of the head's parameters.
+    out = call_head(probe, head, h, weight)  # with the embedding's values as they came
     parameters = probe.call(lambda: list(head.named_parameters()), what=f"`{probe.name}.named_parameters()`")
-    if not any(p is weight for _, p in parameters):
-        held = ", ".join(f"{name} {tuple(p.shape)}" for name, p in parameters) or "none"
-        probe.fail(
-            "copy_not_tied",
-            f"{probe.explain('copy_not_tied')} (Your head's parameters: {held}; none of them is `embedding.weight` itself.)",
-        )
-    # The tie, by behaviour: train the embedding (change it in place); the head must follow.
-    with torch.no_grad():
-        weight.copy_(probe.randn(vocab_size, d_model))
-    after = call_head(probe, head, h, weight)
-    if isinstance(out, torch.Tensor) and isinstance(after, torch.Tensor) and out.shape == after.shape and close(after, out):
-        probe.fail(
-            "copy_not_tied",
-            f"{probe.explain('copy_not_tied')} (After we changed embedding.weight in place, your head's output stayed the same: its forward computes with another matrix.)",
-        )
-    expect_logits(probe, after, weight, h, "the logits for h of shape (3, 5, 12)")
-    h2 = probe.randn(7, d_model)
-    expect_logits(probe, call_head(probe, head, h2, weight), weight, h2, "the logits for h of shape (7, 12)")
-    # Hygiene: no bias, even a zero one, and no second matrix.
-    for name, p in parameters:
-        if p is not weight and tuple(p.shape) == (vocab_size,):
-            probe.fail(
-                "has_bias",
-                f"{probe.explain('has_bias')} (Your head holds `{name}` of shape ({vocab_size},): even at zero it would be trained.)",
-            )
-        if p is not weight and p.numel() >= vocab_size * d_model:
+    tied, values_right = [], []
+
+    def tie() -> None:
+        # By identity: the embedding's Parameter object must be one of the head's parameters.
+        if not any(p is weight for _, p in parameters):
+            held = ", ".join(f"{name} {tuple(p.shape)}" for name, p in parameters) or "none"
             probe.fail(
                 "copy_not_tied",
-                f"{probe.explain('copy_not_tied')} (Besides the embedding's weight your head holds `{name}` {tuple(p.shape)}: tying means ONE matrix.)",
+                f"{probe.explain('copy_not_tied')} (Your head's parameters: {held}; none of them is `embedding.weight` itself.)",
             )
-    # One backward through the head reaches the embedding's Parameter: the two uses train together.
-    weight.grad = None
-    logits = call_head(probe, head, h, weight)
-    if not logits.requires_grad:
-        probe.fail(
-            "no_gradient",
-            f"`{probe.name}`'s logits do not require grad: they are cut off from the embedding's weight (torch.no_grad(), .detach() or .data?), so training through the head would never update the shared matrix.",
-            hint=NO_GRADIENT_HINT,
-            fix="Compute the logits from the tied Parameter itself, `F.linear(h, self.weight)`, outside any torch.no_grad() block and without .detach() or .data.",
+        # By behaviour: train the embedding (change it in place); the head must follow.
+        with torch.no_grad():
+            weight.copy_(probe.randn(vocab_size, d_model))
+        try:
+            after = call_head(probe, head, h, weight)
+        finally:
+            with torch.no_grad():
+                weight.copy_(values)  # the other aspects see the values the head was built with
+        if isinstance(out, torch.Tensor) and isinstance(after, torch.Tensor) and out.shape == after.shape and close(after, out):
+            probe.fail(
+                "copy_not_tied",
+                f"{probe.explain('copy_not_tied')} (After we changed embedding.weight in place, your head's output stayed the same: its forward computes with another matrix.)",
+            )
+        # No second matrix beside the tied one.
+        for name, p in parameters:
+            if p is not weight and p.numel() >= vocab_size * d_model:
+                probe.fail(
+                    "copy_not_tied",
+                    f"{probe.explain('copy_not_tied')} (Besides the embedding's weight your head holds `{name}` {tuple(p.shape)}: tying means ONE matrix.)",
+                )
+        tied.append(True)
+
+    def logits() -> None:
+        expect_logits(probe, out, weight, h, "the logits for h of shape (3, 5, 12)")
+        h2 = probe.randn(7, d_model)
+        expect_logits(probe, call_head(probe, head, h2, weight), weight, h2, "the logits for h of shape (7, 12)")
+        values_right.append(True)
+
+    def bias() -> None:  # no bias, even a zero one
+        for name, p in parameters:
+            if p is not weight and p.numel() == vocab_size and p.shape[-1] == vocab_size:
+                probe.fail(
+                    "has_bias",
+                    f"{probe.explain('has_bias')} (Your head holds `{name}` of shape {tuple(p.shape)}: even at zero it would be trained.)",
+                )
+
+    def gradient() -> None:  # one backward through the head reaches the embedding's Parameter
+        if not (tied and values_right):
+            return  # a copy, or wrong logits, say so themselves
+        weight.grad = None
+        logits = call_head(probe, head, h, weight)
+        if not logits.requires_grad:
+            probe.fail(
+                "no_gradient",
+                f"`{probe.name}`'s logits do not require grad: they are cut off from the embedding's weight (torch.no_grad(), .detach() or .data?), so training through the head would never update the shared matrix.",
+                hint=NO_GRADIENT_HINT,
+                fix="Compute the logits from the tied Parameter itself, `F.linear(h, self.weight)`, outside any torch.no_grad() block and without .detach() or .data.",
+            )
+        upstream = probe.randn(3, 5, vocab_size)
+        probe.call(lambda: (logits * upstream).sum().backward(), what=f"backward through `{probe.name}`")
+        if weight.grad is None:
+            probe.fail(
+                "no_gradient",
+                f"After a backward pass through `{probe.name}`'s logits, `embedding.weight` has no gradient: the logits were computed from something else.",
+                hint=NO_GRADIENT_HINT,
+                fix="Compute the logits from the embedding's Parameter itself, `F.linear(h, self.weight)` with `self.weight = embedding.weight`.",
+            )
+        expected_grad = upstream.reshape(-1, vocab_size).T @ h.reshape(-1, d_model)  # (V, B*T) @ (B*T, d) -> (V, d)
+        probe.expect(weight.grad, expected_grad, what="the embedding weight's gradient through the head")
+
+    def device() -> None:  # an embedding on the device; everything the head makes must follow it
+        module_device_pass(
+            probe,
+            cls,
+            lambda device: (make_embedding(probe, vocab_size, d_model, device),),
+            lambda device: (probe.randn(3, 5, d_model, device=device),),
         )
-    upstream = probe.randn(3, 5, vocab_size)
-    probe.call(lambda: (logits * upstream).sum().backward(), what=f"backward through `{probe.name}`")
-    if weight.grad is None:
-        probe.fail(
-            "no_gradient",
-            f"After a backward pass through `{probe.name}`'s logits, `embedding.weight` has no gradient: the logits were computed from something else.",
-            hint=NO_GRADIENT_HINT,
-            fix="Compute the logits from the embedding's Parameter itself, `F.linear(h, self.weight)` with `self.weight = embedding.weight`.",
-        )
-    expected_grad = upstream.reshape(-1, vocab_size).T @ h.reshape(-1, d_model)  # (V, B*T) @ (B*T, d) -> (V, d)
-    probe.expect(weight.grad, expected_grad, what="the embedding weight's gradient through the head")
-    # Devices: an embedding on the device; everything the head makes must follow it.
-    module_device_pass(
-        probe,
-        cls,
-        lambda device: (make_embedding(probe, vocab_size, d_model, device),),
-        lambda device: (probe.randn(3, 5, d_model, device=device),),
-    )
+
+    probe.independent(tie, logits, bias, gradient, device)
 
 
 EXERCISES = [

@@ -24,7 +24,8 @@ from helpers.exercises.common import (
     SCALE_MISTAKES,
     WRONG_BASE,
     expect_dropout,
-    find_table,
+    expect_no_dropout_in_eval,
+    expect_then,
     fitted_scale,
     float64_accepted,
     frequencies,
@@ -37,6 +38,7 @@ from helpers.exercises.common import (
     says,
     token_table,
 )
+from helpers.exercises.structure import name_what_is_wrong, sinusoidal_findings
 from helpers.registry import Exercise
 
 # Right tables computed in float32 (pow or exp-log) differ from the float64
@@ -44,6 +46,22 @@ from helpers.registry import Exercise
 # catalogue is off by O(1) somewhere.
 TABLE_TOLERANCE = {"rtol": 0.0, "atol": 1e-4}
 TABLE_LAYOUT = "Row pos, column 2i holds sin(pos / base^(2i/d_model)); column 2i+1 holds cos of the same angle."
+
+
+@functools.lru_cache(maxsize=16)
+def _right_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    return reference.sinusoidal_encoding(max_len, d_model, base)
+
+
+def right_table(max_len: int, d_model: int, base: float = 10000.0, device=None) -> torch.Tensor:
+    """The reference table, computed once per size: a check asks for the same few again and again."""
+    return _right_table(max_len, d_model, base).clone().to(device or "cpu")
+
+
+def structurally(probe: Probe, table, base: float = 10000.0) -> Callable[[Failure], None]:
+    """expect_then's fallback for a table no catalogued mistake reproduces: name what its layout,
+    its frequencies and its row 0 show (the first finding; the others go to `also`)."""
+    return lambda failure: name_what_is_wrong(probe, failure, sinusoidal_findings(table, base) if isinstance(table, torch.Tensor) else [])
 
 
 # --- known mistakes: the table -----------------------------------------------------
@@ -326,9 +344,11 @@ def check_sinusoidal_encoding(fn, probe: Probe) -> None:
     for args in ((50, 16), (37, 12, 500.0)):  # a non-default base catches a hard-coded 10000
         call = f"sinusoidal_encoding({', '.join(repr(a) for a in args)})"
         out = probe.call(fn, *args, what=f"`{call}`")
-        expected = reference.sinusoidal_encoding(*args)
+        expected = right_table(*args)
         hint = "The table is (max_len, d_model): one row per position." if isinstance(out, torch.Tensor) and out.shape == expected.shape[::-1] else TABLE_LAYOUT
-        probe.expect(
+        expect_then(
+            probe,
+            structurally(probe, out, args[2] if len(args) > 2 else 10000.0),
             out,
             expected,
             what=f"the table of `{call}`",
@@ -340,7 +360,7 @@ def check_sinusoidal_encoding(fn, probe: Probe) -> None:
     call = "sinusoidal_encoding(20, 7)"
     try:
         out = probe.call(fn, 20, 7, what=f"`{call}`")
-        probe.expect(out, reference.sinusoidal_encoding(20, 7), what=f"the table of `{call}`", **TABLE_TOLERANCE)
+        probe.expect(out, right_table(20, 7), what=f"the table of `{call}`", **TABLE_TOLERANCE)
     except Failure as failure:
         if failure.code not in ("raised", "wrong_shape", "wrong_values", "nan_or_inf"):
             raise
@@ -377,8 +397,16 @@ def check_relative_shift_matrix(fn, probe: Probe) -> None:
 BUFFER_HINT = "A tensor that belongs to the module but is not trained is a buffer: registered, it moves with .to(device) and is saved in the state_dict, and the optimizer never sees it."
 
 
-def fixed_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> torch.Tensor:
-    """The student's sinusoidal table: a buffer (max_len, d), computed once in __init__."""
+def stored_table(module: nn.Module, max_len: int, d: int) -> torch.Tensor | None:
+    """The student's (max_len, d) table, wherever it is kept (a buffer, a Parameter, a plain
+    attribute), as (max_len, d); None if the module keeps none."""
+    found = [t for t in registered_tensors(module).values() if is_table(t, max_len, d)]
+    found += [getattr(module, name) for name in plain_tensors(module, lambda t: is_table(t, max_len, d))]
+    return found[0].detach().reshape(max_len, d) if found else None
+
+
+def expect_table_storage(probe: Probe, module: nn.Module, max_len: int, d: int) -> None:
+    """The sinusoidal table is a buffer (max_len, d), computed once in __init__."""
     plain = plain_tensors(module, lambda t: is_table(t, max_len, d))
     if plain:
         probe.fail(
@@ -388,7 +416,8 @@ def fixed_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> torch.
             fix=f"Register it in __init__, `self.register_buffer('{plain[0]}', table)`, instead of assigning it to `self.{plain[0]}`.",
         )
     tensors = registered_tensors(module)
-    if not any(is_table(t, max_len, d) for t in tensors.values()):
+    tables = [(name, t) for name, t in tensors.items() if is_table(t, max_len, d)]
+    if not tables:
         probe.fail(
             "pe_not_buffer",
             f"`{probe.name}(..., max_len={max_len})` holds no ({max_len}, {d}) table (it has: {', '.join(f'{n} {tuple(t.shape)}' for n, t in tensors.items()) or 'nothing'}): "
@@ -397,7 +426,7 @@ def fixed_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> torch.
             "and kept with the module, which moves it with .to(device) and saves it in the state_dict.",
             fix="In __init__, build the (max_len, d_model) table and register it, `self.register_buffer('pe', table)`; in forward, add its first T rows: `x + self.pe[:T]`.",
         )
-    name, table = find_table(probe, module, max_len, d, "the position table (max_len, d_model)")
+    name, table = tables[0]
     if isinstance(table, nn.Parameter):
         probe.fail(
             "pe_is_parameter",
@@ -405,15 +434,18 @@ def fixed_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> torch.
             hint=BUFFER_HINT,
             fix=f"Register the table as a buffer instead of wrapping it in nn.Parameter: `self.register_buffer('{name}', table)`.",
         )
-    return table.detach().reshape(max_len, d)
 
 
-def expect_table(probe: Probe, table: torch.Tensor, what: str, mistakes: Callable[[torch.Tensor], Callable]) -> None:
+def expect_table(probe: Probe, table: torch.Tensor | None, what: str, mistakes: Callable[[torch.Tensor], Callable]) -> None:
     """The stored table against the reference. `mistakes(right_table)` runs the
-    module's mistakes on an input of zeros: what they add is the mistaken table."""
+    module's mistakes on an input of zeros: what they add is the mistaken table.
+    A table no mistake reproduces is read for its layout, frequencies and row 0.
+    No table at all is expect_table_storage's to say."""
+    if table is None:
+        return
     max_len, d = table.shape
-    expected = reference.sinusoidal_encoding(max_len, d).to(probe.device)
-    probe.expect(table[None], expected[None], what=what, mistakes=mistakes(expected), hint=TABLE_LAYOUT, **TABLE_TOLERANCE)
+    expected = right_table(max_len, d, device=table.device)
+    expect_then(probe, structurally(probe, table), table[None], expected[None], what=what, mistakes=mistakes(expected), hint=TABLE_LAYOUT, **TABLE_TOLERANCE)
 
 
 def expect_trained_dropout(probe: Probe, out, expected: torch.Tensor, p: float, what: str, total: str) -> None:
@@ -430,6 +462,19 @@ def expect_trained_dropout(probe: Probe, out, expected: torch.Tensor, p: float, 
     expect_dropout(probe, out, expected, p, what, where=where, not_dropout=not_dropout, hint=hint)
 
 
+def expect_dropout_of_own_output(probe: Probe, module: nn.Module, inputs: tuple, p: float, what: str, total: str) -> None:
+    """In training mode the output is dropout of the module's own eval-mode output, right or
+    wrong (its values are another probe's business). An eval-mode output with dropped
+    entries (dropout_in_eval: the inputs are random, so no right output holds exact zeros)
+    is the eval-mode probe's to name."""
+    probe.call(module.eval)
+    eval_out = probe.call(module, *inputs)
+    if not isinstance(eval_out, torch.Tensor) or eval_out.is_meta or float((eval_out == 0).float().mean()) > p / 2:
+        return
+    probe.call(module.train)
+    expect_trained_dropout(probe, probe.call(module, *inputs), eval_out.detach(), p, what, total)
+
+
 POSITIONS_ON_CPU = (
     "`{name}` makes a tensor on the CPU whatever x's device (a bare `torch.arange(T)` for the positions, a table rebuilt in forward...): on a GPU, "
     "using it with x fails with 'Expected all tensors to be on the same device'."
@@ -443,42 +488,41 @@ POSITIONS_ON_CPU_FIX = "Slice the buffer, `self.pe[:T]` with T = x.size(1), inst
 def check_positional_encoding(cls, probe: Probe) -> None:
     d, max_len, p = 12, 50, 0.25
     module = probe.build(cls, d, max_len, p)
-    table = fixed_table(probe, module, max_len, d)
+    table = stored_table(module, max_len, d)
     no_input = torch.zeros(1, max_len, d, device=probe.device)
-    expect_table(
-        probe,
-        table,
-        f"your table `{probe.name}({d}, max_len={max_len})`",
-        lambda pe: probe.known_mistakes(no_input, pe),
+    x = probe.randn(3, 7, d)  # B=3 != T=7 != d=12
+
+    def values_in_eval() -> None:
+        """x + the first T rows of the module's own table (its values are expect_table's business)."""
+        probe.call(module.eval)
+        out = probe.call(module, x)
+        own = right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device)
+        expected = x + own[:7]
+        expect_no_dropout_in_eval(probe, out, expected)
+        what = "the output for x of shape (3, 7, 12) in eval mode" + ("" if table is None else ", x + the first 7 rows of your own table,")
+        probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(x, own), **TABLE_TOLERANCE)
+
+    def length() -> None:  # T = max_len works, T = max_len + 1 is refused
+        on_cpu = probe.call(cls, d, max_len, 0.0, what=f"`{probe.name}({d}, {max_len}, 0.0)`")
+        refuses_past_max_len(probe, lambda T: probe.call(on_cpu, probe.randn(2, T, d, device="cpu")), max_len)
+
+    probe.independent(
+        lambda: expect_table_storage(probe, module, max_len, d),
+        lambda: expect_table(probe, table, f"your table `{probe.name}({d}, max_len={max_len})`", lambda pe: probe.known_mistakes(no_input, pe)),
+        values_in_eval,
+        lambda: expect_dropout_of_own_output(probe, module, (x,), p, "the output for x of shape (3, 7, 12)", "x + self.pe[:T]"),
+        length,
     )
-    # Values in eval mode: B=3 != T=7 != d=12.
-    probe.call(module.eval)
-    x = probe.randn(3, 7, d)
-    expected = x + reference.sinusoidal_encoding(max_len, d).to(probe.device)[:7]
-    what = "the output for x of shape (3, 7, 12) in eval mode"
-    probe.expect(
-        probe.call(module, x),
-        expected,
-        what=what,
-        mistakes=probe.known_mistakes(x, reference.sinusoidal_encoding(max_len, d).to(probe.device)),
-        **TABLE_TOLERANCE,
-    )
-    # Training mode: dropout of the sum.
-    probe.call(module.train)
-    expect_trained_dropout(probe, probe.call(module, x), expected, p, "the output for x of shape (3, 7, 12)", "x + self.pe[:T]")
     # The defaults: PositionalEncoding(d_model) encodes up to 5000 positions.
     default = probe.call(cls, d, what=f"`{probe.name}({d})`")
     probe.call(default.eval)
     long_x = probe.randn(2, 300, d, device="cpu")
     probe.expect(
         probe.call(default, long_x),
-        long_x + reference.sinusoidal_encoding(300, d),
+        long_x + right_table(300, d),
         what=f"`{probe.name}({d})` (default max_len and dropout) on x of shape (2, 300, 12) in eval mode",
         **TABLE_TOLERANCE,
     )
-    # Length: T = max_len works, T = max_len + 1 is refused.
-    on_cpu = probe.call(cls, d, max_len, 0.0, what=f"`{probe.name}({d}, {max_len}, 0.0)`")
-    refuses_past_max_len(probe, lambda T: probe.call(on_cpu, probe.randn(2, T, d, device="cpu")), max_len)
     # Device: the table must move with the module.
     inputs = lambda device: (probe.randn(3, 7, d, device=device),)
     module_device_pass(
@@ -500,62 +544,76 @@ GRADIENT_FIX = "Look the ids up in the registered table itself, `self.embedding(
 def check_token_and_position(cls, probe: Probe) -> None:
     V, d, max_len, p = 37, 10, 30, 0.2  # sqrt(10) is no integer, and differs from sqrt(V) and sqrt(d/2)
     module = probe.build(cls, V, d, max_len, p)
-    table = fixed_table(probe, module, max_len, d)
+    table = stored_table(module, max_len, d)
     no_tokens, all_positions = (
         torch.zeros(V, d, device=probe.device),
         torch.zeros(1, max_len, dtype=torch.long, device=probe.device),
     )
-    what = f"the positional table of `{probe.name}({V}, {d}, max_len={max_len})`"
-    expect_table(probe, table, what, lambda pe: probe.known_mistakes(no_tokens, all_positions, pe, None))
-    tokens = token_table(probe, module, V, d)
-    with torch.no_grad():
-        tokens.copy_(probe.randn(V, d))  # known values whatever the init
-    probe.call(module.eval)
     ids = probe.randint(V, 3, 7)  # (B=3, T=7)
-    out = probe.call(module, ids)
-    pe, weight = reference.sinusoidal_encoding(max_len, d).to(probe.device), tokens.detach().float()
-    expected = reference.scaled_embedding(weight, ids) + pe[:7]
-    scale = fitted_scale(out - pe[:7] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids])
-    try:
-        probe.expect(
-            out,
-            expected,
-            what="the output for ids of shape (3, 7) in eval mode",
-            mistakes=probe.known_mistakes(weight, ids, pe, scale),
-            **TABLE_TOLERANCE,
+    random_tokens = probe.randn(V, d)
+
+    @functools.cache
+    def tokens() -> torch.Tensor:
+        """The student's token table, filled with known values whatever the init."""
+        found = token_table(probe, module, V, d)
+        with torch.no_grad():
+            found.copy_(random_tokens)
+        return found
+
+    def values_in_eval() -> None:
+        """The scaled token rows + the first T rows of the module's own table (its values are expect_table's business)."""
+        weight = tokens().detach().float()
+        probe.call(module.eval)
+        out = probe.call(module, ids)
+        own = right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device)
+        expected = reference.scaled_embedding(weight, ids) + own[:7]
+        expect_no_dropout_in_eval(probe, out, expected)
+        scale = fitted_scale(out - own[:7] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids])
+        what = "the output for ids of shape (3, 7) in eval mode" + ("" if table is None else " (with the first 7 rows of your own positional table)")
+        try:
+            probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight, ids, own, scale), **TABLE_TOLERANCE)
+        except Failure as failure:
+            name_the_scale(probe, failure, scale, d)
+            raise
+
+    def gradient() -> None:  # the token table is trained: a gradient must reach it
+        weight = tokens()
+        weight.grad = None
+        probe.call(module.eval)
+        out = probe.call(module, ids)
+        if not (isinstance(out, torch.Tensor) and out.requires_grad):
+            probe.fail(
+                "no_gradient",
+                f"`{probe.name}`'s output does not require grad although its token table does: it is cut off from the table's gradient, so the embedding could never learn.",
+                hint=GRADIENT_HINT,
+                fix=GRADIENT_FIX,
+            )
+        probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
+        if weight.grad is None:
+            probe.fail(
+                "no_gradient",
+                f"After backward, `{probe.name}`'s token table has no gradient: the output is not computed from it.",
+                hint=GRADIENT_HINT,
+                fix=GRADIENT_FIX,
+            )
+
+    def length() -> None:  # T = max_len works, T = max_len + 1 is refused
+        on_cpu = probe.call(cls, V, d, max_len, 0.0, what=f"`{probe.name}({V}, {d}, {max_len}, 0.0)`")
+        refuses_past_max_len(
+            probe,
+            lambda T: probe.call(on_cpu, probe.randint(V, 2, T, device="cpu")),
+            max_len,
+            fix="At the start of forward, with T = ids.size(1): `if T > self.max_len: raise ValueError(f'sequence length {T} > max_len {self.max_len}: build the module with a larger max_len')`.",
         )
-    except Failure as failure:
-        name_the_scale(probe, failure, scale, d)
-        raise
-    # Training mode: dropout of the whole sum.
-    probe.call(module.train)
-    expect_trained_dropout(probe, probe.call(module, ids), expected, p, "the output for ids of shape (3, 7)", "self.embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]")
-    # The token table is trained: a gradient must reach it.
-    tokens.grad = None
-    probe.call(module.eval)
-    out = probe.call(module, ids)
-    if not (isinstance(out, torch.Tensor) and out.requires_grad):
-        probe.fail(
-            "no_gradient",
-            f"`{probe.name}`'s output does not require grad although its token table does: it is cut off from the table's gradient, so the embedding could never learn.",
-            hint=GRADIENT_HINT,
-            fix=GRADIENT_FIX,
-        )
-    probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
-    if tokens.grad is None:
-        probe.fail(
-            "no_gradient",
-            f"After backward, `{probe.name}`'s token table has no gradient: the output is not computed from it.",
-            hint=GRADIENT_HINT,
-            fix=GRADIENT_FIX,
-        )
-    # Length: T = max_len works, T = max_len + 1 is refused.
-    on_cpu = probe.call(cls, V, d, max_len, 0.0, what=f"`{probe.name}({V}, {d}, {max_len}, 0.0)`")
-    refuses_past_max_len(
-        probe,
-        lambda T: probe.call(on_cpu, probe.randint(V, 2, T, device="cpu")),
-        max_len,
-        fix="At the start of forward, with T = ids.size(1): `if T > self.max_len: raise ValueError(f'sequence length {T} > max_len {self.max_len}: build the module with a larger max_len')`.",
+
+    total = "self.embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]"
+    probe.independent(
+        lambda: expect_table_storage(probe, module, max_len, d),
+        lambda: expect_table(probe, table, f"the positional table of `{probe.name}({V}, {d}, max_len={max_len})`", lambda pe: probe.known_mistakes(no_tokens, all_positions, pe, None)),
+        values_in_eval,
+        lambda: expect_dropout_of_own_output(probe, module, (ids,), p, "the output for ids of shape (3, 7)", total),
+        gradient,
+        length,
     )
     # Device: the table must move with the module.
     module_device_pass(probe, cls, (V, d, max_len, p), lambda device: (probe.randint(V, 3, 7, device=device),))

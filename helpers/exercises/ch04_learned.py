@@ -240,86 +240,99 @@ def check_learned_positions(cls, probe: Probe) -> None:
             fix=f"Make the table a Parameter: `self.{plain[0]} = nn.Embedding(max_len, d_model)` (look its rows up with the position ids), or wrap the tensor in `nn.Parameter(...)`.",
         )
 
-    # Device: positions must be made on x's device (a meta pass as strict as CUDA).
-    module_device_pass(
-        probe,
-        cls,
-        (max_len, d),
-        lambda device: (probe.randn(3, 7, d, device=device),),
-        mode=StrictLikeCuda,
-        code="positions_on_cpu",
-        message=f"`{probe.name}` builds its position ids on the CPU whatever x's device (a bare `torch.arange(T)`, or ids kept in a plain attribute, which stays behind "
-        "when the module moves): on a GPU, looking them up in the table fails with 'Expected all tensors to be on the same device'.",
-        hint="A tensor made in forward lands on the CPU unless told otherwise, and module.to(device) moves only registered parameters and buffers: "
-        "the ids must be made on, or move with, the input's device.",
-        fix="Write `torch.arange(T, device=x.device)`, or keep the ids in a registered buffer: "
-        "`self.register_buffer('position_ids', torch.arange(max_len), persistent=False)`, sliced to `[:T]` in forward.",
-    )
     name, param = find_table(probe, module, max_len, d, "the position table (max_len, d_model)")
     with torch.no_grad():  # known values whatever the init: a zero-initialised table would hide a missing `x +`
         param.copy_(probe.randn(max_len, d).view(param.shape))
     table = param.detach().view(max_len, d)
-    # Values: B=3 != T=7 != d=12, in training mode (this module has no dropout).
-    x = probe.randn(3, 7, d)
-    out = probe.call(module, x)
-    expected = x + table[:7]
-    try:
-        probe.expect(out, expected, what="x + P[:T] for x of shape (3, 7, 12)", mistakes=probe.known_mistakes(x, table))
-    except Failure as failure:
-        if failure.code == "wrong_values":
-            probe.call(module.eval)
-            if close(probe.call(module, x), expected):
-                probe.fail(
-                    "unexpected_dropout",
-                    f"`{probe.name}` is right in eval mode but not in training mode: it applies dropout, and this module has none.",
-                    hint="This module is only x + P[:T]. In BERT, dropout comes once, after the LayerNorm of the whole sum: that is the next exercise's job.",
-                    fix=f"Delete the dropout layer and its call in forward: return x plus the first T rows of `{name}`, the same in training and eval mode.",
-                )
-        raise
-    # The length limits, on a copy on the CPU (see refuses_past_max_len).
-    on_cpu = probe.call(cls, max_len, d, what=f"`{probe.name}({max_len}, {d})`")
-    _, cpu_param = find_table(probe, on_cpu, max_len, d, "the position table (max_len, d_model)")
-    with torch.no_grad():
-        cpu_param.copy_(table.cpu().view(cpu_param.shape))
-    x = probe.randn(2, max_len, d, device="cpu")
-    out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, x if T == max_len else probe.randn(2, T, d, device="cpu")), max_len)
-    table_cpu = table.cpu()
-    probe.expect(out, x + table_cpu, what=f"the output for T = max_len = {max_len}", mistakes=probe.known_mistakes(x, table_cpu))
-    # Hygiene: the table is a trainable Parameter, and only the used rows get a gradient.
-    parameters = dict(module.named_parameters())
-    if name not in parameters or not parameters[name].requires_grad:
-        kind = "a buffer" if name not in parameters else "a Parameter with requires_grad=False"
-        probe.fail(
-            "positions_not_trainable",
-            f"`{probe.name}`'s table `{name}` is {kind}: the optimizer would never change it, so these learned positions would never be learned.",
-            hint=TRAINABLE_HINT,
-            fix="Make the table `nn.Embedding(max_len, d_model)` or `nn.Parameter(torch.randn(max_len, d_model))`, with no register_buffer and no requires_grad_(False).",
+    x = probe.randn(3, 7, d)  # B=3 != T=7 != d=12
+    cpu_x = probe.randn(2, max_len, d, device="cpu")
+
+    def trainable() -> None:  # the table is a trainable Parameter
+        parameters = dict(module.named_parameters())
+        if name not in parameters or not parameters[name].requires_grad:
+            kind = "a buffer" if name not in parameters else "a Parameter with requires_grad=False"
+            probe.fail(
+                "positions_not_trainable",
+                f"`{probe.name}`'s table `{name}` is {kind}: the optimizer would never change it, so these learned positions would never be learned.",
+                hint=TRAINABLE_HINT,
+                fix="Make the table `nn.Embedding(max_len, d_model)` or `nn.Parameter(torch.randn(max_len, d_model))`, with no register_buffer and no requires_grad_(False).",
+            )
+
+    def values() -> None:  # in training mode: this module has no dropout
+        probe.call(module.train)
+        out = probe.call(module, x)
+        expected = x + table[:7]
+        try:
+            probe.expect(out, expected, what="x + P[:T] for x of shape (3, 7, 12)", mistakes=probe.known_mistakes(x, table))
+        except Failure as failure:
+            if failure.code == "wrong_values":
+                probe.call(module.eval)
+                if close(probe.call(module, x), expected):
+                    probe.fail(
+                        "unexpected_dropout",
+                        f"`{probe.name}` is right in eval mode but not in training mode: it applies dropout, and this module has none.",
+                        hint="This module is only x + P[:T]. In BERT, dropout comes once, after the LayerNorm of the whole sum: that is the next exercise's job.",
+                        fix=f"Delete the dropout layer and its call in forward: return x plus the first T rows of `{name}`, the same in training and eval mode.",
+                    )
+            raise
+
+    def length() -> None:  # on a copy on the CPU (see refuses_past_max_len), in eval mode: a stray dropout is values()'s to name
+        on_cpu = probe.call(cls, max_len, d, what=f"`{probe.name}({max_len}, {d})`")
+        _, cpu_param = find_table(probe, on_cpu, max_len, d, "the position table (max_len, d_model)")
+        with torch.no_grad():
+            cpu_param.copy_(table.cpu().view(cpu_param.shape))
+        probe.call(on_cpu.eval)
+        out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, cpu_x if T == max_len else probe.randn(2, T, d, device="cpu")), max_len)
+        table_cpu = table.cpu()
+        probe.expect(out, cpu_x + table_cpu, what=f"the output for T = max_len = {max_len}", mistakes=probe.known_mistakes(cpu_x, table_cpu))
+
+    def gradient() -> None:  # only the used rows get a gradient
+        if not param.requires_grad:
+            return  # trainable() names it
+        param.grad = None
+        probe.call(module.eval)
+        out = probe.call(module, probe.randn(3, 7, d))
+        if not (isinstance(out, torch.Tensor) and out.requires_grad):
+            probe.fail(
+                "positions_not_trainable",
+                f"`{probe.name}`'s output does not require grad although the table `{name}` does: it is cut off from the table's gradient, so the table could never learn.",
+                hint=GRADIENT_HINT,
+                fix=f"Add the rows of `{name}` to x with torch operations only: drop the .detach(), the torch.no_grad() block or the round trip through NumPy.",
+            )
+        probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
+        if param.grad is None:
+            probe.fail(
+                "positions_not_trainable",
+                f"`{probe.name}`'s output does not reach the table `{name}`: after backward it has no gradient.",
+                hint=GRADIENT_HINT,
+                fix=f"Compute the output from `{name}` itself, `x + ` its first T rows, not from a copy of it or from another tensor.",
+            )
+        used = torch.zeros(max_len, d, device=probe.device)
+        used[:7] = 3.0  # each of the 7 used rows was added to 3 sequences
+        probe.expect(
+            param.grad.view(max_len, d),
+            used,
+            what=f"the gradient of `{name}` after out.sum().backward()",
+            hint="After out.sum().backward(), each row's gradient counts how often it was added: 3 for each of the 7 positions used (once per sequence of the batch), 0 for the rows past T.",
         )
-    param.grad = None
-    out = probe.call(module, probe.randn(3, 7, d))
-    if not out.requires_grad:
-        probe.fail(
-            "positions_not_trainable",
-            f"`{probe.name}`'s output does not require grad although the table `{name}` does: it is cut off from the table's gradient, so the table could never learn.",
-            hint=GRADIENT_HINT,
-            fix=f"Add the rows of `{name}` to x with torch operations only: drop the .detach(), the torch.no_grad() block or the round trip through NumPy.",
+
+    def device() -> None:  # positions made on x's device (a meta pass as strict as CUDA)
+        module_device_pass(
+            probe,
+            cls,
+            (max_len, d),
+            lambda device: (probe.randn(3, 7, d, device=device),),
+            mode=StrictLikeCuda,
+            code="positions_on_cpu",
+            message=f"`{probe.name}` builds its position ids on the CPU whatever x's device (a bare `torch.arange(T)`, or ids kept in a plain attribute, which stays behind "
+            "when the module moves): on a GPU, looking them up in the table fails with 'Expected all tensors to be on the same device'.",
+            hint="A tensor made in forward lands on the CPU unless told otherwise, and module.to(device) moves only registered parameters and buffers: "
+            "the ids must be made on, or move with, the input's device.",
+            fix="Write `torch.arange(T, device=x.device)`, or keep the ids in a registered buffer: "
+            "`self.register_buffer('position_ids', torch.arange(max_len), persistent=False)`, sliced to `[:T]` in forward.",
         )
-    out.sum().backward()
-    if param.grad is None:
-        probe.fail(
-            "positions_not_trainable",
-            f"`{probe.name}`'s output does not reach the table `{name}`: after backward it has no gradient.",
-            hint=GRADIENT_HINT,
-            fix=f"Compute the output from `{name}` itself, `x + ` its first T rows, not from a copy of it or from another tensor.",
-        )
-    used = torch.zeros(max_len, d, device=probe.device)
-    used[:7] = 3.0  # each of the 7 used rows was added to 3 sequences
-    probe.expect(
-        param.grad.view(max_len, d),
-        used,
-        what=f"the gradient of `{name}` after out.sum().backward()",
-        hint="After out.sum().backward(), each row's gradient counts how often it was added: 3 for each of the 7 positions used (once per sequence of the batch), 0 for the rows past T.",
-    )
+
+    probe.independent(trainable, values, length, gradient, device)
 
 
 # A small config with non-default values everywhere: hard-coded sizes, eps,

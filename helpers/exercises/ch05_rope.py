@@ -18,6 +18,7 @@ import torch
 
 from helpers import reference
 from helpers.checking import Failure, Probe, advice, close
+from helpers.exercises import structure
 from helpers.exercises.common import (
     WRONG_BASE,
     expect_then,
@@ -517,6 +518,22 @@ def helped(helps: dict[str, tuple[str, str]]) -> Iterator[None]:
         raise
 
 
+@contextlib.contextmanager
+def further_findings(probe: Probe, findings) -> Iterator[None]:
+    """When the catalogue names one mistake and the structural findings() confirm it,
+    the other findings are further, independent mistakes: listed in `also`."""
+    try:
+        yield
+    except Failure as failure:
+        try:
+            found = findings()
+        except Exception:  # a reading that breaks on this output adds nothing
+            found = []
+        if any(code == failure.code for code, _ in found):
+            probe.also.extend(f"{code}: {said}" for code, said in found if code != failure.code and f"{code}: {said}" not in probe.also)
+        raise
+
+
 def two_tensors(probe: Probe, out, what: str, names: str) -> tuple[torch.Tensor, torch.Tensor]:
     if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
         got = type(out).__name__ + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
@@ -568,12 +585,38 @@ ONE_HOT = {
 }
 
 
-def rope_properties(probe: Probe, rotate, head_dim: int, layout: str = "half"):
-    """When no known mistake reproduces the output: say which RoPE property the
-    student's code keeps and which it breaks. rotate(x (1, 1, T, d), positions (T,));
-    layout ("half" or "adjacent") is the exercise's, for the fix."""
+ONE_HOT_POSITIONS = (1, 50)  # both below the smallest max_len a check builds (64)
+
+
+def one_hot_images(probe: Probe, rotate, head_dim: int) -> torch.Tensor:
+    """(2, d, d): e_j turned at positions 1 and 50, all in one call (the one-hot vectors along the batch)."""
+    x = torch.eye(head_dim, device=probe.device)[:, None, None, :].expand(head_dim, 1, 2, head_dim).contiguous()
+    turned = rotate(x, torch.tensor(ONE_HOT_POSITIONS, device=probe.device))
+    return turned.detach().float()[:, 0].transpose(0, 1)
+
+
+def rotation_findings(probe: Probe, rotate, head_dim: int, layout: str, base: float):
+    """structure.rotation_findings on the student's own rotations; a function, run only when needed."""
+
+    def find() -> list[tuple[str, str]]:
+        return structure.rotation_findings(one_hot_images(probe, rotate, head_dim), ONE_HOT_POSITIONS, layout, base)
+
+    return find
+
+
+def rope_properties(probe: Probe, rotate, head_dim: int, layout: str = "half", base: float = 10000.0):
+    """When no known mistake reproduces the output: read the layout, the direction and
+    each pair's θ from one-hot vectors (structure.rotation_findings); failing that, say
+    which RoPE property the student's code keeps and which it breaks.
+    rotate(x (B, 1, T, d), positions (T,)); layout ("half" or "adjacent") is the
+    exercise's, base the one `rotate` was built with."""
 
     def fallback(failure: Failure) -> None:
+        try:
+            findings = rotation_findings(probe, rotate, head_dim, layout, base)()
+        except Exception:  # a Failure too: the student's code broke on one-hot inputs
+            findings = []
+        structure.name_what_is_wrong(probe, failure, findings)
         try:
             x = probe.randn(1, 1, 4, head_dim)
             turned = rotate(x, torch.tensor([3, 700, 2000, 3500], device=probe.device))
@@ -636,6 +679,18 @@ def collisions(probe: Probe, tables: tuple[torch.Tensor, torch.Tensor]):
     return fallback
 
 
+def cache_structure(probe: Probe, tables: tuple[torch.Tensor, torch.Tensor], base: float):
+    """Rounded positions first (collisions), then what the tables themselves show:
+    layout, direction, first position and per-pair frequencies (structure.rope_findings)."""
+    rounded = collisions(probe, tables)
+
+    def fallback(failure: Failure) -> None:
+        rounded(failure)
+        structure.name_what_is_wrong(probe, failure, structure.rope_findings(*tables, base))
+
+    return fallback
+
+
 CACHE_HELP = {
     "wrong_shape": (
         "Each table is (max_len, head_dim): a row per position, and in each row the head_dim/2 angles, one per pair, written twice.",
@@ -648,6 +703,10 @@ CACHE_HELP = {
     "wrong_dtype": (
         "The tables are float32, the dtype q and k are turned in: float64 is fine while building them, not for what you return.",
         "Cast once, at the end: `return cos.float(), sin.float()`.",
+    ),
+    "rope_sign_flip": (
+        "Row m holds the angles m·θ_i, which grow with m: sin(m·θ_0) starts positive at row 1. A minus sign on the angles, or on the sin table, turns every pair backwards.",
+        "Build both tables from the same positive angles, `angles = torch.outer(positions, theta)`, and return `angles.cos()` and `angles.sin()` as they are.",
     ),
 }
 
@@ -664,12 +723,13 @@ def check_rope_cache(fn, probe: Probe) -> None:
                 hint="The docstring's order is (cos, sin), as HF's rotary embeddings return them: row 0 of the first table must be all ones.",
                 fix="Swap the two in your return statement: `return cos, sin`.",
             )
+        base = args[2] if len(args) > 2 else 10000.0
         for index, name in enumerate(("cos", "sin")):
             mistakes = probe.known_mistakes(*args, index=index)
-            with helped(CACHE_HELP):
+            with helped(CACHE_HELP), further_findings(probe, lambda tables=tables, base=base: structure.rope_findings(*tables, base)):
                 expect_then(
                     probe,
-                    collisions(probe, tables),
+                    cache_structure(probe, tables, base),
                     tables[index],
                     expected[index],
                     what=f"the {name} table of {call}",
@@ -696,6 +756,40 @@ ROTATE_HALF_HELP = {
 }
 
 
+def quarter_turn_findings(out: torch.Tensor) -> list[tuple[str, str]]:
+    """What rotate_half makes of the one-hot vectors e_0 .. e_(d-1), rows of out: each must
+    land, whole, on its partner e_(j ± d/2), with a minus on the ones from the second half."""
+    out = out.detach().to("cpu", torch.float64)
+    d = out.shape[-1]
+    if out.shape != (d, d) or d % 2 or not torch.isfinite(out).all():
+        return []
+    j, target = torch.arange(d), out.abs().argmax(1)
+    sign = out[j, target]
+    if not (torch.allclose(out.abs(), torch.eye(d, dtype=out.dtype)[target]) and (target[target] == j).all()):
+        return []  # not a signed permutation of pairs: the catalogue's mixes, or something else
+    findings = []
+    if (target == j ^ 1).all():
+        findings.append(("rope_interleaved_convention", f"Your rotate_half moves e_0 to component {int(target[0])}: it turns adjacent pairs (2i, 2i+1), where pairs (i, i + d/2) are asked for."))
+    elif not (target == (j + d // 2) % d).all():
+        return []
+    first = j < target  # the first member of each pair goes forward with a plus, the second back with a minus
+    if (sign[first] < 0).all() and (sign[~first] > 0).all():
+        findings.append(("rope_sign_flip", "Your rotate_half puts the minus sign on the wrong member of each pair: e_0 comes out as minus its partner."))
+    return findings
+
+
+def quarter_turns(probe: Probe, fn, d: int = 8):
+    def fallback(failure: Failure) -> None:
+        try:
+            out = probe.call(fn, torch.eye(d, device=probe.device))
+        except Failure:
+            return
+        if isinstance(out, torch.Tensor):
+            structure.name_what_is_wrong(probe, failure, quarter_turn_findings(out))
+
+    return fallback
+
+
 def check_rotate_half(fn, probe: Probe) -> None:
     for shape, dtype in (
         ((2, 3, 5, 8), torch.float32),
@@ -706,7 +800,9 @@ def check_rotate_half(fn, probe: Probe) -> None:
         out = probe.call(fn, x)
         mistakes = probe.known_mistakes(x)
         with helped(ROTATE_HALF_HELP):
-            probe.expect(
+            expect_then(
+                probe,
+                quarter_turns(probe, fn),
                 out,
                 reference.rotate_half(x),
                 what=f"rotate_half of a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor",
@@ -728,6 +824,14 @@ APPLY_ROPE_HELP = {
         "Make cos and sin (T, Dh), or (B, 1, T, Dh) when positions is (B, T), and keep q's and k's shapes: no reshape of q or k.",
     ),
 }
+
+
+# apply_rope is handed its tables: frequencies of its own (read by rope_properties) are not in its catalogue.
+TABLES_GIVEN = (
+    "apply_rope gets its angles from the cos and sin tables it is handed: rope_cache already chose the base and each pair's frequency θ_i, and nothing here should compute them again.",
+    "Drop your own frequencies and angles: take the rows of the given tables, `cos[positions]` and `sin[positions]` (`[:T]` when positions is None), and turn with `x * cos + rotate_half(x) * sin`.",
+)
+APPLY_ROPE_OWN_HELP = {**APPLY_ROPE_HELP, "wrong_base": TABLES_GIVEN, "wrong_exponent": TABLES_GIVEN}
 
 
 def check_apply_rope(fn, probe: Probe) -> None:
@@ -759,7 +863,7 @@ def check_apply_rope(fn, probe: Probe) -> None:
             mistakes = probe.known_mistakes(*args, index=index)
             shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
             fallback = bf16_arithmetic(probe) if dtype == torch.bfloat16 else rope_properties(probe, rotate, d)
-            with helped(APPLY_ROPE_HELP):
+            with helped(APPLY_ROPE_OWN_HELP):
                 expect_then(
                     probe,
                     fallback,
@@ -858,10 +962,35 @@ DEVICE_FIX = "Build the tables in `__init__` and register them as buffers; in fo
 
 
 def check_rotary_embedding(cls, probe: Probe) -> None:
-    d, B, Hq, Hk, T = 8, 3, 4, 2, 5
-    module = probe.build(cls, d, ROPE_MAX_LEN)
-    # Device: a tensor kept as a plain attribute stays behind when .to(device) moves the module.
+    """Four independent aspects, all run (probe.independent): buffers, values, what
+    state_dict saves, the length check; then the device pass. A module with a
+    Parameter cache and no length check hears of both at once."""
+    module = probe.build(cls, 8, ROPE_MAX_LEN)
     plain = plain_tensors(module)
+
+    def values() -> None:
+        try:
+            rotary_values(cls, probe, module)
+        except Failure as failure:
+            if not (plain and failure.code == "raised" and "device" in failure.message.lower()):
+                raise  # a device clash from the plain attributes is that finding, said once
+
+    probe.independent(lambda: plain_attributes(probe, module, plain), values, lambda: nothing_saved(probe, module), lambda: length_checked(cls, probe))
+    if plain:
+        return  # the device pass would only find the plain attributes again
+    # Device: every tensor on the meta device; a table or position made on the CPU shows.
+    module_device_pass(
+        probe,
+        cls,
+        (8, 16),
+        lambda device: (probe.randn(1, 2, 4, 8, device=device), probe.randn(1, 1, 4, 8, device=device)),
+        hint=DEVICE_HINT,
+        fix=DEVICE_FIX,
+    )
+
+
+def plain_attributes(probe: Probe, module, plain: list[str]) -> None:
+    """A tensor kept as a plain attribute stays behind when .to(device) moves the module."""
     if plain:
         probe.fail(
             "pe_not_buffer",
@@ -869,7 +998,11 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
             hint="Only parameters and registered buffers follow a module through .to(), .cuda() and .half(); a plain tensor attribute stays where it was made.",
             fix=f"Register each table in `__init__` instead: `self.register_buffer('{plain[0]}', table, persistent=False)`" + (f", and likewise for {', '.join(plain[1:])}." if plain[1:] else "."),
         )
-    # Values: the same cases as apply_rope, then a module with another head size and base.
+
+
+def rotary_values(cls, probe: Probe, module) -> None:
+    """The same cases as apply_rope, then a module with another head size and base."""
+    d, B, Hq, Hk, T = 8, 3, 4, 2, 5
     cases = rope_cases(probe, B, T)
     runs = [(module, d, 10000.0, f"{probe.name}({d}, {ROPE_MAX_LEN})", case) for case in cases]
     runs.append(
@@ -895,7 +1028,7 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
                 return probe.call(built, x, x, p)[index]
 
             mistakes = probe.known_mistakes(x, positions, base)
-            fallback = low_precision(probe) if dtype == torch.bfloat16 else rope_properties(probe, rotate, head_dim)
+            fallback = low_precision(probe) if dtype == torch.bfloat16 else rope_properties(probe, rotate, head_dim, base=base)
             with helped(APPLY_ROPE_HELP):  # the same outputs as apply_rope
                 expect_then(
                     probe,
@@ -906,7 +1039,10 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
                     mistakes=mistakes,
                     **rope_tolerance(x),
                 )
-    # Hygiene: nothing to train, nothing to save. The tables are rebuilt from the arguments.
+
+
+def nothing_saved(probe: Probe, module) -> None:
+    """Nothing to train, nothing to save: the tables are rebuilt from the arguments."""
     saved = list(module.state_dict())
     if saved:
         kinds = {name: "an nn.Parameter" if name in dict(module.named_parameters()) else "a persistent buffer" for name in saved}
@@ -917,7 +1053,10 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
             hint="The cos/sin tables are fixed and rebuilt from (head_dim, max_len, base): an optimizer must never train them, and checkpoints must not carry them (a model built with another max_len could not load one).",
             fix=f"Register each as a non-persistent buffer, not a Parameter: `self.register_buffer('{saved[0]}', table, persistent=False)`.",
         )
-    # Length: refuse positions past the table, on the CPU (see common.refuses).
+
+
+def length_checked(cls, probe: Probe) -> None:
+    """Refuse positions past the table, on the CPU (see common.refuses)."""
     small = probe.call(cls, 8, 16, what=f"`{probe.name}(8, 16)`")
     q, k = probe.randn(1, 2, 4, 8, device="cpu"), probe.randn(1, 1, 4, 8, device="cpu")
     refuses(
@@ -934,15 +1073,6 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
         f"`{probe.name}(8, max_len=16)` called with 17 tokens and positions=None",
         LENGTH_FIX,
         hint=LENGTH_HINT,
-    )
-    # Device: every tensor on the meta device; a table or position made on the CPU shows.
-    module_device_pass(
-        probe,
-        cls,
-        (8, 16),
-        lambda device: (probe.randn(1, 2, 4, 8, device=device), probe.randn(1, 1, 4, 8, device=device)),
-        hint=DEVICE_HINT,
-        fix=DEVICE_FIX,
     )
 
 

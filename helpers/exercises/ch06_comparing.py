@@ -5,10 +5,12 @@ and return what the mistaken code outputs."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from helpers import reference
-from helpers.checking import Failure, Probe, advice, close
+from helpers.checking import STOPS_EVERYTHING, Failure, Probe, advice, close
 from helpers.exercises.common import float64_accepted
 from helpers.registry import Exercise
 
@@ -61,7 +63,7 @@ def alibi_bias_naive(n_heads: int, seq_len: int) -> torch.Tensor:
     return _bias(naive_slopes(n_heads), seq_len)
 
 
-def alibi_bias_wrong_sign(n_heads: int, seq_len: int) -> list[torch.Tensor]:
+def alibi_bias_wrong_sign(n_heads: int, seq_len: int) -> torch.Tensor:
     """Your bias rewards distance instead of penalising it: keys further back
     get a larger score than the token itself.
 
@@ -72,8 +74,7 @@ def alibi_bias_wrong_sign(n_heads: int, seq_len: int) -> list[torch.Tensor]:
     Fix: `bias = -slopes[:, None, None] * (i - j)`, with
     `i = torch.arange(seq_len)[:, None]` and `j = torch.arange(seq_len)[None, :]`,
     then the mask on j > i."""
-    slopes = reference.alibi_slopes(n_heads)
-    return [_bias(-slopes, seq_len), _bias(-slopes, seq_len, causal=False)]
+    return _bias(-reference.alibi_slopes(n_heads), seq_len)  # with no mask as well, the mask comes first: see bias_findings
 
 
 def alibi_bias_missing_causal_mask(n_heads: int, seq_len: int) -> list[torch.Tensor]:
@@ -111,19 +112,131 @@ def _bias(
     return bias.masked_fill(j > i, masked_with) if causal else bias
 
 
-# --- probes ----------------------------------------------------------------------------
+# --- reading a result back: mistakes outside the catalogue ---------------------------
 
 MASKED = -1e9  # a bias this negative is a mask to softmax, as -inf is (torch.finfo(dtype).min, -1e9...)
+ORDER = ("missing_causal_mask", "wrong_sign")  # these come first among several findings; the others as found
+
+
+def power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def geometric(n: int, start: int = 1) -> torch.Tensor:
+    """2^(-8h/n) for h = start .. start + n - 1, in float64."""
+    return 2.0 ** (-8.0 * torch.arange(start, start + n, dtype=torch.float64) / n)
+
+
+def near(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def listed(values: torch.Tensor, count: int = 4) -> str:
+    shown = ", ".join(f"{v:.4g}" for v in values[:count].tolist())
+    return f"[{shown}{', ...' if len(values) > count else ''}]"
+
+
+def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str) -> list[tuple[str, str, str, str]]:
+    """What is wrong with these slopes (float64, read from a result), as
+    (code, message, hint, fix): a sign, the rule for a head count that is not a power of
+    two, a geometric sequence started at the wrong place or reversed. Empty when they
+    are right or when no rule explains them (the caller falls back on the catalogue)."""
+    expected = reference.alibi_slopes(n_heads).double()
+    found = []
+    if bool((slopes < 0).all()):
+        found.append(("wrong_sign", f"{probe.explain('wrong_sign')} ({source} for {n_heads} heads are {listed(slopes)}.)", "", ""))
+        slopes = -slopes
+    if near(slopes, expected) or not bool((slopes > 0).all()):
+        return found
+    ratio = 2.0 ** (-8.0 / n_heads)
+    if power_of_two(n_heads):
+        if n_heads > 1 and near(slopes[1:] / slopes[:-1], torch.full((n_heads - 1,), ratio, dtype=torch.float64)):
+            first = f"{slopes[0]:.4g}" if abs(slopes[0] - 1) > 1e-6 else "1 = 2^0"
+            found.append(
+                (
+                    "wrong_values",
+                    f"{source} for {n_heads} heads are {listed(slopes)}: a geometric sequence with the right ratio 2^(-8/{n_heads}) = {ratio:.4g}, but it starts at {first} instead of "
+                    f"2^(-8/{n_heads}) = {ratio:.4g}.",
+                    "The paper counts heads from 1: m_h = 2^(-8h/n) for h = 1 .. n, so the first slope is already the ratio and the last is exactly 2^(-8) = 1/256. Does your h start at 0?",
+                    "Shift the exponent by one: `2 ** (-8 * (h + 1) / n)` for h in range(n), or `2 ** (-8 * torch.arange(1, n + 1) / n)`.",
+                )
+            )
+        elif near(slopes.flip(0), expected):
+            found.append(
+                (
+                    "wrong_values",
+                    f"{source} for {n_heads} heads are {listed(slopes)}: the right slopes in reverse order, the smallest first.",
+                    "Head 0 is the steepest: its slope 2^(-8/n) is the largest, and the slopes shrink from head to head down to 2^(-8).",
+                    "Let the exponent grow with the head index: `2 ** (-8 * (h + 1) / n)` for h = 0 .. n-1, without reversing the list.",
+                )
+            )
+        return found
+    closest = 2 ** math.floor(math.log2(n_heads))
+    _, hint, fix = advice(probe.exercise, "non_power_of_two")
+    if near(slopes, geometric(n_heads)):
+        how = f"follow 2^(-8h/{n_heads}) for h = 1 .. {n_heads}, the power-of-two rule stretched over {n_heads} heads"
+    elif near(slopes[:closest], expected[:closest]):
+        how = f"start with the {closest} slopes of {closest} heads, but the other {n_heads - closest} are {listed(slopes[closest:])}, not every other slope of {2 * closest} heads, {listed(expected[closest:])}"
+    elif near(slopes.sort().values, expected.sort().values):
+        how = f"are the right numbers in another order: the {closest} slopes of {closest} heads must come first, then the extra ones"
+    elif near(slopes[:-1] / slopes[1:], slopes[:1] / slopes[1:2]) and len(slopes) > 2:
+        how = f"form one geometric sequence, ratio {float(slopes[1] / slopes[0]):.4g}, while the paper's rule for {n_heads} heads is two interleaved ones"
+    else:
+        return found
+    found.append(("non_power_of_two", f"{probe.explain('non_power_of_two')} ({source} for {n_heads} heads {how}.)", hint, fix))
+    return found
+
+
+def bias_findings(probe: Probe, out: torch.Tensor, n_heads: int, seq_len: int) -> list[tuple[str, str, str, str]]:
+    """What the shape of a wrong (n_heads, T, T) bias says: finite entries above the
+    diagonal (no mask, whatever else is wrong), then the slopes read back from each head,
+    bias[h, i, i] - bias[h, i, i-1] = m_h, wherever the part on and below the diagonal is
+    linear in i - j; a constant added to each row (the authors' m_h · j shortcut) last."""
+    bias = out.detach().to("cpu", torch.float64)
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    future, past = (j > i).expand_as(bias), (j <= i).expand_as(bias)
+    if not bool(bias[past].isfinite().all()):
+        return []  # a mask where a finite bias belongs: the generic probes say where
+    found = []
+    if bool(bias[future].isfinite().any()):
+        _, hint, fix = advice(probe.exercise, "missing_causal_mask")
+        h, q, k = (int(x) for x in (bias.isfinite() & future).nonzero()[0])
+        found.append(("missing_causal_mask", f"{probe.explain('missing_causal_mask')} (Here bias[{h}, {q}, {k}] = {bias[h, q, k]:.4g}, for a key after its query.)", hint, fix))
+    if seq_len < 2:
+        return found
+    diagonal = bias.diagonal(dim1=-2, dim2=-1)  # (H, T)
+    steps = diagonal[:, 1:] - bias[:, torch.arange(1, seq_len), torch.arange(seq_len - 1)]  # (H, T-1): m_h each
+    slopes = steps.mean(1)
+    model = diagonal[:, :, None] - slopes[:, None, None] * (i - j)
+    if not torch.allclose(bias[past], model[past], rtol=1e-4, atol=1e-5):
+        return found  # not -m_h · (i - j) plus a constant per row: no slopes to read
+    found += slope_findings(probe, slopes, n_heads, "The slopes your bias uses, bias[h, i, i] - bias[h, i, i-1],")
+    if not torch.allclose(diagonal, torch.zeros_like(diagonal), atol=1e-5):
+        found.append(
+            (
+                "wrong_values",
+                f"Your bias is -m_h · (i - j) plus a different constant in each row (bias[{n_heads - 1}, {seq_len - 1}, {seq_len - 1}] = {diagonal[-1, -1]:.4g}, not 0): "
+                "the authors' m_h · j shortcut, or an offset from the last position. Softmax would not see it; the bias is not 0 on the diagonal, though, and not a function of i - j alone.",
+                "The shortcut adds m_h · j to every row and relies on softmax forgetting a constant per row. This exercise asks for the bias itself: 0 for a key at the query's own position, -m_h for the key one step back, and so on.",
+                "Use the distance between query and key, `-slopes[:, None, None] * (i - j)` with `i = torch.arange(seq_len)[:, None]` and `j = torch.arange(seq_len)[None, :]`, not the key position j alone.",
+            )
+        )
+    return found
 
 
 def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dict[str, tuple[str, str]]) -> None:
     """Each case is the arguments of one call, head count first; powers of two come
-    first. When those pass and another head count fails, the rule for a head count
-    that is not a power of two is what is missing. `helps` gives the (hint, fix) of
-    a generic failure (wrong_values, wrong_shape...; misplaced_mask: -inf where a
+    first. Every case runs (unless one stops everything), so that mistakes that only
+    show for some head counts are found beside the others; the first finding in
+    ORDER, else the first found, is the diagnosis and the others go to probe.also.
+    When the powers of two pass and another head count fails, the rule for a head
+    count that is not a power of two is what is missing. `helps` gives the (hint, fix)
+    of a generic failure (wrong_values, wrong_shape...; misplaced_mask: -inf where a
     finite bias belongs)."""
     passed = []  # the head counts, powers of two, whose results were right
+    findings: list[Failure] = []
     for args in cases:
+        n_heads = args[0]
         call = f"`{probe.exercise.id}({', '.join(repr(a) for a in args)})`"
         out = None
         try:
@@ -131,15 +244,25 @@ def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dic
             if isinstance(out, torch.Tensor) and out.is_floating_point():
                 out = out.masked_fill(out <= MASKED, float("-inf"))  # any such bias is a mask to softmax
             expected = probe.exercise.reference(*args)
-            if expected.dim() >= 2 and close(out, expected.transpose(-1, -2)) and not close(out, expected):
+            if close(out, expected):
+                passed.append(n_heads)
+                continue
+            if expected.dim() >= 2 and close(out, expected.transpose(-1, -2)):
                 probe.fail("wrong_values", f"the result of {call} is the right bias transposed: its -inf mask lies below the diagonal, above it the penalties.")
+            read = []
+            if isinstance(out, torch.Tensor) and out.shape == expected.shape and not out.is_meta and out.is_floating_point():
+                read = bias_findings(probe, out, *args) if expected.dim() == 3 else slope_findings(probe, out.detach().to("cpu", torch.float64), n_heads, "Your slopes")
+            if read:
+                findings += [Failure(*finding) for finding in read]
+                continue
             probe.expect(out, expected, what=f"the result of {call}", mistakes=probe.known_mistakes(*args))
         except Failure as failure:
-            n_heads = args[0]
-            if passed and n_heads & (n_heads - 1) != 0 and failure.code in ("raised", "wrong_shape", "wrong_values", "nan_or_inf"):
+            if failure.code in STOPS_EVERYTHING:
+                raise
+            if passed and not power_of_two(n_heads) and failure.code in ("raised", "wrong_shape", "wrong_values", "nan_or_inf"):
                 _, hint, fix = advice(probe.exercise, "non_power_of_two")
                 right = ", ".join(str(n) for n in sorted(passed)[:-1]) + f" and {max(passed)}" if len(passed) > 1 else str(passed[0])
-                probe.fail(
+                failure = Failure(
                     "non_power_of_two",
                     f"{failure.message.rstrip('.')}. Your code is right for {right} heads but not for {n_heads}, which is not a power of two.",
                     hint=hint,
@@ -148,8 +271,20 @@ def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dic
             misplaced_mask = failure.code == "nan_or_inf" and isinstance(out, torch.Tensor) and not out.isnan().any()
             hint, fix = helps.get("misplaced_mask" if misplaced_mask else failure.code, ("", ""))
             failure.hint, failure.fix = failure.hint or hint, failure.fix or fix
-            raise
-        passed.append(args[0])
+            findings.append(failure)
+    if not findings:
+        return
+    by_code = {}  # each code once, with its first finding, in the order found
+    for finding in findings:
+        by_code.setdefault(finding.code, finding)
+    codes = list(by_code)
+    first = min(codes, key=lambda code: (ORDER.index(code) if code in ORDER else len(ORDER), codes.index(code)))
+    chosen = by_code[first]
+    probe.also += [f"{code}: {finding.message}" for code, finding in by_code.items() if code != first]
+    if not chosen.hint or not chosen.fix:
+        _, hint, fix = advice(probe.exercise, chosen.code)
+        chosen.hint, chosen.fix = chosen.hint or hint, chosen.fix or fix
+    raise chosen
 
 
 SLOPES_HELP = {

@@ -191,6 +191,7 @@ def expect_then(probe: Probe, fallback: Callable[[Failure], None], *args: Any, *
         raise
 
 
+# Codes that say "the code broke", not what is wrong with it: met again by a later probe they add nothing.
 def float64_accepted(out: Any) -> Any:
     """Small matrices and vectors may come in float64 (NumPy's default): compared as float32."""
     return out.float() if isinstance(out, torch.Tensor) and out.dtype == torch.float64 else out

@@ -137,12 +137,76 @@ def rope_findings(cos: torch.Tensor, sin: torch.Tensor, base: float) -> list[tup
         return [("rope_mixed_pairing", "No two of your columns hold the same angle, so no pair of components would turn together: each pair's angle must appear twice.")]
     found = column_frequencies(c[:, angles_in])
     expected = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
-    start = float(torch.atan2(s[0, angles_in[0]], c[0, angles_in[0]]) / (found[0] if not found[0].isnan() else 1.0))
+    phase = torch.atan2(s[:2, angles_in[0]], c[:2, angles_in[0]])  # pair 0's angle in rows 0 and 1: it must grow
+    if float(torch.remainder(phase[1] - phase[0] + math.pi, 2 * math.pi) - math.pi) < 0:
+        findings.append(("rope_sign_flip", "Your sin table has the wrong sign: from row to row the angle atan2(sin, cos) decreases, so every pair would turn backwards."))
+    start = float(torch.atan2(s[0, angles_in[0]], c[0, angles_in[0]]).abs() / (found[0] if not found[0].isnan() else 1.0))
     if abs(start) > 0.01:
         findings.append(("position_offset", f"Row 0 of your tables holds the angles of position {start:.3g}, not of position 0 (cos 1, sin 0)."))
     frequency = frequency_finding(found, expected, base, d, max_len)
     if frequency:
         findings.append(frequency)
+    return findings
+
+
+def rotation_findings(images: torch.Tensor, positions: tuple[int, int], layout: str, base: float) -> list[tuple[str, str]]:
+    """What a RoPE gets wrong, read from what it makes of one-hot vectors: images[k, j] is e_j
+    turned at positions[k] (a small position, then a larger one), shape (2, d, d).
+
+    A turn by angle a of the pair (p, q), p < q, takes e_p to cos a·e_p + sin a·e_q and e_q to
+    cos a·e_q − sin a·e_p: the components that move name the pairing, the sign of a the direction,
+    and a over the position each pair's θ (the larger position refines the first reading).
+    `layout` is the one asked for: "half" (i, i + d/2) or "adjacent" (2i, 2i+1)."""
+    m = images.detach().to("cpu", torch.float64)
+    if m.dim() != 3 or m.shape[0] != 2 or m.shape[1] != m.shape[2] or m.shape[1] % 2 or not torch.isfinite(m).all():
+        return []
+    d, j = m.shape[1], torch.arange(m.shape[1])
+    reach = m.abs().sum(0) * (1 - torch.eye(d, dtype=m.dtype))  # how much of e_j lands on component k != j
+    partner = reach.argmax(1)
+    outside = m.clone()
+    outside[:, j, j], outside[:, j, partner] = 0.0, 0.0
+    if not (partner[partner] == j).all() or outside.abs().max() > TOLERANCE or reach.max() < TOLERANCE:
+        return []  # not a turn of pairs (or no turn at all): the other probes say more
+    first = j[j < partner]
+    second = partner[first]
+    if (second == first + d // 2).all():
+        found_layout = "half"
+    elif (second == first + 1).all() and (first % 2 == 0).all():
+        found_layout = "adjacent"
+    else:
+        return [
+            ("rope_mixed_pairing", f"Your code turns component 0 together with component {int(partner[0])}: that is neither the half-split pairing (i, i + d/2) nor the interleaved one (2i, 2i+1).")
+        ]
+    a = torch.atan2(m[:, first, second], m[:, first, first])  # (2, d/2): the angle the first member meets...
+    b = torch.atan2(-m[:, second, first], m[:, second, second])  # ...and the second
+    if (torch.remainder(a - b + math.pi, 2 * math.pi) - math.pi).abs().max() > TOLERANCE:
+        pair = int((a - b).abs().amax(0).argmax())
+        return [
+            (
+                "rope_mixed_pairing",
+                f"The two members of a pair do not turn together: at position {positions[0]}, e_{int(first[pair])} comes out turned by {float(a[0, pair]):.4g} rad "
+                f"and its partner e_{int(second[pair])} by {float(b[0, pair]):.4g} rad, so this is no rotation.",
+            )
+        ]
+    if not (a[0].abs() > 1e-7).all() or len(set(torch.sign(a[0]).tolist())) != 1:
+        return []
+    sign = float(torch.sign(a[0, 0]))
+    coarse = sign * a[0] / positions[0]
+    late = sign * a[1]
+    theta = (late + 2 * math.pi * torch.round((positions[1] * coarse - late) / (2 * math.pi))) / positions[1]
+    if ((theta - coarse).abs() > 1e-5 + 1e-2 * theta.abs()).any():
+        return []  # the two positions disagree: positions are used otherwise than as given
+    findings = []
+    names = {"half": "the half-split layout, pairs (i, i + d/2)", "adjacent": "the interleaved layout, pairs (2i, 2i+1)"}
+    if found_layout != layout:
+        code = "rope_interleaved_convention" if layout == "half" else "rope_half_split_convention"
+        findings.append((code, f"Your code turns component 0 together with component {int(partner[0])}: {names[found_layout]}, where {names[layout]} is asked for."))
+    if sign < 0:
+        findings.append(("rope_sign_flip", f"Your rotation goes the wrong way: at position {positions[0]}, e_0 turns by {float(a[0, 0]):.4g} rad, where +θ_0 is expected."))
+    expected = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    frequency = frequency_finding(theta, expected, base, d, 10**9)
+    if frequency:
+        findings.append((frequency[0], frequency[1].replace("read from your table", "read from your rotations")))
     return findings
 
 

@@ -250,3 +250,198 @@ WRONG += [
     ("lookup", "uses_reference", wraps_the_reference),
     ("one_hot_lookup", "uses_reference", reference_through_importlib),
 ]
+
+
+# --- embedding_backward --------------------------------------------------------------
+
+
+def backward_index_add(grad_out, ids, vocab_size, padding_idx=None):
+    grad = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device)
+    grad.index_add_(0, ids.flatten(), grad_out.reshape(-1, grad_out.shape[-1]))
+    if padding_idx is not None:
+        grad[padding_idx] = 0.0
+    return grad
+
+
+def backward_one_hot(grad_out, ids, vocab_size, padding_idx=None):
+    """The transpose of the one-hot product: grad = one_hot(ids).T @ grad_out."""
+    one_hot = F.one_hot(ids.reshape(-1), vocab_size).to(grad_out.dtype)  # (N, V)
+    grad = one_hot.T @ grad_out.reshape(-1, grad_out.shape[-1])  # (V, N) @ (N, d)
+    if padding_idx is not None:
+        grad = grad * (torch.arange(vocab_size, device=grad.device) != padding_idx).unsqueeze(1)
+    return grad
+
+
+def backward_loop(grad_out, ids, vocab_size, padding_idx=None):
+    rows = grad_out.reshape(-1, grad_out.shape[-1])
+    grad = torch.zeros(vocab_size, rows.shape[1], dtype=rows.dtype, device=rows.device)
+    for n, token in enumerate(ids.reshape(-1).tolist()):
+        if token != padding_idx:
+            grad[token] += rows[n]
+    return grad
+
+
+def backward_assigns(grad_out, ids, vocab_size, padding_idx=None):
+    grad = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device)
+    grad[ids.flatten()] = grad_out.reshape(-1, grad_out.shape[-1])  # repeats overwrite each other
+    if padding_idx is not None:
+        grad[padding_idx] = 0.0
+    return grad
+
+
+def backward_forgets_padding(grad_out, ids, vocab_size, padding_idx=None):
+    grad = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device)
+    return grad.index_add(0, ids.flatten(), grad_out.reshape(-1, grad_out.shape[-1]))
+
+
+def backward_columns(grad_out, ids, vocab_size, padding_idx=None):
+    grad = torch.zeros(grad_out.shape[-1], vocab_size, dtype=grad_out.dtype, device=grad_out.device)
+    grad.index_add_(1, ids.flatten(), grad_out.reshape(-1, grad_out.shape[-1]).T)
+    if padding_idx is not None:
+        grad[:, padding_idx] = 0.0
+    return grad
+
+
+def backward_zeros_on_cpu(grad_out, ids, vocab_size, padding_idx=None):
+    grad = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype)  # no device=
+    grad.index_add_(0, ids.flatten(), grad_out.reshape(-1, grad_out.shape[-1]))
+    if padding_idx is not None:
+        grad[padding_idx] = 0.0
+    return grad
+
+
+def backward_always_float32(grad_out, ids, vocab_size, padding_idx=None):
+    return backward_index_add(grad_out.float(), ids, vocab_size, padding_idx)
+
+
+def backward_scales_grad_out(grad_out, ids, vocab_size, padding_idx=None):
+    if padding_idx is not None:
+        grad_out[ids == padding_idx] = 0.0  # zeroes the caller's gradient in place
+    return backward_index_add(grad_out, ids, vocab_size)
+
+
+def backward_through_autograd(grad_out, ids, vocab_size, padding_idx=None):
+    weight = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device, requires_grad=True)
+    F.embedding(ids, weight, padding_idx=padding_idx).backward(grad_out)
+    return weight.grad
+
+
+RIGHT["embedding_backward"] = [backward_index_add, backward_one_hot, backward_loop]
+WRONG += [
+    ("embedding_backward", "no_accumulation", backward_assigns),
+    ("embedding_backward", "padding_row_updated", backward_forgets_padding),
+    ("embedding_backward", "transposed_weight", backward_columns),
+    ("embedding_backward", "wrong_device", backward_zeros_on_cpu),
+    ("embedding_backward", "wrong_dtype", backward_always_float32),
+    ("embedding_backward", "mutated_input", backward_scales_grad_out),
+    ("embedding_backward", "forbidden_api", backward_through_autograd),
+]
+
+
+# --- issue 13: code nobody here wrote, other routes, two mistakes at once -----------
+
+
+def lookup_gather(weight, ids):
+    """gather along the rows: an index per output entry."""
+    index = ids.reshape(-1, 1).expand(-1, weight.shape[1])
+    return weight.gather(0, index).reshape(*ids.shape, weight.shape[1])
+
+
+def lookup_float64_then_cast(weight, ids):
+    return weight.double()[ids].to(weight.dtype)
+
+
+def one_hot_f_linear(weight, ids):
+    """F.linear(x, A) is x @ A.T: the one-hot times the transposed transpose."""
+    return F.linear(F.one_hot(ids, weight.shape[0]).to(weight.dtype), weight.T)
+
+
+def one_hot_by_comparison(weight, ids):
+    one_hot = (ids.unsqueeze(-1) == torch.arange(weight.shape[0], device=ids.device)).to(weight.dtype)
+    return one_hot @ weight
+
+
+def one_hot_row_by_row(weight, ids):
+    """A loop: one one-hot vector per token, times the weight."""
+    rows = []
+    for token in ids.reshape(-1).tolist():
+        vector = torch.zeros(weight.shape[0], dtype=weight.dtype, device=weight.device)
+        vector[token] = 1.0
+        rows.append(vector @ weight)
+    return torch.stack(rows).reshape(*ids.shape, weight.shape[1])
+
+
+def one_hot_float64_then_cast(weight, ids):
+    return (F.one_hot(ids, weight.shape[0]).double() @ weight.double()).to(weight.dtype)
+
+
+RIGHT["lookup"] += [lookup_gather, lookup_float64_then_cast]
+RIGHT["one_hot_lookup"] += [one_hot_f_linear, one_hot_by_comparison, one_hot_row_by_row, one_hot_float64_then_cast]
+
+
+def aten_embedding(weight, ids):
+    return torch.ops.aten.embedding(weight, ids)
+
+
+def aten_embedding_overload(weight, ids):
+    return torch.ops.aten.embedding.default(weight, ids)
+
+
+def torch_embedding_bag_sum(weight, ids):
+    """One bag per id, summed: a lookup through embedding_bag."""
+    flat = ids.reshape(-1)
+    offsets = torch.arange(flat.numel(), device=ids.device)
+    return torch.embedding_bag(weight, flat, offsets, False, 0)[0].reshape(*ids.shape, weight.shape[1])
+
+
+def one_hot_scattered_on_cpu(weight, ids):
+    one_hot = torch.zeros(*ids.shape, weight.shape[0])  # no device=
+    one_hot.scatter_(-1, ids.unsqueeze(-1), 1.0)
+    return one_hot @ weight
+
+
+def one_hot_compared_with_cpu_arange(weight, ids):
+    return (ids.unsqueeze(-1) == torch.arange(weight.shape[0])).to(weight.dtype) @ weight  # no device=
+
+
+def one_hot_broadcast_sum(weight, ids):
+    one_hot = F.one_hot(ids, weight.shape[0]).to(weight.dtype)
+    return (one_hot.unsqueeze(-1) * weight).sum(-2)  # the product written out, no matmul
+
+
+def transposed_one_hot_on_cpu(weight, ids):
+    """Two mistakes: a one-hot d wide times weight.T, and made on the CPU."""
+    one_hot = torch.zeros(*ids.shape, weight.shape[1])  # no device=
+    one_hot.scatter_(-1, ids.unsqueeze(-1), 1.0)
+    return one_hot @ weight.T
+
+
+def detached_columns(weight, ids):
+    return weight.detach().T[ids]
+
+
+def detached_into_cpu_buffer(weight, ids):
+    out = torch.zeros(*ids.shape, weight.shape[1], dtype=weight.dtype)  # no device=
+    out[...] = weight.detach()[ids]
+    return out
+
+
+WRONG += [
+    ("lookup", "forbidden_api", aten_embedding),
+    ("lookup", "forbidden_api", aten_embedding_overload),
+    ("lookup", "forbidden_api", torch_embedding_bag_sum),
+    ("one_hot_lookup", "forbidden_api", aten_embedding),
+    ("one_hot_lookup", "wrong_device", one_hot_scattered_on_cpu),
+    ("one_hot_lookup", "wrong_device", one_hot_compared_with_cpu_arange),
+    ("one_hot_lookup", "not_a_matrix_product", one_hot_broadcast_sum),
+    ("one_hot_lookup", "transposed_weight", transposed_one_hot_on_cpu),
+    ("lookup", "transposed_weight", detached_columns),
+    ("lookup", "no_gradient", detached_into_cpu_buffer),
+]
+
+# (exercise, diagnosis, a further finding in result.also, the code)
+ALSO = [
+    ("one_hot_lookup", "transposed_weight", "wrong_device", transposed_one_hot_on_cpu),
+    ("lookup", "transposed_weight", "no_gradient", detached_columns),
+    ("lookup", "no_gradient", "wrong_device", detached_into_cpu_buffer),
+]

@@ -517,3 +517,198 @@ WRONG = [
     ("TiedLMHead", "not_implemented", StubHead),
     ("TiedLMHead", "timeout", SpinsInInit),
 ]
+
+
+# --- issue 13: code nobody here wrote, and two mistakes at once ----------------------
+
+
+class ScaledEmbeddingFairseq(nn.Module):
+    """fairseq's TransformerEncoder: embed_scale a float, computed once, padding_idx set."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab_size, d_model, padding_idx=1)
+        self.embed_scale = math.sqrt(d_model)
+
+    def forward(self, src_tokens):
+        return self.embed_scale * self.embed_tokens(src_tokens)
+
+
+class ScaledEmbeddingOneHotLinear(nn.Module):
+    """A one-hot through F.linear against the scaled transposed table."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(vocab_size, d_model))
+        self.d_model = d_model
+
+    def forward(self, ids):
+        one_hot = F.one_hot(ids, self.weight.shape[0]).to(self.weight.dtype)
+        return F.linear(one_hot, self.weight.T * math.sqrt(self.d_model))
+
+
+class TiedHeadFloat64(TiedHeadFLinear):
+    """Computes in float64, hands back float32."""
+
+    def forward(self, h):
+        return (h.double() @ self.weight.double().T).float()
+
+
+class TiedHeadRowByRow(TiedHeadFLinear):
+    """A loop over the vocabulary: one dot product per token's row."""
+
+    def forward(self, h):
+        return torch.stack([h @ row for row in self.weight], dim=-1)
+
+
+RIGHT["ScaledEmbedding"] += [ScaledEmbeddingFairseq, ScaledEmbeddingOneHotLinear]
+RIGHT["TiedLMHead"] += [TiedHeadFloat64, TiedHeadRowByRow]
+
+
+class ScaleVectorAttribute(nn.Module):
+    """A (1,) scale in a plain attribute: .to(device) leaves it on the CPU."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model)
+        self.scale = torch.tensor([math.sqrt(d_model)])
+
+    def forward(self, ids):
+        return self.emb(ids) * self.scale
+
+
+class OneHotOnCpuScaled(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(vocab_size, d_model))
+        self.d_model = d_model
+
+    def forward(self, ids):
+        one_hot = torch.zeros(*ids.shape, self.weight.shape[0])  # no device=
+        one_hot.scatter_(-1, ids.unsqueeze(-1), 1.0)
+        return one_hot @ self.weight * math.sqrt(self.d_model)
+
+
+class BufferTableTimesD(nn.Module):
+    """Two mistakes: the table a buffer, and d_model for its square root."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.register_buffer("table", torch.randn(vocab_size, d_model))
+        self.d_model = d_model
+
+    def forward(self, ids):
+        return self.table[ids] * self.d_model
+
+
+class FrozenUnscaled(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model)
+        self.emb.weight.requires_grad_(False)
+
+    def forward(self, ids):
+        return self.emb(ids)
+
+
+class DModelScaleOnCpu(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        return self.emb(ids) * torch.tensor([float(self.d_model)])  # d, not sqrt(d); (1,) on the CPU
+
+
+class LMHeadDataShared(nn.Module):
+    """nanoGPT's lm_head, with `.data` where the tie should be: two Parameters over one storage."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        vocab_size, d_model = embedding.weight.shape
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.lm_head.weight.data = embedding.weight.data
+
+    def forward(self, h):
+        return self.lm_head(h)
+
+
+class ClonedThenSoftmax(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.weight = nn.Parameter(embedding.weight.clone())
+
+    def forward(self, h):
+        return (h @ self.weight.T).softmax(-1)
+
+
+class BiasedSoftmax(TiedHeadFLinear):
+    def __init__(self, embedding):
+        super().__init__(embedding)
+        self.bias = nn.Parameter(torch.randn(embedding.num_embeddings))
+
+    def forward(self, h):
+        return F.linear(h, self.weight, self.bias).softmax(-1)
+
+
+class BertPredictionDecoder(nn.Module):
+    """HF's BertLMPredictionHead: a bias-free decoder tied to the embedding, plus its own bias."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        vocab_size, d_model = embedding.weight.shape
+        self.decoder = nn.Linear(d_model, vocab_size, bias=False)
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+        self.decoder.bias = self.bias
+        self.decoder.weight = embedding.weight
+
+    def forward(self, h):
+        return self.decoder(h)
+
+
+class BiasVectorOnCpu(nn.Module):
+    """A zero bias kept in a plain attribute: right values, but on the CPU whatever the device."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        self.weight = embedding.weight
+        self.bias = torch.zeros(embedding.num_embeddings)
+
+    def forward(self, h):
+        return F.linear(h, self.weight, self.bias)
+
+
+class FairseqCopiedLogSoftmax(nn.Module):
+    """fairseq-like output projection with a copied weight, a bias, and get_normalized_probs inside."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        vocab_size, d_model = embedding.weight.shape
+        self.output_projection = nn.Linear(d_model, vocab_size)
+        self.output_projection.weight.data.copy_(embedding.weight.data)
+
+    def forward(self, h):
+        return F.log_softmax(self.output_projection(h), dim=-1)
+
+
+WRONG += [
+    ("ScaledEmbedding", "wrong_device", ScaleVectorAttribute),
+    ("ScaledEmbedding", "wrong_device", OneHotOnCpuScaled),
+    ("ScaledEmbedding", "wrong_scale", BufferTableTimesD),
+    ("ScaledEmbedding", "missing_scale", FrozenUnscaled),
+    ("ScaledEmbedding", "wrong_scale", DModelScaleOnCpu),
+    ("TiedLMHead", "copy_not_tied", LMHeadDataShared),
+    ("TiedLMHead", "copy_not_tied", ClonedThenSoftmax),
+    ("TiedLMHead", "returns_probabilities", BiasedSoftmax),
+    ("TiedLMHead", "has_bias", BertPredictionDecoder),
+    ("TiedLMHead", "wrong_device", BiasVectorOnCpu),
+    ("TiedLMHead", "copy_not_tied", FairseqCopiedLogSoftmax),
+]
+
+# (exercise, diagnosis, a further finding in result.also, the code)
+ALSO = [
+    ("ScaledEmbedding", "wrong_scale", "no_gradient", BufferTableTimesD),
+    ("ScaledEmbedding", "missing_scale", "no_gradient", FrozenUnscaled),
+    ("ScaledEmbedding", "wrong_scale", "wrong_device", DModelScaleOnCpu),
+    ("TiedLMHead", "copy_not_tied", "has_bias", CopiedIntoLinear),
+    ("TiedLMHead", "copy_not_tied", "returns_probabilities", ClonedThenSoftmax),
+    ("TiedLMHead", "returns_probabilities", "has_bias", BiasedSoftmax),
+    ("TiedLMHead", "copy_not_tied", "has_bias", FairseqCopiedLogSoftmax),
+    ("TiedLMHead", "copy_not_tied", "returns_probabilities", FairseqCopiedLogSoftmax),
+]

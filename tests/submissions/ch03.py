@@ -54,6 +54,24 @@ def table_numpy(max_len, d_model, base=10000.0):
     return torch.from_numpy(angles).float()
 
 
+def table_keras_masks(max_len, d_model, base=10000.0):
+    """keras-nlp's SinePositionEncoding, ported: one frequency per column from 2·(j // 2), then sin and cos masks."""
+    j = torch.arange(d_model)
+    timescales = (1.0 / base) ** ((2 * (j // 2)).float() / d_model)
+    angles = torch.arange(max_len).float()[:, None] * timescales[None, :]
+    cos_mask = (j % 2).float()
+    return torch.sin(angles) * (1 - cos_mask) + torch.cos(angles) * cos_mask
+
+
+def table_polar(max_len, d_model, base=10000.0):
+    """Complex numbers: i·e^(-iθ) = sin θ + i·cos θ, so view_as_real interleaves (sin, cos); einsum for the angles."""
+    half = (d_model + 1) // 2
+    omega = torch.exp(-math.log(base) * torch.arange(half, dtype=torch.float64) * 2 / d_model)
+    angles = torch.einsum("p,f->pf", torch.arange(max_len, dtype=torch.float64), omega)
+    z = 1j * torch.polar(torch.ones_like(angles), -angles)
+    return torch.view_as_real(z).reshape(max_len, 2 * half)[:, :d_model].float()
+
+
 # --- wrong: sinusoidal_encoding ----------------------------------------------
 
 
@@ -151,6 +169,50 @@ def table_odd_rounded_down(max_len, d_model, base=10000.0):
     return F.pad(even, (0, d_model % 2))
 
 
+def table_t2t_halves(max_len, d_model, base=10000.0):
+    """tensor2tensor's get_timing_signal_1d, ported: sin block, cos block, and a log step of
+    log(base) / (num_timescales - 1), so the exponent is 2i/(d-2), not 2i/d."""
+    num_timescales = d_model // 2
+    log_timescale_increment = math.log(base) / max(num_timescales - 1, 1)
+    inv_timescales = torch.exp(torch.arange(num_timescales, dtype=torch.float32) * -log_timescale_increment)
+    scaled_time = torch.arange(max_len, dtype=torch.float32)[:, None] * inv_timescales[None, :]
+    signal = torch.cat([torch.sin(scaled_time), torch.cos(scaled_time)], dim=1)
+    return F.pad(signal, (0, d_model % 2))
+
+
+def table_logspace(max_len, d_model, base=10000.0):
+    """Frequencies from 1 down to 1/base, log-spaced with logspace: the last one is 1/base, one step too slow."""
+    omega = torch.logspace(0, -math.log10(base), d_model // 2, dtype=torch.float64)
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * omega
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin().float(), angles.cos().float()
+    return pe
+
+
+def table_wavelengths(max_len, d_model, base=10000.0):
+    """The paper's wavelengths run from 2π to base·2π; dividing the position by the wavelength drops the 2π."""
+    wavelength = 2 * math.pi * base ** (torch.arange(0, d_model, 2) / d_model)
+    angles = torch.arange(max_len)[:, None] / wavelength
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
+    return pe
+
+
+def table_halves_from_one(max_len, d_model, base=10000.0):
+    """Two mistakes: halves, and positions from 1."""
+    omega = base ** (-torch.arange(0, d_model, 2) / d_model)
+    angles = torch.arange(1, max_len + 1)[:, None] * omega
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+def table_cos_first_from_one(max_len, d_model, base=10000.0):
+    """Two mistakes: cos in the even columns, and positions from 1."""
+    pe = torch.zeros(max_len, d_model)
+    angles = torch.arange(1, max_len + 1)[:, None] * base ** (-torch.arange(0, d_model, 2) / d_model)
+    pe[:, 0::2], pe[:, 1::2] = torch.cos(angles), torch.sin(angles)
+    return pe
+
+
 def table_float64(max_len, d_model, base=10000.0):
     return table_pow_stack(max_len, d_model, base).double()
 
@@ -194,6 +256,16 @@ def shift_numpy_float64(k, d_model, base=10000.0):
         b = k * base ** (-2 * i / d_model)
         M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[np.cos(b), np.sin(b)], [-np.sin(b), np.cos(b)]]
     return torch.from_numpy(M)
+
+
+def shift_polar(k, d_model, base=10000.0):
+    """The turn of each pair as one complex number e^(i·k·ω), its parts written with index tensors."""
+    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    z = torch.polar(torch.ones_like(omega), k * omega)
+    even = torch.arange(0, d_model, 2)
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    M[even, even], M[even, even + 1], M[even + 1, even], M[even + 1, even + 1] = z.real, z.imag, -z.imag, z.real
+    return M.float()
 
 
 # --- wrong: relative_shift_matrix --------------------------------------------
@@ -273,6 +345,24 @@ class PositionalEncodingFunctional(nn.Module):
         if T > self.table.shape[0]:
             raise ValueError(f"T={T} is longer than max_len={self.table.shape[0]}")
         return F.dropout(x + self.table[:T], p=self.p, training=self.training)
+
+
+class PositionalEncodingIndexSelect(nn.Module):
+    """The table computed in float64 with einsum, cast to float32 once; the rows picked with index_select."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        omega = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+        angles = torch.einsum("p,f->pf", torch.arange(max_len, dtype=torch.float64), omega)
+        table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)[:, :d_model]
+        self.register_buffer("encoding", table.to(torch.float32))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.encoding.size(0):
+            raise ValueError(f"sequence of {T} positions, but the table has {self.encoding.size(0)}")
+        return self.drop(x + self.encoding.index_select(0, torch.arange(T, device=x.device)))
 
 
 # --- wrong: PositionalEncoding -----------------------------------------------
@@ -369,6 +459,51 @@ class PositionalEncodingHardcodedDropout(PositionalEncodingAnnotated):
         self.dropout = nn.Dropout(0.1)
 
 
+class PositionalEncodingT2T(PositionalEncodingAnnotated):
+    """tensor2tensor's table in the Annotated Transformer's module: halves, and the exponent 2i/(d-2)."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = table_t2t_halves(max_len, d_model).unsqueeze(0)
+
+
+class PositionalEncodingLogspace(PositionalEncodingAnnotated):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = table_logspace(max_len, d_model).unsqueeze(0)
+
+
+class PositionalEncodingDropoutAlwaysOn(PositionalEncodingFunctional):
+    def forward(self, x):
+        T = x.shape[-2]
+        if T > self.table.shape[0]:
+            raise ValueError("too long")
+        return F.dropout(x + self.table[:T], p=self.p)  # training=True by default, even after .eval()
+
+
+class PositionalEncodingBare(PositionalEncodingAnnotated):
+    """Two mistakes: no dropout and no length check."""
+
+    def forward(self, x):
+        return x + self.pe[:, : x.size(1)]
+
+
+class PositionalEncodingD2L(nn.Module):
+    """d2l.ai's PositionalEncoding, batch first: the table a plain attribute moved in forward, and no length check."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.P = torch.zeros((1, max_len, d_model))
+        X = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1) / torch.pow(10000, torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+        self.P[:, :, 0::2] = torch.sin(X)
+        self.P[:, :, 1::2] = torch.cos(X)
+
+    def forward(self, X):
+        X = X + self.P[:, : X.shape[1], :].to(X.device)
+        return self.dropout(X)
+
+
 # --- right: TokenAndPositionEmbedding ----------------------------------------
 
 
@@ -400,6 +535,22 @@ class TokenAndPositionOwnTable(nn.Module):
         if T > self.positions.shape[0]:
             raise ValueError(f"{T} tokens but max_len is {self.positions.shape[0]}")
         return F.dropout(self.weight[ids] * self.scale + self.positions[:T], self.p, self.training)
+
+
+class TokenAndPositionNumpy(nn.Module):
+    """The table built in NumPy (float64, then cast), F.embedding on a bare Parameter, a power for the scale."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(vocab_size, d_model).normal_())
+        self.register_buffer("pe", torch.from_numpy(table_numpy(max_len, d_model).double().numpy()).float())
+        self.d_model, self.max_len, self.p = d_model, max_len, dropout
+
+    def forward(self, ids):
+        if ids.shape[-1] > self.max_len:
+            raise ValueError(f"got {ids.shape[-1]} tokens, max_len is {self.max_len}")
+        h = F.embedding(ids, self.weight) * self.d_model**0.5 + self.pe[: ids.shape[-1]]
+        return F.dropout(h, self.p, training=self.training)
 
 
 # --- wrong: TokenAndPositionEmbedding ----------------------------------------
@@ -550,13 +701,51 @@ class TokenAndPositionSeqFirst(_TokenAndPosition):
         return self.dropout(tokens + self.pe[: ids.size(0)].unsqueeze(1))  # positions along the batch
 
 
+class TokenAndPositionTrainableUnscaled(_TokenAndPosition):
+    """Two mistakes: the table an nn.Parameter, and the token rows not scaled."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        pe = self.pe
+        del self.pe
+        self.pe = nn.Parameter(pe)
+
+    def combine(self, tokens, pe):
+        return tokens + pe
+
+
+class TokenAndPositionDropoutAlwaysOn(_TokenAndPosition):
+    def forward(self, ids):
+        T = ids.size(1)
+        if T > self.max_len:
+            raise ValueError("sequence longer than max_len")
+        return F.dropout(self.combine(self.embedding(ids), self.pe[:T]), self.dropout.p)  # on even after .eval()
+
+
+class TokenAndPositionT2T(_TokenAndPosition):
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.pe = table_t2t_halves(max_len, d_model)
+
+
+class TokenAndPositionWavelengths(_TokenAndPosition):
+    """Two mistakes: the 2π dropped from the frequencies, and no length check."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.pe = table_wavelengths(max_len, d_model)
+
+    def forward(self, ids):
+        return self.dropout(self.combine(self.embedding(ids), self.pe[: ids.size(1)]))
+
+
 # --- the catalogue -----------------------------------------------------------
 
 RIGHT = {
-    "sinusoidal_encoding": [table_loop, table_exp_log, table_pow_stack, table_numpy],
-    "relative_shift_matrix": [shift_blocks, shift_block_diag, shift_matrix_exp, shift_numpy_float64],
-    "PositionalEncoding": [PositionalEncodingAnnotated, PositionalEncodingFunctional],
-    "TokenAndPositionEmbedding": [TokenAndPositionComposed, TokenAndPositionOwnTable],
+    "sinusoidal_encoding": [table_loop, table_exp_log, table_pow_stack, table_numpy, table_keras_masks, table_polar],
+    "relative_shift_matrix": [shift_blocks, shift_block_diag, shift_matrix_exp, shift_numpy_float64, shift_polar],
+    "PositionalEncoding": [PositionalEncodingAnnotated, PositionalEncodingFunctional, PositionalEncodingIndexSelect],
+    "TokenAndPositionEmbedding": [TokenAndPositionComposed, TokenAndPositionOwnTable, TokenAndPositionNumpy],
 }
 
 WRONG = [
@@ -611,4 +800,32 @@ WRONG = [
     ("TokenAndPositionEmbedding", "all_zeros", TokenAndPositionNeverStored),
     ("TokenAndPositionEmbedding", "same_row_every_position", TokenAndPositionFirstRow),
     ("TokenAndPositionEmbedding", "batch_seq_confusion", TokenAndPositionSeqFirst),
+    # Beyond the catalogue: named from the table's structure, or by a probe of another aspect.
+    ("sinusoidal_encoding", "concatenated_halves", table_t2t_halves),
+    ("sinusoidal_encoding", "wrong_exponent", table_logspace),
+    ("sinusoidal_encoding", "wrong_base", table_wavelengths),
+    ("sinusoidal_encoding", "concatenated_halves", table_halves_from_one),
+    ("sinusoidal_encoding", "sin_cos_swapped", table_cos_first_from_one),
+    ("PositionalEncoding", "concatenated_halves", PositionalEncodingT2T),
+    ("PositionalEncoding", "wrong_exponent", PositionalEncodingLogspace),
+    ("PositionalEncoding", "dropout_in_eval", PositionalEncodingDropoutAlwaysOn),
+    ("PositionalEncoding", "missing_dropout", PositionalEncodingBare),
+    ("PositionalEncoding", "pe_not_buffer", PositionalEncodingD2L),
+    ("TokenAndPositionEmbedding", "pe_is_parameter", TokenAndPositionTrainableUnscaled),
+    ("TokenAndPositionEmbedding", "dropout_in_eval", TokenAndPositionDropoutAlwaysOn),
+    ("TokenAndPositionEmbedding", "concatenated_halves", TokenAndPositionT2T),
+    ("TokenAndPositionEmbedding", "wrong_base", TokenAndPositionWavelengths),
+]
+
+# (exercise, diagnosis, a further mistake that result.also must list, the code): two mistakes, both named in one run.
+ALSO = [
+    ("sinusoidal_encoding", "concatenated_halves", "wrong_exponent", table_t2t_halves),
+    ("sinusoidal_encoding", "concatenated_halves", "position_offset", table_halves_from_one),
+    ("sinusoidal_encoding", "sin_cos_swapped", "position_offset", table_cos_first_from_one),
+    ("PositionalEncoding", "concatenated_halves", "wrong_exponent", PositionalEncodingT2T),
+    ("PositionalEncoding", "missing_dropout", "no_length_check", PositionalEncodingBare),
+    ("PositionalEncoding", "pe_not_buffer", "no_length_check", PositionalEncodingD2L),
+    ("TokenAndPositionEmbedding", "pe_is_parameter", "missing_scale", TokenAndPositionTrainableUnscaled),
+    ("TokenAndPositionEmbedding", "concatenated_halves", "wrong_exponent", TokenAndPositionT2T),
+    ("TokenAndPositionEmbedding", "wrong_base", "no_length_check", TokenAndPositionWavelengths),
 ]

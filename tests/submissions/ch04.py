@@ -83,6 +83,21 @@ class LearnedViTStyle(nn.Module):
         return x + self.pos_embed[:, : x.shape[1], :]
 
 
+class LearnedIndexSelect(nn.Module):
+    """A bare Parameter, its rows picked with index_select, the sum written with einsum's broadcasting."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.rows = nn.Parameter(torch.empty(max_len, d_model).uniform_(-0.1, 0.1))
+
+    def forward(self, x):
+        T = x.shape[1]
+        if T > self.rows.shape[0]:
+            raise ValueError(f"max_len is {self.rows.shape[0]}, got a sequence of {T}")
+        picked = self.rows.index_select(0, torch.arange(T, device=x.device))
+        return x + torch.einsum("td->td", picked)[None]
+
+
 # --- LearnedPositionalEmbedding: wrong ---------------------------------------
 
 
@@ -209,6 +224,40 @@ class LearnedReturnsPositionsOnly(LearnedEmbeddingLookup):
         return self.pos(torch.arange(T, device=x.device))
 
 
+class LearnedBufferNoLengthCheck(nn.Module):
+    """Two mistakes: the table a buffer, and no length check."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.register_buffer("table", torch.randn(max_len, d_model) * 0.02)
+
+    def forward(self, x):
+        return x + self.table[: x.size(1)]
+
+
+class LearnedCpuIdsNoLengthCheck(nn.Module):
+    """Two mistakes: no length check, and the position ids made on the CPU."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.pos = nn.Embedding(max_len, d_model)
+
+    def forward(self, x):
+        return x + self.pos(torch.arange(x.size(1)))
+
+
+class LearnedFrozenWithDropout(LearnedEmbeddingLookup):
+    """Two mistakes: the table frozen, and a dropout this module does not have."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.pos.weight.requires_grad_(False)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.dropout(super().forward(x))
+
+
 class LearnedStub(nn.Module):
     def __init__(self, max_len, d_model):
         super().__init__()
@@ -295,6 +344,19 @@ class BertHandWritten(nn.Module):
         segments = self.token_type_embeddings.weight[types]  # (B, T, d)
         h = self.LayerNorm(words + positions + segments)
         return F.dropout(h, self.p, training=self.training)
+
+
+class BertIndexSelect(BertPlain):
+    """Position and segment rows picked with index_select (the words through the module: its padding_idx
+    keeps [PAD]'s gradient at zero, which index_select on the weight would not), segments from new_zeros."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        B, T = input_ids.shape
+        types = input_ids.new_zeros(B, T) if token_type_ids is None else token_type_ids
+        pick = lambda table, ids: table.weight.index_select(0, ids.reshape(-1)).view(*ids.shape, -1)
+        positions = pick(self.position_embeddings, torch.arange(T, device=input_ids.device))
+        x = self.word_embeddings(input_ids) + positions + pick(self.token_type_embeddings, types)
+        return self.dropout(self.LayerNorm(x))
 
 
 # --- BertEmbeddings: wrong ---------------------------------------------------
@@ -535,8 +597,8 @@ class BertStub(nn.Module):
 
 
 RIGHT = {
-    "LearnedPositionalEmbedding": [LearnedEmbeddingLookup, LearnedParameterSlice, LearnedBufferIds, LearnedArangeToDevice, LearnedViTStyle],
-    "BertEmbeddings": [BertPlain, BertHFStyle, BertHandWritten],
+    "LearnedPositionalEmbedding": [LearnedEmbeddingLookup, LearnedParameterSlice, LearnedBufferIds, LearnedArangeToDevice, LearnedViTStyle, LearnedIndexSelect],
+    "BertEmbeddings": [BertPlain, BertHFStyle, BertHandWritten, BertIndexSelect],
 }
 
 WRONG = [
@@ -582,4 +644,14 @@ WRONG = [
     ("BertEmbeddings", "raised", BertSwappedTables),
     ("BertEmbeddings", "wrong_type", BertReturnsTuple),
     ("BertEmbeddings", "not_implemented", BertStub),
+    ("LearnedPositionalEmbedding", "positions_not_trainable", LearnedBufferNoLengthCheck),
+    ("LearnedPositionalEmbedding", "no_length_check", LearnedCpuIdsNoLengthCheck),
+    ("LearnedPositionalEmbedding", "positions_not_trainable", LearnedFrozenWithDropout),
+]
+
+# (exercise, diagnosis, a further mistake that result.also must list, the code): two mistakes, both named in one run.
+ALSO = [
+    ("LearnedPositionalEmbedding", "positions_not_trainable", "no_length_check", LearnedBufferNoLengthCheck),
+    ("LearnedPositionalEmbedding", "no_length_check", "positions_on_cpu", LearnedCpuIdsNoLengthCheck),
+    ("LearnedPositionalEmbedding", "positions_not_trainable", "unexpected_dropout", LearnedFrozenWithDropout),
 ]

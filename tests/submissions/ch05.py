@@ -7,6 +7,7 @@ mistake, and the check must name exactly that code.
 
 import math
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -257,12 +258,90 @@ class RotaryComplexHalfSplit(nn.Module):
         return turn(q), turn(k)
 
 
+# --- right, in styles the catalogue lacked -------------------------------------
+
+
+def cache_numpy_float64(head_dim, max_len, base=10000.0):
+    # NumPy, float64 throughout, cast at the end
+    theta = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    angles = np.outer(np.arange(max_len, dtype=np.float64), theta)
+    angles = np.concatenate([angles, angles], axis=-1)
+    return torch.from_numpy(np.cos(angles)).float(), torch.from_numpy(np.sin(angles)).float()
+
+
+def rotate_half_index_and_sign(x):
+    # a permutation of the last axis (a CPU index is fine on any device) and a sign made on x's device
+    d = x.shape[-1]
+    order = torch.cat([torch.arange(d // 2, d), torch.arange(d // 2)])
+    sign = torch.ones(d, dtype=x.dtype, device=x.device)
+    sign[: d // 2] = -1
+    return x[..., order] * sign
+
+
+def apply_rope_loop_over_pairs(q, k, cos, sin, positions=None):
+    # one pair (i, i + d/2) at a time, in float64, cast at the end
+    T, d = q.shape[-2], q.shape[-1]
+    c = cos[:T] if positions is None else cos[positions]
+    s = sin[:T] if positions is None else sin[positions]
+    if c.dim() == 3:
+        c, s = c[:, None], s[:, None]
+
+    def rot(x):
+        out = torch.empty(x.shape, dtype=torch.float64, device=x.device)
+        for i in range(d // 2):
+            a, b = x[..., i].double(), x[..., i + d // 2].double()
+            ci, si = c[..., i].double(), s[..., i].double()
+            out[..., i] = a * ci - b * si
+            out[..., i + d // 2] = b * ci + a * si
+        return out.to(x.dtype)
+
+    return rot(q), rot(k)
+
+
+def interleaved_numpy(x, positions=None, base=10000.0):
+    # NumPy on the CPU in float64, the result moved back to x's device and dtype
+    T, d = x.shape[-2], x.shape[-1]
+    pos = np.arange(T) if positions is None else positions.cpu().numpy()
+    theta = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    angles = pos.astype(np.float64)[:, None] * theta
+    a = x.detach().cpu().double().numpy()
+    even, odd = a[..., 0::2], a[..., 1::2]
+    out = np.stack([even * np.cos(angles) - odd * np.sin(angles), even * np.sin(angles) + odd * np.cos(angles)], axis=-1)
+    return torch.from_numpy(out.reshape(a.shape)).to(device=x.device, dtype=x.dtype)
+
+
+class RotaryRotationMatrix(nn.Module):
+    # a (d, d) rotation matrix per position, applied with einsum, in float64
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.max_len = max_len
+        theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        self.register_buffer("theta", theta, persistent=False)
+
+    def forward(self, q, k, positions=None):
+        T, d = q.shape[-2], q.shape[-1]
+        if positions is None:
+            positions = torch.arange(T, device=q.device)
+        if int(positions.max()) >= self.max_len:
+            raise ValueError(f"position {int(positions.max())} >= max_len {self.max_len}")
+        angles = positions.double()[..., None] * self.theta  # (..., T, d/2)
+        c, s = angles.cos(), angles.sin()
+        half = d // 2
+        i = torch.arange(half, device=q.device)
+        R = torch.zeros(*angles.shape[:-1], d, d, dtype=torch.float64, device=q.device)
+        R[..., i, i], R[..., i + half, i + half] = c, c
+        R[..., i, i + half], R[..., i + half, i] = -s, s
+        if R.dim() == 4:
+            R = R[:, None]  # (B, 1, T, d, d)
+        return tuple(torch.einsum("...ij,...j->...i", R, x.double()).to(x.dtype) for x in (q, k))
+
+
 RIGHT = {
-    "rope_cache": [cache_hf_float32, cache_exp_log_float64, cache_loop],
-    "rotate_half": [rotate_half_slices, rotate_half_roll, rotate_half_hf],
-    "apply_rope": [apply_rope_hf, apply_rope_explicit_pairs, apply_rope_einsum_matrix],
-    "rope_interleaved": [interleaved_complex, interleaved_gptj, interleaved_float64_loop],
-    "RotaryEmbedding": [RotaryCached, RotaryOnTheFly, RotaryComplexHalfSplit],
+    "rope_cache": [cache_hf_float32, cache_exp_log_float64, cache_loop, cache_numpy_float64],
+    "rotate_half": [rotate_half_slices, rotate_half_roll, rotate_half_hf, rotate_half_index_and_sign],
+    "apply_rope": [apply_rope_hf, apply_rope_explicit_pairs, apply_rope_einsum_matrix, apply_rope_loop_over_pairs],
+    "rope_interleaved": [interleaved_complex, interleaved_gptj, interleaved_float64_loop, interleaved_numpy],
+    "RotaryEmbedding": [RotaryCached, RotaryOnTheFly, RotaryComplexHalfSplit, RotaryRotationMatrix],
 }
 
 # --- wrong: rope_cache -------------------------------------------------------
@@ -668,6 +747,351 @@ class RotaryIOverD(RotaryOnTheFly):
         self.inv_freq = 1.0 / (base ** (torch.arange(head_dim // 2).float() / head_dim))
 
 
+# --- wrong: a tensor made on the CPU inside (right values on a CPU-only machine) ---
+
+
+def rotate_half_sign_tensor(x):
+    # a sign vector from a Python list, without device=
+    half = x.shape[-1] // 2
+    sign = torch.tensor([-1.0] * half + [1.0] * half, dtype=x.dtype)
+    return torch.roll(x, half, dims=-1) * sign
+
+
+def rotate_half_mask(x):
+    d = x.shape[-1]
+    rolled = torch.roll(x, d // 2, dims=-1)
+    first_half = torch.arange(d) < d // 2  # a mask on the CPU
+    return torch.where(first_half, -rolled, rolled)
+
+
+def rotate_half_numpy_sign(x):
+    half = x.shape[-1] // 2
+    sign = torch.from_numpy(np.concatenate([-np.ones(half), np.ones(half)])).to(x.dtype)
+    return torch.roll(x, half, dims=-1) * sign
+
+
+def rotate_half_matrix(x):
+    # x @ R with R the quarter-turn matrix, made on the CPU
+    d = x.shape[-1]
+    half = d // 2
+    R = torch.zeros(d, d, dtype=x.dtype)
+    R[torch.arange(half), torch.arange(half, d)] = 1
+    R[torch.arange(half, d), torch.arange(half)] = -1
+    return x @ R
+
+
+def apply_rope_sign_vector(q, k, cos, sin, positions=None):
+    T, d = q.shape[-2], q.shape[-1]
+    c = cos[:T] if positions is None else cos[positions]
+    s = sin[:T] if positions is None else sin[positions]
+    if c.dim() == 3:
+        c, s = c[:, None], s[:, None]
+    sign = torch.tensor([-1.0, 1.0]).repeat_interleave(d // 2)
+
+    def turn(x):
+        return torch.roll(x, d // 2, dims=-1) * sign
+
+    return (q * c + turn(q) * s).to(q.dtype), (k * c + turn(k) * s).to(k.dtype)
+
+
+def apply_rope_matrix_on_cpu(q, k, cos, sin, positions=None):
+    # apply_rope_einsum_matrix without device= on torch.eye and torch.zeros
+    T, d = q.shape[-2], q.shape[-1]
+    if positions is None:
+        positions = torch.arange(T, device=q.device)
+    c, s = cos[positions], sin[positions]
+    half = d // 2
+    eye = torch.eye(half)
+    R = torch.zeros(*c.shape[:-1], d, d)
+    R[..., :half, :half] = c[..., :half, None] * eye
+    R[..., half:, half:] = c[..., :half, None] * eye
+    R[..., :half, half:] = -s[..., :half, None] * eye
+    R[..., half:, :half] = s[..., :half, None] * eye
+    if R.dim() == 4:
+        R = R[:, None]
+    return torch.einsum("...ij,...j->...i", R, q.float()).to(q.dtype), torch.einsum("...ij,...j->...i", R, k.float()).to(k.dtype)
+
+
+def apply_rope_index_select(q, k, cos, sin, positions=None):
+    # index_select wants its index on the table's device (plain indexing would not)
+    T = q.shape[-2]
+    idx = torch.arange(T) if positions is None else positions
+    c = cos.index_select(0, idx.flatten()).view(*idx.shape, -1)
+    s = sin.index_select(0, idx.flatten()).view(*idx.shape, -1)
+    if c.dim() == 3:
+        c, s = c[:, None], s[:, None]
+    return tuple((x.float() * c + _rotate_half(x.float()) * s).to(x.dtype) for x in (q, k))
+
+
+def apply_rope_rebuilds_angles(q, k, cos, sin, positions=None):
+    # ignores the tables and rebuilds the angles; the frequencies on the CPU
+    T, d = q.shape[-2], q.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2).float() / d)
+    pos = torch.arange(T, device=q.device).float() if positions is None else positions.float()
+    angles = pos[..., None] * theta
+    angles = torch.cat([angles, angles], -1)
+    if angles.dim() == 3:
+        angles = angles[:, None]
+    return tuple((x.float() * angles.cos() + _rotate_half(x.float()) * angles.sin()).to(x.dtype) for x in (q, k))
+
+
+def interleaved_theta_on_cpu(x, positions=None, base=10000.0):
+    theta = 1.0 / (base ** (torch.arange(0, x.shape[-1], 2).float() / x.shape[-1]))
+    t = torch.arange(x.shape[-2], device=x.device) if positions is None else positions
+    angles = t.float()[:, None] * theta
+    even, odd = x.float()[..., 0::2], x.float()[..., 1::2]
+    return torch.stack([even * angles.cos() - odd * angles.sin(), even * angles.sin() + odd * angles.cos()], -1).flatten(-2).to(x.dtype)
+
+
+def interleaved_sign_vector(x, positions=None, base=10000.0):
+    d = x.shape[-1]
+    theta = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))
+    t = torch.arange(x.shape[-2], device=x.device) if positions is None else positions
+    angles = (t.float()[:, None] * theta).repeat_interleave(2, -1)
+    sign = torch.tensor([-1.0, 1.0]).repeat(d // 2)
+    swapped = x.float().view(*x.shape[:-1], d // 2, 2).flip(-1).flatten(-2) * sign
+    return (x.float() * angles.cos() + swapped * angles.sin()).to(x.dtype)
+
+
+def interleaved_meta_ones_on_cpu(x, positions=None, base=10000.0):
+    # Meta's precompute_freqs_cis, with torch.ones(T, d/2) for the magnitudes
+    B, H, T, d = x.shape
+    freqs = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))
+    t = torch.arange(T, device=x.device) if positions is None else positions
+    freqs_cis = torch.polar(torch.ones(T, d // 2), torch.outer(t.float(), freqs))
+    x_ = torch.view_as_complex(x.float().reshape(B, H, T, -1, 2))
+    return torch.view_as_real(x_ * freqs_cis).flatten(3).type_as(x)
+
+
+def interleaved_lucidrains(x, positions=None, base=10000.0):
+    # rotary-embedding-torch's shape of code, the frequencies made per call on the CPU
+    d = x.shape[-1]
+    freqs = 1.0 / (base ** (torch.arange(0, d, 2)[: d // 2].float() / d))
+    seq = positions if positions is not None else torch.arange(x.shape[-2], device=x.device)
+    freqs = torch.einsum("..., f -> ... f", seq.float(), freqs).repeat_interleave(2, -1)
+    x1, x2 = x.float().unflatten(-1, (-1, 2)).unbind(-1)
+    rotated = torch.stack((-x2, x1), -1).flatten(-2)
+    return (x.float() * freqs.cos() + rotated * freqs.sin()).to(x.dtype)
+
+
+class RotaryLazyCache(nn.Module):
+    # torchtune-like cache, but built on the first forward, on the CPU, in a plain attribute
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.head_dim, self.max_len, self.base = head_dim, max_len, base
+        self.cache = None
+
+    def forward(self, q, k, positions=None):
+        T = q.shape[-2]
+        if (T - 1 if positions is None else int(positions.max())) >= self.max_len:
+            raise ValueError("too long")
+        if self.cache is None:
+            theta = 1.0 / (self.base ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+            angles = torch.outer(torch.arange(self.max_len).float(), theta)
+            angles = torch.cat([angles, angles], -1)
+            self.cache = torch.stack([angles.cos(), angles.sin()])
+        c, s = (self.cache[0][:T], self.cache[1][:T]) if positions is None else (self.cache[0][positions], self.cache[1][positions])
+        if c.dim() == 3:
+            c, s = c[:, None], s[:, None]
+        return tuple((x.float() * c + _rotate_half(x.float()) * s).to(x.dtype) for x in (q, k))
+
+
+class RotarySignVector(RotaryCached):
+    def forward(self, q, k, positions=None):
+        T, d = q.shape[-2], q.shape[-1]
+        if (T - 1 if positions is None else int(positions.max())) >= self.max_len:
+            raise ValueError("too long")
+        c, s = (self.cos_cached[:T], self.sin_cached[:T]) if positions is None else (self.cos_cached[positions], self.sin_cached[positions])
+        if c.dim() == 3:
+            c, s = c[:, None], s[:, None]
+        sign = torch.cat([-torch.ones(d // 2), torch.ones(d // 2)])
+        return tuple((x.float() * c + torch.roll(x.float(), d // 2, -1) * sign * s).to(x.dtype) for x in (q, k))
+
+
+class RotaryFrequenciesInForward(nn.Module):
+    # GPT-NeoX's formula, recomputed in every forward without device=
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.head_dim, self.max_len, self.base = head_dim, max_len, base
+
+    def forward(self, q, k, positions=None):
+        if positions is None:
+            positions = torch.arange(q.shape[-2], device=q.device)
+        if bool((positions >= self.max_len).any()):
+            raise ValueError("too long")
+        inv_freq = 1.0 / (self.base ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        angles = positions.float()[..., None] * inv_freq
+        angles = torch.cat([angles, angles], -1)
+        if angles.dim() == 3:
+            angles = angles[:, None]
+        return tuple((x.float() * angles.cos() + _rotate_half(x.float()) * angles.sin()).to(x.dtype) for x in (q, k))
+
+
+class RotaryPositionsOnCpu(RotaryOnTheFly):
+    def forward(self, q, k, positions=None):
+        if positions is None:
+            positions = torch.arange(q.shape[-2])  # then multiplied with the inv_freq buffer
+        return super().forward(q, k, positions)
+
+
+# --- wrong: mistakes the catalogue does not list, named from the output's structure ---
+
+
+def cache_linspace_exponent(head_dim, max_len, base=10000.0):
+    # "from 1 down to 1/base": the last frequency is 1/base, the others with it
+    inv_freq = base ** -torch.linspace(0, 1, head_dim // 2)
+    freqs = torch.outer(torch.arange(max_len).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def cache_from_position_two(head_dim, max_len, base=10000.0):
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    freqs = torch.outer(torch.arange(2, max_len + 2).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def cache_clockwise(head_dim, max_len, base=10000.0):
+    # angles -m·θ ("the rotation matrix has a minus sine")
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    freqs = torch.outer(torch.arange(max_len).float(), -inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def cache_meta_layout_i_over_d(head_dim, max_len, base=10000.0):
+    # two mistakes: Meta's interleaved layout, and the exponent without its 2
+    inv_freq = 1.0 / (base ** (torch.arange(head_dim // 2).float() / head_dim))
+    freqs = torch.outer(torch.arange(max_len).float(), inv_freq)
+    emb = freqs.repeat_interleave(2, dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def rotate_every_two_flipped(x):
+    # two mistakes: GPT-J's adjacent pairs, and the minus on the other member
+    return torch.stack((x[..., 1::2], -x[..., 0::2]), dim=-1).flatten(-2)
+
+
+def apply_rope_gptj_minus_sin(q, k, cos, sin, positions=None):
+    # two mistakes: GPT-J's rotate_every_two with repeat_interleave'd tables, and a minus
+    c, s = _gather(cos, sin, q.shape[-2], positions)
+    half = q.shape[-1] // 2
+    c = torch.repeat_interleave(c[..., :half], 2, dim=-1).to(q.dtype)
+    s = torch.repeat_interleave(s[..., :half], 2, dim=-1).to(q.dtype)
+    return q * c - rotate_every_two(q) * s, k * c - rotate_every_two(k) * s
+
+
+def apply_rope_own_linspace_frequencies(q, k, cos, sin, positions=None):
+    # ignores the tables and makes its own frequencies, with the linspace exponent
+    T, d = q.shape[-2], q.shape[-1]
+    theta = 10000.0 ** -torch.linspace(0, 1, d // 2, device=q.device)
+    pos = torch.arange(T, device=q.device) if positions is None else positions
+    angles = pos.float()[..., None] * theta
+    angles = torch.cat([angles, angles], -1)
+    if angles.dim() == 3:
+        angles = angles[:, None]
+    return tuple((x.float() * angles.cos() + _rotate_half(x.float()) * angles.sin()).to(x.dtype) for x in (q, k))
+
+
+def interleaved_torchtune_linspace(x, positions=None, base=10000.0):
+    # torchtune's cache of (cos, sin) pairs, with a linspace exponent
+    d = x.shape[-1]
+    theta = 1.0 / (base ** torch.linspace(0, 1, d // 2, device=x.device))
+    t = torch.arange(x.shape[-2], device=x.device) if positions is None else positions
+    idx_theta = torch.einsum("i, j -> ij", t.float(), theta)
+    cache = torch.stack([torch.cos(idx_theta), torch.sin(idx_theta)], dim=-1)
+    xshaped = x.float().reshape(*x.shape[:-1], -1, 2)
+    out = torch.stack(
+        [
+            xshaped[..., 0] * cache[..., 0] - xshaped[..., 1] * cache[..., 1],
+            xshaped[..., 1] * cache[..., 0] + xshaped[..., 0] * cache[..., 1],
+        ],
+        -1,
+    )
+    return out.flatten(3).type_as(x)
+
+
+def interleaved_hf_llama_minus_sin(x, positions=None, base=10000.0):
+    # two mistakes: HF Llama's half-split code where adjacent pairs are asked, and a minus
+    d = x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))
+    t = torch.arange(x.shape[2], device=x.device) if positions is None else positions
+    freqs = torch.outer(t.float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return (x.float() * emb.cos() - rotate_half_slices(x.float()) * emb.sin()).to(x.dtype)
+
+
+def interleaved_meta_i_over_d_conjugate(x, positions=None, base=10000.0):
+    # two mistakes: Meta's complex code with the conjugate, and the exponent without its 2
+    B, H, T, d = x.shape
+    freqs = 1.0 / (base ** (torch.arange(d // 2, device=x.device).float() / d))
+    t = torch.arange(T, device=x.device) if positions is None else positions
+    freqs_cis = torch.polar(torch.ones(T, d // 2, device=x.device), torch.outer(t.float(), freqs))
+    x_ = torch.view_as_complex(x.float().reshape(B, H, T, -1, 2))
+    return torch.view_as_real(x_ * freqs_cis.conj()).flatten(3).type_as(x)
+
+
+class RotaryLinspaceExponent(RotaryOnTheFly):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+        self.inv_freq = base ** -torch.linspace(0, 1, head_dim // 2)
+
+
+class RotaryLucidrainsInterleavedIOverD(nn.Module):
+    # two mistakes: rotary-embedding-torch's interleaved layout, and the exponent without its 2
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.max_len = max_len
+        freqs = 1.0 / (base ** (torch.arange(0, head_dim // 2).float() / head_dim))
+        self.register_buffer("freqs", freqs, persistent=False)
+
+    def forward(self, q, k, positions=None):
+        if positions is None:
+            positions = torch.arange(q.shape[-2], device=q.device)
+        if int(positions.max()) >= self.max_len:
+            raise ValueError("too long")
+        angles = (positions.float()[..., None] * self.freqs).repeat_interleave(2, -1)
+        if angles.dim() == 3:
+            angles = angles[:, None]
+
+        def turn(x):
+            x1, x2 = x.float().unflatten(-1, (-1, 2)).unbind(-1)
+            rotated = torch.stack((-x2, x1), -1).flatten(-2)
+            return (x.float() * angles.cos() + rotated * angles.sin()).to(x.dtype)
+
+        return turn(q), turn(k)
+
+
+# --- wrong: two independent mistakes in one module (the second is listed in `also`) ---
+
+
+class RotaryParameterNoLengthCheck(RotaryNoLengthCheck):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+        self.cos_cached = nn.Parameter(self.cos_cached.clone(), requires_grad=False)
+        self.sin_cached = nn.Parameter(self.sin_cached.clone(), requires_grad=False)
+
+
+class RotaryPlainAttributesNoLengthCheck(nn.Module):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        inner = RotaryCached(head_dim, max_len, base)
+        self.max_len = max_len
+        self.cos_cached, self.sin_cached = inner.cos_cached, inner.sin_cached
+
+    forward = RotaryNoLengthCheck.forward
+
+
+class RotaryMinusSinPersistent(RotaryMinusSin):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+        cos, sin = self.cos_cached, self.sin_cached
+        del self.cos_cached, self.sin_cached
+        self.register_buffer("cos_cached", cos)  # persistent: saved in state_dict
+        self.register_buffer("sin_cached", sin)
+
+
 WRONG = [
     # rope_cache
     ("rope_cache", "rope_interleaved_convention", cache_repeat_interleave),
@@ -725,4 +1149,51 @@ WRONG = [
     ("RotaryEmbedding", "rope_ignores_positions", RotaryIgnoresPositions),
     ("RotaryEmbedding", "wrong_base", RotaryHardcodedBase),
     ("RotaryEmbedding", "wrong_exponent", RotaryIOverD),
+    # a tensor made on the CPU inside: right values on a CPU-only machine, only the device passes see them
+    ("rotate_half", "wrong_device", rotate_half_sign_tensor),
+    ("rotate_half", "wrong_device", rotate_half_mask),
+    ("rotate_half", "wrong_device", rotate_half_numpy_sign),
+    ("rotate_half", "wrong_device", rotate_half_matrix),
+    ("apply_rope", "wrong_device", apply_rope_sign_vector),
+    ("apply_rope", "wrong_device", apply_rope_matrix_on_cpu),
+    ("apply_rope", "wrong_device", apply_rope_index_select),
+    ("apply_rope", "wrong_device", apply_rope_rebuilds_angles),
+    ("rope_interleaved", "wrong_device", interleaved_theta_on_cpu),
+    ("rope_interleaved", "wrong_device", interleaved_sign_vector),
+    ("rope_interleaved", "wrong_device", interleaved_meta_ones_on_cpu),
+    ("rope_interleaved", "wrong_device", interleaved_lucidrains),
+    ("RotaryEmbedding", "wrong_device", RotaryLazyCache),
+    ("RotaryEmbedding", "wrong_device", RotarySignVector),
+    ("RotaryEmbedding", "wrong_device", RotaryFrequenciesInForward),
+    ("RotaryEmbedding", "wrong_device", RotaryPositionsOnCpu),
+    # not in the catalogue: named from the structure of the output
+    ("rope_cache", "wrong_exponent", cache_linspace_exponent),
+    ("rope_cache", "position_offset", cache_from_position_two),
+    ("rope_cache", "rope_sign_flip", cache_clockwise),
+    ("rope_cache", "rope_interleaved_convention", cache_meta_layout_i_over_d),
+    ("rotate_half", "rope_interleaved_convention", rotate_every_two_flipped),
+    ("apply_rope", "rope_interleaved_convention", apply_rope_gptj_minus_sin),
+    ("apply_rope", "wrong_exponent", apply_rope_own_linspace_frequencies),
+    ("rope_interleaved", "wrong_exponent", interleaved_torchtune_linspace),
+    ("rope_interleaved", "rope_half_split_convention", interleaved_hf_llama_minus_sin),
+    ("rope_interleaved", "rope_sign_flip", interleaved_meta_i_over_d_conjugate),
+    ("RotaryEmbedding", "wrong_exponent", RotaryLinspaceExponent),
+    ("RotaryEmbedding", "rope_interleaved_convention", RotaryLucidrainsInterleavedIOverD),
+    # two independent mistakes
+    ("RotaryEmbedding", "cache_is_parameter", RotaryParameterNoLengthCheck),
+    ("RotaryEmbedding", "pe_not_buffer", RotaryPlainAttributesNoLengthCheck),
+    ("RotaryEmbedding", "rope_sign_flip", RotaryMinusSinPersistent),
+]
+
+# (exercise, diagnosis, a further finding listed in result.also, code): two mistakes, both named.
+ALSO = [
+    ("rope_cache", "rope_interleaved_convention", "wrong_exponent", cache_meta_layout_i_over_d),
+    ("rotate_half", "rope_interleaved_convention", "rope_sign_flip", rotate_every_two_flipped),
+    ("apply_rope", "rope_interleaved_convention", "rope_sign_flip", apply_rope_gptj_minus_sin),
+    ("rope_interleaved", "rope_half_split_convention", "rope_sign_flip", interleaved_hf_llama_minus_sin),
+    ("rope_interleaved", "rope_sign_flip", "wrong_exponent", interleaved_meta_i_over_d_conjugate),
+    ("RotaryEmbedding", "rope_interleaved_convention", "wrong_exponent", RotaryLucidrainsInterleavedIOverD),
+    ("RotaryEmbedding", "cache_is_parameter", "no_length_check", RotaryParameterNoLengthCheck),
+    ("RotaryEmbedding", "pe_not_buffer", "no_length_check", RotaryPlainAttributesNoLengthCheck),
+    ("RotaryEmbedding", "rope_sign_flip", "cache_is_parameter", RotaryMinusSinPersistent),
 ]

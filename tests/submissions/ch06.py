@@ -160,3 +160,138 @@ WRONG = [
     ("alibi_bias", "wrong_values", bias_transposed),
     ("alibi_bias", "wrong_shape", bias_heads_last),
 ]
+
+
+# --- issue 13: ports of the authors' and MPT's code, mistakes outside the catalogue ---
+
+
+def slopes_mpt(n_heads):
+    """MPT's gen_slopes: the next power of two, then the odd-indexed slopes first; flattened."""
+    padded = 2 ** math.ceil(math.log2(n_heads))
+    m = torch.arange(1, padded + 1, dtype=torch.float32) * (8 / padded)
+    slopes = 1.0 / torch.pow(2, m)
+    if padded != n_heads:
+        slopes = torch.concat([slopes[1::2], slopes[::2]])[:n_heads]
+    return slopes
+
+
+def slopes_float64_then_cast(n_heads):
+    closest = 2 ** math.floor(math.log2(n_heads))
+    h = torch.arange(1, 2 * closest + 1, dtype=torch.float64)
+    first = 2 ** (-8 * h[:closest] / closest)
+    rest = (2 ** (-8 * h / (2 * closest)))[0::2][: n_heads - closest]
+    return torch.cat([first, rest]).float()
+
+
+def bias_einsum(n_heads, seq_len):
+    positions = torch.arange(seq_len)
+    relative = (positions[None, :] - positions[:, None]).float()  # j - i
+    bias = torch.einsum("h,ij->hij", slopes_official(n_heads), relative)
+    return bias.masked_fill(relative > 0, float("-inf"))
+
+
+def bias_numpy(n_heads, seq_len):
+    """NumPy in float64, -inf from np.where; returned as float64."""
+    slopes = slopes_numpy(n_heads).numpy()
+    i, j = np.arange(seq_len)[:, None], np.arange(seq_len)[None, :]
+    bias = np.where(j > i, -np.inf, -slopes[:, None, None] * (i - j))
+    return torch.from_numpy(bias)
+
+
+RIGHT["alibi_slopes"] += [slopes_mpt, slopes_float64_then_cast]
+RIGHT["alibi_bias"] += [bias_einsum, bias_numpy]
+
+
+def slopes_negative_and_stretched(n_heads):
+    return -slopes_geometric_always(n_heads)
+
+
+def slopes_reversed(n_heads):
+    return slopes_official(n_heads).flip(0)
+
+
+def slopes_odd_extras(n_heads):
+    """The extra heads take the 2nd, 4th, ... slopes of 2n' heads: those of n' heads again."""
+    closest = 2 ** math.floor(math.log2(n_heads))
+    power = lambda n: [2 ** (-8 * (h + 1) / n) for h in range(n)]  # noqa: E731
+    return torch.tensor(power(closest) + power(2 * closest)[1::2][: n_heads - closest])
+
+
+def slopes_negative_from_zero(n_heads):
+    return -slopes_from_zero(n_heads)
+
+
+def _bias_from(slopes, seq_len, *, mask=True):
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    bias = -slopes[:, None, None] * (i - j)
+    return bias.masked_fill(j > i, float("-inf")) if mask else bias
+
+
+def bias_no_mask_plus_sign(n_heads, seq_len):
+    return -_bias_from(slopes_official(n_heads), seq_len, mask=False)
+
+
+def bias_no_mask_stretched(n_heads, seq_len):
+    return _bias_from(slopes_geometric_always(n_heads), seq_len, mask=False)
+
+
+def bias_plus_sign_stretched(n_heads, seq_len):
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return (slopes_geometric_always(n_heads)[:, None, None] * (i - j)).masked_fill(j > i, float("-inf"))
+
+
+def bias_fairseq_shortcut(n_heads, seq_len):
+    """The authors' fairseq code: m_h · j for every query, the causal mask added on top."""
+    j = torch.arange(seq_len)
+    bias = slopes_official(n_heads)[:, None, None] * j[None, None, :].float()
+    return bias.expand(n_heads, seq_len, seq_len).masked_fill(j[None, :] > j[:, None], float("-inf"))
+
+
+def bias_mpt_port(n_heads, seq_len):
+    """MPT's build_alibi_bias(full=False), expanded to (H, T, T): an offset per row, and MPT masks elsewhere."""
+    bias = torch.arange(1 - seq_len, 1, dtype=torch.int32).view(1, 1, seq_len) * slopes_mpt(n_heads).view(n_heads, 1, 1)
+    return bias.expand(n_heads, seq_len, seq_len)
+
+
+def bias_mpt_full(n_heads, seq_len):
+    """MPT's build_alibi_bias(full=True): -m_h · |i - j|, for an encoder."""
+    positions = torch.arange(1 - seq_len, 1, dtype=torch.int32)
+    distance = (positions.view(1, seq_len) - positions.view(seq_len, 1)).abs().mul(-1)
+    return distance[None] * slopes_mpt(n_heads).view(n_heads, 1, 1)
+
+
+def bias_heads_from_zero(n_heads, seq_len):
+    return _bias_from(slopes_from_zero(n_heads), seq_len)
+
+
+def bias_masked_with_minus_1e4(n_heads, seq_len):
+    """HF's old extended attention mask value: -10000 is not a mask for this check."""
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return _bias_from(slopes_official(n_heads), seq_len, mask=False).masked_fill(j > i, -10000.0)
+
+
+WRONG += [
+    ("alibi_slopes", "wrong_sign", slopes_negative_and_stretched),
+    ("alibi_slopes", "wrong_values", slopes_reversed),
+    ("alibi_slopes", "non_power_of_two", slopes_odd_extras),
+    ("alibi_slopes", "wrong_sign", slopes_negative_from_zero),
+    ("alibi_bias", "missing_causal_mask", bias_no_mask_plus_sign),
+    ("alibi_bias", "missing_causal_mask", bias_no_mask_stretched),
+    ("alibi_bias", "wrong_sign", bias_plus_sign_stretched),
+    ("alibi_bias", "wrong_values", bias_fairseq_shortcut),
+    ("alibi_bias", "missing_causal_mask", bias_mpt_port),
+    ("alibi_bias", "missing_causal_mask", bias_mpt_full),
+    ("alibi_bias", "wrong_values", bias_heads_from_zero),
+    ("alibi_bias", "missing_causal_mask", bias_masked_with_minus_1e4),
+]
+
+# (exercise, diagnosis, a further finding in result.also, the code)
+ALSO = [
+    ("alibi_slopes", "wrong_sign", "non_power_of_two", slopes_negative_and_stretched),
+    ("alibi_slopes", "wrong_values", "non_power_of_two", slopes_reversed),
+    ("alibi_slopes", "wrong_sign", "wrong_values", slopes_negative_from_zero),
+    ("alibi_bias", "missing_causal_mask", "wrong_sign", bias_no_mask_plus_sign),
+    ("alibi_bias", "missing_causal_mask", "non_power_of_two", bias_no_mask_stretched),
+    ("alibi_bias", "wrong_sign", "non_power_of_two", bias_plus_sign_stretched),
+    ("alibi_bias", "missing_causal_mask", "wrong_values", bias_mpt_port),
+]

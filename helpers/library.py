@@ -1,0 +1,339 @@
+"""The library's side of every positional step, in the course's terms.
+
+The references in helpers.reference define what "right" means in the course;
+this module lets that notion be checked against HF transformers itself. It
+builds tiny random-weight models from configs (no download: seconds, offline,
+seeded, eval mode, float32, one per process) and calls the library's OWN
+functions for each positional step:
+
+    Llama      model.model.rotary_emb (cos, sin), rotate_half, apply_rotary_pos_emb   half-split RoPE, GQA
+    GPT-NeoX   model.gpt_neox.rotary_emb, apply_rotary_pos_emb                        half-split, partial (rotary_pct)
+    GPT-J      create_sinusoidal_positions, rotate_every_two, apply_rotary_pos_emb    interleaved, partial (rotary_dim)
+    BLOOM      build_alibi_tensor, and the first layer's attention probabilities      ALiBi
+    GPT-2      wte + wpe before the first block, lm_head tied to wte                  learned positions, tying
+    BERT       MiniLM's real embedding block (helpers.models)                         learned positions, segments
+
+transformers is imported inside the functions, never by `import helpers`.
+Anything this transformers version lacks (a module, a function, an attribute
+the layout moved) raises LibraryUnavailable with one line saying what is
+missing, so a caller can report "skipped" instead of crashing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+
+import torch
+
+SEED = 0  # every tiny model is built from this seed: the same weights in every process
+VOCAB = 96  # tiny vocabularies and tables: the models build in well under a second
+MAX_POSITIONS = 64
+_TINY_SPECIAL_TOKENS = {"bos_token_id": VOCAB - 1, "eos_token_id": VOCAB - 1}  # GPT-2's and GPT-J's default 50256 is past a tiny vocabulary
+
+
+class LibraryUnavailable(RuntimeError):
+    """This transformers (or none at all) lacks something a cross-check needs."""
+
+
+# ---------------------------------------------------------------------------
+# Finding things in transformers, or saying what is missing
+# ---------------------------------------------------------------------------
+
+
+def transformers_version() -> str:
+    try:
+        import transformers
+    except ImportError as error:
+        raise LibraryUnavailable(f"transformers is not installed ({error})") from error
+    return transformers.__version__
+
+
+def library_attr(module: str, name: str):
+    """`name` from `transformers.<module>`, e.g. library_attr("models.llama.modeling_llama", "rotate_half")."""
+    version = transformers_version()
+    try:
+        found = importlib.import_module(f"transformers.{module}")
+    except ImportError as error:
+        raise LibraryUnavailable(f"transformers {version} has no module transformers.{module} ({error})") from error
+    if not hasattr(found, name):
+        raise LibraryUnavailable(f"transformers {version} has no transformers.{module}.{name}")
+    return getattr(found, name)
+
+
+def _path(obj, dotted: str):
+    """obj.a.b.c, or LibraryUnavailable naming the first missing step (the model layout moved)."""
+    for step in dotted.split("."):
+        if step.isdigit():
+            obj = obj[int(step)]
+        elif hasattr(obj, step):
+            obj = getattr(obj, step)
+        else:
+            raise LibraryUnavailable(f"transformers {transformers_version()}: {type(obj).__name__} has no attribute {step!r} (looking for {dotted})")
+    return obj
+
+
+def _build(module: str, model_class: str, config_class: str, **config_kwargs) -> torch.nn.Module:
+    """A random-weight model from a config: seeded, float32, eval mode, CPU."""
+    config = library_attr(module, config_class)(**config_kwargs)
+    config._attn_implementation = "eager"  # plain softmax attention: what the course writes, and it returns probabilities
+    with torch.random.fork_rng(devices=[]):  # the caller's random state is left as it was
+        torch.manual_seed(SEED)
+        model = library_attr(module, model_class)(config)
+    return model.float().eval()
+
+
+def rope_base(config) -> float:
+    """RoPE's base θ: config.rope_parameters["rope_theta"] in transformers 5, config.rope_theta in 4."""
+    parameters = getattr(config, "rope_parameters", None)
+    if isinstance(parameters, dict) and "rope_theta" in parameters:
+        return float(parameters["rope_theta"])
+    if getattr(config, "rope_theta", None) is not None:
+        return float(config.rope_theta)
+    raise LibraryUnavailable(f"transformers {transformers_version()}: {type(config).__name__} states no rope_theta")
+
+
+# ---------------------------------------------------------------------------
+# The tiny models, one per process
+# ---------------------------------------------------------------------------
+
+
+@cache
+def tiny_llama():
+    """LlamaForCausalLM, 4 query heads sharing 2 key/value heads (GQA), head_dim 16."""
+    return _build(
+        "models.llama.modeling_llama",
+        "LlamaForCausalLM",
+        "LlamaConfig",
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=MAX_POSITIONS,
+    )
+
+
+@cache
+def tiny_gptj():
+    """GPTJForCausalLM, 4 heads of 16 dims, the first rotary_dim = 8 of them rotated (interleaved pairs)."""
+    return _build("models.gptj.modeling_gptj", "GPTJForCausalLM", "GPTJConfig", vocab_size=VOCAB, n_embd=64, n_head=4, n_layer=2, rotary_dim=8, n_positions=MAX_POSITIONS, **_TINY_SPECIAL_TOKENS)
+
+
+@cache
+def tiny_neox():
+    """GPTNeoXForCausalLM, 4 heads of 16 dims, rotary_pct 0.25: the first 4 dims rotated (half-split)."""
+    return _build(
+        "models.gpt_neox.modeling_gpt_neox",
+        "GPTNeoXForCausalLM",
+        "GPTNeoXConfig",
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        rotary_pct=0.25,
+        max_position_embeddings=MAX_POSITIONS,
+    )
+
+
+@cache
+def tiny_bloom():
+    """BloomForCausalLM, 4 heads of 16 dims, ALiBi (no positional vector at all)."""
+    return _build("models.bloom.modeling_bloom", "BloomForCausalLM", "BloomConfig", vocab_size=VOCAB, hidden_size=64, n_head=4, n_layer=2)
+
+
+@cache
+def tiny_gpt2():
+    """GPT2LMHeadModel, learned positions (wpe) and an lm_head tied to the token table (wte)."""
+    return _build("models.gpt2.modeling_gpt2", "GPT2LMHeadModel", "GPT2Config", vocab_size=VOCAB, n_embd=64, n_head=4, n_layer=2, n_positions=MAX_POSITIONS, **_TINY_SPECIAL_TOKENS)
+
+
+def minilm():
+    """The real pretrained MiniLM (a BERT) of helpers.models, or LibraryUnavailable."""
+    transformers_version()
+    from helpers import models
+
+    try:
+        return models.bert()
+    except (ImportError, OSError) as error:
+        raise LibraryUnavailable(f"MiniLM cannot be loaded offline ({type(error).__name__}: {error})") from error
+
+
+# ---------------------------------------------------------------------------
+# Llama and GPT-NeoX: half-split RoPE
+# ---------------------------------------------------------------------------
+
+
+def llama_cos_sin(model, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The library's cos and sin, (B, T, head_dim) each, for position_ids (B, T)."""
+    rotary = _path(model, "model.rotary_emb")
+    with torch.no_grad():
+        return rotary(torch.zeros(1, dtype=torch.float32), position_ids)  # x only tells it the dtype and device
+
+
+def llama_rotate_half(x: torch.Tensor) -> torch.Tensor:
+    return library_attr("models.llama.modeling_llama", "rotate_half")(x)
+
+
+def llama_apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Llama's apply_rotary_pos_emb: q (B, Hq, T, Dh), k (B, Hk, T, Dh), cos/sin (B, T, Dh)."""
+    return library_attr("models.llama.modeling_llama", "apply_rotary_pos_emb")(q, k, cos, sin)
+
+
+def llama_projections(model, layer: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """One layer's q_proj and k_proj weights, (Hq·Dh, d) and (Hk·Dh, d), rows in HF's half-split order."""
+    attention = _path(model, f"model.layers.{layer}.self_attn")
+    return _path(attention, "q_proj.weight"), _path(attention, "k_proj.weight")
+
+
+def llama_head_dim(model) -> int:
+    config = model.config
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def neox_cos_sin(model, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """GPT-NeoX's cos and sin, (B, T, rotary_ndims) each: only the rotated dims."""
+    rotary = _path(model, "gpt_neox.rotary_emb")
+    with torch.no_grad():
+        return rotary(torch.zeros(1, dtype=torch.float32), position_ids)
+
+
+def neox_rotary_ndims(model) -> int:
+    return int(_path(model, "gpt_neox.layers.0.attention.rotary_ndims"))
+
+
+def neox_apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """NeoX's apply_rotary_pos_emb on the whole q (B, H, T, Dh) and k: the current one
+    rotates the first cos.shape[-1] dims itself and passes the rest through."""
+    apply = library_attr("models.gpt_neox.modeling_gpt_neox", "apply_rotary_pos_emb")
+    try:
+        return apply(q, k, cos, sin)
+    except RuntimeError:  # an older one, whose caller (GPTNeoXAttention) cut q and k first
+        r = cos.shape[-1]
+        q_rot, k_rot = apply(q[..., :r], k[..., :r], cos, sin)
+        return torch.cat([q_rot, q[..., r:]], dim=-1), torch.cat([k_rot, k[..., r:]], dim=-1)
+
+
+# ---------------------------------------------------------------------------
+# GPT-J: interleaved RoPE on the first rotary_dim dims
+# ---------------------------------------------------------------------------
+
+
+def gptj_sinusoidal_positions(num_pos: int, dim: int) -> torch.Tensor:
+    """GPT-J's table, (num_pos, dim): the dim/2 sines, then the dim/2 cosines, of m·θ_i."""
+    return library_attr("models.gptj.modeling_gptj", "create_sinusoidal_positions")(num_pos, dim)
+
+
+def gptj_rotate_every_two(x: torch.Tensor) -> torch.Tensor:
+    """(x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...); x must be 4-D."""
+    return library_attr("models.gptj.modeling_gptj", "rotate_every_two")(x)
+
+
+def gptj_rotary(model, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+    """GPT-J's rotary step on q or k, as GPTJAttention.forward does it. x is in GPT-J's
+    layout (B, T, H, Dh), heads AFTER positions; position_ids (B, T). The first
+    rotary_dim dims are turned by the library's apply_rotary_pos_emb, the rest pass."""
+    apply = library_attr("models.gptj.modeling_gptj", "apply_rotary_pos_emb")
+    attention = _path(model, "transformer.h.0.attn")
+    rotary_dim = _path(attention, "rotary_dim") or x.shape[-1]
+    table = _path(attention, "embed_positions").to(x.device)  # (max_pos, rotary_dim): sin | cos
+    sincos = table[position_ids]  # (B, T, rotary_dim): the attention's gather, by indexing
+    sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)  # (B, T, rotary_dim/2) each
+    rotated = apply(x[..., :rotary_dim], sin, cos)
+    return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
+
+
+# ---------------------------------------------------------------------------
+# Meta <-> HF: the two RoPE layouts are one row permutation apart
+# ---------------------------------------------------------------------------
+
+
+def half_split_to_interleaved_rows(head_dim: int) -> torch.Tensor:
+    """The order [0, d/2, 1, d/2 + 1, ..., d/2 - 1, d - 1] (d = head_dim).
+
+    HF's half-split pair i is (x[i], x[i + d/2]); Meta's interleaved pair i is
+    (x[2i], x[2i + 1]). Taking the half-split coordinates in this order puts
+    pair i in columns 2i, 2i + 1: x_interleaved = x_half_split[..., order].
+    For weights, W_meta = W_hf[order] within each head (the inverse of the
+    `permute` in transformers' convert_llama_weights_to_hf.py)."""
+    half = head_dim // 2
+    return torch.stack([torch.arange(half), torch.arange(half) + half], dim=-1).flatten()  # (d,)
+
+
+def interleave_projection_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """A q_proj / k_proj weight (n_heads·Dh, d_model) from HF's half-split row order to Meta's interleaved one."""
+    head_dim = weight.shape[0] // n_heads
+    order = half_split_to_interleaved_rows(head_dim)
+    rows = (torch.arange(n_heads)[:, None] * head_dim + order).flatten()  # the same order inside every head
+    return weight[rows]
+
+
+# ---------------------------------------------------------------------------
+# BLOOM: ALiBi
+# ---------------------------------------------------------------------------
+
+
+def bloom_alibi(attention_mask: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """build_alibi_tensor, as (B, H, 1, T): m_h · j for key j (j counted from the first
+    unpadded token), the same for every query row. No causal mask in it."""
+    build = library_attr("models.bloom.modeling_bloom", "build_alibi_tensor")
+    B, T = attention_mask.shape
+    return build(attention_mask, num_heads, torch.float32).view(B, num_heads, 1, T)
+
+
+def bloom_slopes(num_heads: int) -> torch.Tensor:
+    """BLOOM's head slopes, read off build_alibi_tensor: the bias of key 1 is m_h · 1."""
+    return bloom_alibi(torch.ones(1, 2, dtype=torch.long), num_heads)[0, :, 0, 1]
+
+
+def bloom_first_layer_attention(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The first layer's attention probabilities (B, H, T, T), as BLOOM computes them
+    (its alibi and its causal mask, eager softmax), with that layer's q and k
+    (B, H, T, Dh), split from the fused projection by the attention's own _reshape."""
+    attention = _path(model, "transformer.h.0.self_attention")
+    split = _path(attention, "_reshape")
+    captured = {}
+    hook = _path(attention, "query_key_value").register_forward_hook(lambda module, inputs, output: captured.update(fused=output))
+    try:
+        with torch.no_grad():
+            out = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
+    finally:
+        hook.remove()
+    if not getattr(out, "attentions", None):
+        raise LibraryUnavailable(f"transformers {transformers_version()}: BLOOM returned no attentions with output_attentions=True")
+    q, k, _ = split(captured["fused"])
+    return out.attentions[0], q, k
+
+
+# ---------------------------------------------------------------------------
+# GPT-2: learned positions and the tied head
+# ---------------------------------------------------------------------------
+
+
+def gpt2_tables(model) -> tuple[torch.nn.Embedding, torch.nn.Embedding, torch.nn.Linear]:
+    """GPT-2's token table wte (V, d), position table wpe (n_positions, d), and its lm_head."""
+    return _path(model, "transformer.wte"), _path(model, "transformer.wpe"), _path(model, "lm_head")
+
+
+def gpt2_block_input(model, input_ids: torch.Tensor) -> torch.Tensor:
+    """What the first block receives: drop(wte(ids) + wpe(positions)), (B, T, d). In eval mode
+    the dropout is the identity. Read by a pre-hook, the same in transformers 4 and 5."""
+    block = _path(model, "transformer.h.0")
+    captured = {}
+    hook = block.register_forward_pre_hook(lambda module, args, kwargs: captured.update(x=args[0] if args else kwargs["hidden_states"]), with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(input_ids=input_ids)
+    finally:
+        hook.remove()
+    return captured["x"]
+
+
+def gpt2_final_hidden_and_logits(model, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The final hidden state (after ln_f), (B, T, d), and lm_head's logits, (B, T, V)."""
+    with torch.no_grad():
+        hidden = _path(model, "transformer")(input_ids=input_ids).last_hidden_state
+        logits = model(input_ids=input_ids).logits
+    return hidden, logits
