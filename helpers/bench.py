@@ -3,25 +3,31 @@
     python -m helpers.bench                  # everything, as a table
     python -m helpers.bench --json out.json  # also write the figures as JSON
     python -m helpers.bench --quick          # skip executing the notebooks
+    python -m helpers.bench --grading        # only grading: its overhead and the sandbox's cost
 
 Measures: `import helpers` beyond torch; the median time of one check() of a
-correct submission per exercise (the reference itself), and its first call;
-the execution time of every solution notebook; and grading vs executing.
+correct submission per exercise (the reference, compiled again as a student's
+own copy), and its first call; the execution time of every solution notebook;
+grading vs executing; and what the sandbox costs: the six solution notebooks
+graded with and without it, --jobs 1 and 2, in this one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-BUDGETS = {"import_s": 0.3, "check_median_s": 0.5, "bert_first_check_s": 5.0, "notebook_s": 20.0, "notebook_06_s": 60.0, "grade_ratio": 1.3}
+BUDGETS = {"import_s": 0.3, "check_median_s": 0.5, "bert_first_check_s": 5.0, "notebook_s": 20.0, "notebook_06_s": 60.0, "grade_ratio": 1.3, "sandbox_ratio": 1.1}
 
 
 def import_seconds(repeats: int = 5) -> float:
@@ -35,20 +41,33 @@ def import_seconds(repeats: int = 5) -> float:
     return statistics.median(timed() for _ in range(repeats))
 
 
+def reference_copies() -> dict[str, Any]:
+    """The references compiled again under another file name: what a student who wrote exactly
+    the reference submits (checking `helpers.reference` itself fails with uses_reference)."""
+    from helpers import reference
+
+    copies: dict[str, Any] = {"__name__": "bench_reference"}
+    source = Path(reference.__file__).read_text(encoding="utf-8")
+    exec(compile(source, "<a copy of helpers/reference.py>", "exec"), copies)
+    return copies
+
+
 def check_seconds(repeats: int = 7) -> dict[str, dict[str, float]]:
     from helpers import check
     from helpers.exercises import all_exercises
 
+    copies = reference_copies()
     figures = {}
     for exercise_id, exercise in all_exercises().items():
+        submission = copies[exercise.reference.__name__]
         start = time.perf_counter()
-        first = check(exercise_id, exercise.reference)
+        first = check(exercise_id, submission)
         first_s = time.perf_counter() - start
         assert first.passed, f"the reference fails its own check: {first}"
         times = []
         for _ in range(repeats):
             start = time.perf_counter()
-            check(exercise_id, exercise.reference)
+            check(exercise_id, submission)
             times.append(time.perf_counter() - start)
         figures[exercise_id] = {"first_s": first_s, "median_s": statistics.median(times)}
     return figures
@@ -77,6 +96,33 @@ def grading_ratio() -> dict[str, float] | None:
     return measure(ROOT / "solutions" / "01_lookup_tables.ipynb") if measure else None
 
 
+def sandbox_cost() -> dict[str, Any]:
+    """The six solution notebooks graded with and without the sandbox, --jobs 1 then 2, in the
+    order off, on, on, off: a machine slowly getting busier or quieter favours neither, and the
+    faster of the two runs counts (other work on the machine only ever adds time). Then the six
+    executed plainly, one after the other. Every grading must give the same scores."""
+    from helpers import grade
+
+    submissions, _ = grade.collect([str(p) for p in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))])
+    figures: dict[str, Any] = {"notebooks": len(submissions)}
+    scores = set()
+    for jobs in (1, 2):
+        runs: dict[bool, list[float]] = {False: [], True: []}
+        for sandbox in (False, True, True, False):
+            with tempfile.TemporaryDirectory() as out:
+                start = time.perf_counter()
+                reports = asyncio.run(grade.grade_many(submissions, Path(out), jobs=jobs, sandbox=sandbox, progress=False))
+                runs[sandbox].append(time.perf_counter() - start)
+            scores.add(tuple((r["submission"], r["score"], r["max_score"]) for r in reports))
+            assert len(scores) == 1, f"grading with and without the sandbox differ: {scores}"
+        off, on = min(runs[False]), min(runs[True])
+        figures[f"jobs{jobs}"] = {"unsandboxed_s": off, "sandboxed_s": on, "ratio": on / off, "runs": {"off": runs[False], "on": runs[True]}}
+    figures["scores"] = scores.pop()
+    figures["execute_s"] = sum(grade.execute_plainly(s.path) for s in submissions)
+    figures["grade_vs_execute"] = figures["jobs1"]["sandboxed_s"] / figures["execute_s"]
+    return figures
+
+
 def verdict(value: float, budget: float) -> str:
     return "ok" if value <= budget else "OVER BUDGET"
 
@@ -85,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--quick", action="store_true", help="skip executing notebooks and grading")
+    parser.add_argument("--grading", action="store_true", help="only grading: its overhead and what the sandbox costs")
     args = parser.parse_args(argv)
 
     import torch
@@ -92,14 +139,18 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.checking import check_device
 
     report: dict = {"machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, checks on {check_device()}", "budgets": BUDGETS}
-    report["import_s"] = import_seconds()
-    report["checks"] = check_seconds()
+    if not args.grading:
+        report["import_s"] = import_seconds()
+        report["checks"] = check_seconds()
     if not args.quick:
-        report["notebooks_s"] = notebook_seconds()
+        report["notebooks_s"] = {} if args.grading else notebook_seconds()
         report["grading"] = grading_ratio()
+        report["sandbox"] = sandbox_cost()
 
-    rows = [("import helpers beyond torch", f"{report['import_s']:.3f} s", f"≤ {BUDGETS['import_s']} s", verdict(report["import_s"], BUDGETS["import_s"]))]
-    for exercise_id, figures in report["checks"].items():
+    rows = []
+    if "import_s" in report:
+        rows.append(("import helpers beyond torch", f"{report['import_s']:.3f} s", f"≤ {BUDGETS['import_s']} s", verdict(report["import_s"], BUDGETS["import_s"])))
+    for exercise_id, figures in report.get("checks", {}).items():
         ok = verdict(figures["median_s"], BUDGETS["check_median_s"])
         if exercise_id == "BertEmbeddings" and figures["first_s"] > BUDGETS["bert_first_check_s"]:
             ok = "FIRST CALL OVER BUDGET"
@@ -110,6 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     if report.get("grading"):
         ratio = report["grading"]["ratio"]
         rows.append(("grading vs executing", f"{ratio:.2f}×", f"≤ {BUDGETS['grade_ratio']}×", verdict(ratio, BUDGETS["grade_ratio"])))
+    if report.get("sandbox"):
+        sandbox = report["sandbox"]
+        for jobs in (1, 2):
+            figures = sandbox[f"jobs{jobs}"]
+            measured = f"{figures['sandboxed_s']:.1f} s / {figures['unsandboxed_s']:.1f} s = {figures['ratio']:.3f}×"
+            rows.append((f"grading 6 notebooks --jobs {jobs}, sandboxed / not", measured, f"≤ {BUDGETS['sandbox_ratio']}×", verdict(figures["ratio"], BUDGETS["sandbox_ratio"])))
+        measured = f"{sandbox['jobs1']['sandboxed_s']:.1f} s / {sandbox['execute_s']:.1f} s = {sandbox['grade_vs_execute']:.2f}×"
+        rows.append(("grading 6 notebooks (sandboxed) / executing them", measured, "< 1×", verdict(sandbox["grade_vs_execute"], 1.0)))
     width = max(len(r[0]) for r in rows)
     print(f"Machine: {report['machine']}\n")
     print(f"| {'what'.ljust(width)} | measured | budget | verdict |\n|{'-' * (width + 2)}|---|---|---|")

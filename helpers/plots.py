@@ -144,20 +144,32 @@ def embedding_norms(d_model: int | None = None) -> None:
 
 
 def tied_gradients(input_use: torch.Tensor, output_use: torch.Tensor, used: list[int]) -> None:
-    """The gradient of one tied matrix: the lookup's part, the logits' part, their sum."""
+    """The gradient of one tied matrix, row by row: the norm of the lookup's
+    part, of the logits' part and of their sum, on a log scale, so that the
+    small gradients the logits send to every row show next to the large ones
+    of the rows in the batch. A zero (nothing to draw on a log axis) is marked 0."""
     plt = _plt()
-    parts = [input_use.detach().cpu(), output_use.detach().cpu()]
-    parts.append(parts[0] + parts[1])
-    limit = max(float(p.abs().max()) for p in parts)
-    titles = ["from the lookup (input use)", "from the logits (output use)", "tied: their sum, one gradient"]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 4), sharey=True, layout="constrained")
-    for ax, part, title in zip(axes, parts, titles):
-        image = ax.imshow(part, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit)
-        ax.set(title=title, xlabel="dimension (d_model)")
-    axes[0].set_ylabel("token id (row of the matrix)")
-    axes[0].set_yticks(range(parts[0].shape[0]), [f"{i} (in batch)" if i in used else str(i) for i in range(parts[0].shape[0])], fontsize=7)
-    fig.colorbar(image, ax=axes, shrink=0.8, label="∂loss/∂W")
-    fig.suptitle("One backward pass through a tied model: two contributions to one matrix")
+    parts = {
+        "from the lookup (input use)": input_use.detach().cpu(),
+        "from the logits (output use)": output_use.detach().cpu(),
+    }
+    parts["tied: their sum, one gradient"] = parts["from the lookup (input use)"] + parts["from the logits (output use)"]
+    norms = {name: part.norm(dim=1) for name, part in parts.items()}  # (V,) each
+    V = len(norms["from the lookup (input use)"])
+    floor = min(float(n[n > 0].min()) for n in norms.values()) / 4
+    width = 0.27
+    fig, ax = plt.subplots(figsize=(10, 3.9))
+    for k, (name, n) in enumerate(norms.items()):
+        x = torch.arange(V) + (k - 1) * width
+        ax.bar(x[n > 0], n[n > 0], width=width, color=f"C{k}", label=name)
+        for position in x[n == 0].tolist():
+            ax.text(position, floor * 1.15, "0", ha="center", va="bottom", fontsize=8, color=f"C{k}")
+    ax.set_yscale("log")
+    ax.set_ylim(floor, float(max(n.max() for n in norms.values())) * 2)
+    ax.set_xticks(range(V), [f"{i}\n(in batch)" if i in used else str(i) for i in range(V)], fontsize=8)
+    ax.set(title="One backward pass through a tied model: gradient norm per row (log scale)", xlabel="token id (row of the matrix)", ylabel="‖∂loss/∂W[i]‖")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
     plt.show()
 
 
@@ -253,6 +265,27 @@ def dot_product_vs_offset(pe: torch.Tensor, starts: list[int], max_offset: int) 
     plt.show()
 
 
+def additive_vs_rotary(terms: dict[str, torch.Tensor], additive: torch.Tensor, rotary: torch.Tensor, offset: int) -> None:
+    """The attention score of two fixed tokens at positions m and m + offset, as
+    the pair slides along the text. Left: the four terms of the additive score
+    (x + p_m) W_Q W_K^T (y + p_n)^T, and the position-position term with
+    W_Q W_K^T = I. Right: the whole additive score next to the rotary one."""
+    plt = _plt()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [1.3, 1]})
+    m = torch.arange(len(additive))
+    for n, (name, values) in enumerate(terms.items()):
+        style = "--" if "= I" in name else "-"
+        left.plot(m, values.detach().cpu(), style, color=f"C{n}", linewidth=1.2, label=name)
+    left.set(title=f"Additive: the four terms, offset n − m = {offset} fixed", xlabel="query position m", ylabel="term of the score")
+    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)  # below the axes: no line hidden
+    right.plot(m, additive.detach().cpu(), color="C7", linewidth=1.2, label="additive: (x + p_m) W_Q · (y + p_n) W_K")
+    right.plot(m, rotary.detach().cpu(), color="k", linewidth=2, label="rotary: (M_m q) · (M_n k), q = x W_Q, k = y W_K")
+    right.set(title="The whole score: only the rotary one is relative", xlabel="query position m", ylabel="attention score")
+    right.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    fig.tight_layout()
+    plt.show()
+
+
 # (end of chapter 03)
 
 
@@ -338,7 +371,7 @@ def position_components(table: torch.Tensor, zoom: int = 48) -> None:
 
 
 def rope_pairs(position: int, thetas: list[float], pair: tuple[float, float] = (1.0, 0.0), trail: int = 400) -> None:
-    """One panel per frequency: pair i turned by position·θ_i,
+    """One panel per frequency: pair j turned by position·θ_j,
     with the positions before it as a fading trail."""
     import math
 
@@ -356,13 +389,13 @@ def rope_pairs(position: int, thetas: list[float], pair: tuple[float, float] = (
         ax.add_patch(plt.Circle((0, 0), radius, fill=False, color="0.85"))
         ax.set(xlim=(-1.2 * radius, 1.2 * radius), ylim=(-1.2 * radius, 1.2 * radius), aspect="equal", xlabel="1st component of the pair", ylabel="2nd component")
         ax.set_title(f"pair {i}: θ = {theta:.3g}\nangle = {position * theta:.3g} rad", fontsize=10)
-    fig.suptitle(f"RoPE at position m = {position}: pair i turns by m·θ_i (grey: position 0)")
+    fig.suptitle(f"RoPE at position m = {position}: pair j turns by m·θ_j (grey: position 0)")
     fig.tight_layout()
     plt.show()
 
 
 def rope_frequencies(head_dim: int, bases: list[float]) -> None:
-    """θ_i and the wavelength 2π/θ_i (in tokens) of every pair, for a few bases."""
+    """θ_j and the wavelength 2π/θ_j (in tokens) of every pair j, for a few bases."""
     plt = _plt()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     i = torch.arange(head_dim // 2, dtype=torch.float64)
@@ -370,8 +403,8 @@ def rope_frequencies(head_dim: int, bases: list[float]) -> None:
         theta = base ** (-2 * i / head_dim)
         left.semilogy(i, theta, label=f"base {base:g}")
         right.semilogy(i, 2 * torch.pi / theta, label=f"base {base:g}")
-    left.set(title=f"Frequencies θ_i = base^(-2i/{head_dim})", xlabel="pair index i", ylabel="θ_i (radians per token)")
-    right.set(title="Wavelength: tokens for one full turn", xlabel="pair index i", ylabel="2π / θ_i (tokens)")
+    left.set(title=f"Frequencies θ_j = base^(-2j/{head_dim})", xlabel="pair index j", ylabel="θ_j (radians per token)")
+    right.set(title="Wavelength: tokens for one full turn", xlabel="pair index j", ylabel="2π / θ_j (tokens)")
     left.legend()
     right.legend()
     fig.tight_layout()
@@ -386,7 +419,7 @@ def rope_table(cos: torch.Tensor, positions: int = 64) -> None:
     image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
     half = table.shape[1] / 2 - 0.5
     ax.axvline(half, color="black", lw=1.5, ls="--")
-    ax.set(title="cos(m·θ_i), half-split layout: column i and column i + d/2 hold the same angle", xlabel="column j of the table (head dimension)", ylabel="position m")
+    ax.set(title="cos(m·θ_j), half-split layout: columns j and j + d/2 hold pair j's angle", xlabel="column of the table (head dimension)", ylabel="position m")
     fig.colorbar(image, ax=ax)
     fig.tight_layout()
     plt.show()
@@ -416,14 +449,26 @@ def relative_scores(scores: torch.Tensor) -> None:
     plt.show()
 
 
-def rope_decay(distances: torch.Tensor, bounds: dict[str, torch.Tensor]) -> None:
-    """RoFormer §3.4.3: the relative upper bound of q_m·k_n against m − n."""
+def rope_decay(distances: torch.Tensor, bounds: dict[str, torch.Tensor], random_pairs: dict[str, torch.Tensor], aligned: dict[str, torch.Tensor]) -> None:
+    """Three views of "long-term decay" against the distance m − n, side by side:
+    RoFormer's §3.4.3 upper bound (a worst case, not a score), statistics of the
+    score of independent random q and k (flat: a rotation of a random vector is
+    another random vector), and the mean score of aligned q and k (it decays)."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    for name, bound in bounds.items():
-        ax.plot(distances.cpu(), bound.cpu(), label=name)
-    ax.set(title="Long-term decay: the bound on |q_m·k_n| shrinks with distance", xlabel="relative distance m − n (tokens)", ylabel="relative upper bound  (2/d) Σ_j |S_j|")
-    ax.legend()
+    x = distances.cpu()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    panels = [
+        (bounds, "RoFormer's bound (a worst case, not a score)", "relative upper bound  (2/d) Σ_r |S_r|"),
+        (random_pairs, "Independent random q and k: no decay", "score q_m·k_n, over the random pairs"),
+        (aligned, "Aligned q and k: the mean score decays", "mean score q_m·k_n"),
+    ]
+    for ax, (curves, title, ylabel) in zip(axes, panels):
+        for n, (name, curve) in enumerate(curves.items()):
+            ax.plot(x, curve.cpu(), "--" if "formula" in name else "-", color=f"C{n}", linewidth=1.2, label=name)
+        ax.axhline(0, color="0.7", linewidth=0.8)
+        ax.set(title=title, xlabel="distance m − n (tokens)", ylabel=ylabel)
+        ax.legend(fontsize=8)
+    fig.suptitle("Long-term decay: the bound and aligned pairs decay with distance, unrelated pairs do not")
     fig.tight_layout()
     plt.show()
 
@@ -446,33 +491,62 @@ def bf16_positions(positions: torch.Tensor, zoom: tuple[int, int] = (248, 272), 
     plt.show()
 
 
-def position_interpolation(trained: int, scale: float, theta: float) -> None:
-    """Linear position interpolation: the angle of one slow pair, with and without m → m/s."""
+def position_interpolation(trained: int, scale: float, thetas: list[float]) -> None:
+    """One panel per pair: its angle (mod 2π, the rotation it actually applies) against
+    the position, with plain extrapolation and with linear interpolation m → m/s.
+    A pair that turns within L is shown in a window of a few turns around L."""
     plt = _plt()
-    m = torch.arange(int(trained * scale), dtype=torch.float64)
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    ax.axhspan(0, trained * theta, color="C2", alpha=0.15, label=f"angles seen in training (m < {trained})")
-    ax.plot(m, m * theta, label="m·θ: extrapolation (unseen angles)")
-    ax.plot(m, m / scale * theta, label=f"(m/{scale:g})·θ: interpolation")
-    ax.set(title=f"Position interpolation, s = {scale:g}, pair with θ = {theta:.2g}", xlabel="position m", ylabel="angle (rad)")
-    ax.legend()
+    fig, axes = plt.subplots(1, len(thetas), figsize=(6.5 * len(thetas), 3.9), squeeze=False)
+    for ax, theta in zip(axes[0], thetas):
+        wavelength = 2 * torch.pi / theta
+        seen = (torch.arange(trained, dtype=torch.float64) * theta) % (2 * torch.pi)
+        if wavelength < trained:  # a fast pair: zoom in on three turns either side of L
+            m = torch.arange(max(0, trained - int(3 * wavelength)), trained + int(3 * wavelength), dtype=torch.float64)
+            style, where = {"marker": "o", "markersize": 3, "linestyle": ""}, f"zoom around L = {trained}"
+        else:
+            m = torch.arange(int(trained * scale), dtype=torch.float64)
+            style, where = {"linestyle": "-"}, f"positions 0 to {int(trained * scale)}"
+        ax.axhspan(float(seen.min()), float(seen.max()), color="C2", alpha=0.15, label=f"met in training (m < {trained})")
+        ax.plot(m, (m * theta) % (2 * torch.pi), color="C0", label="m·θ: extrapolated", **style)
+        ax.plot(m, (m / scale * theta) % (2 * torch.pi), color="C1", label=f"(m/{scale:g})·θ: interpolated", **style)
+        ax.axvline(trained, color="0.4", linestyle=":")
+        ax.set(title=f"pair with θ = {theta:.3g}: wavelength {wavelength:,.0f} tokens\n({where})", xlabel="position m", ylabel="angle mod 2π (rad)", ylim=(0, 2 * torch.pi * 1.25))
+        ax.legend(fontsize=7, loc="upper left", ncol=3)
+    fig.suptitle(f"Position interpolation, s = {scale:g}, trained on L = {trained}: only slow pairs meet new angles past L")
     fig.tight_layout()
     plt.show()
 
 
-def ntk_wavelengths(head_dim: int, base: float, scale: float) -> None:
-    """How much each pair's wavelength is stretched by PI and by NTK-aware scaling."""
+def context_extension(head_dim: int, base: float, trained: int, scale: float) -> None:
+    """Left: every pair's wavelength against the trained length L; the pairs above
+    it never turned through all their angles in training. Right: how much each
+    context-extension method slows each pair down (new wavelength / old)."""
     plt = _plt()
-    i = torch.arange(head_dim // 2, dtype=torch.float64)
-    theta = base ** (-2 * i / head_dim)
+    j = torch.arange(head_dim // 2, dtype=torch.float64)
+    theta = base ** (-2 * j / head_dim)
+    wavelength = 2 * torch.pi / theta
+    new = wavelength > trained
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.2))
+    left.semilogy(j[~new], wavelength[~new], "o", color="C0", markersize=3, label="wavelength ≤ L: went round in training")
+    left.semilogy(j[new], wavelength[new], "o", color="C3", markersize=3, label=f"wavelength > L: new angles past L ({int(new.sum())} pairs)")
+    left.axhline(trained, color="0.4", linestyle=":", label=f"trained length L = {trained}")
+    left.set(title=f"Which pairs meet new angles past L (d = {head_dim}, base {base:g})", xlabel="pair index j (fast → slow)", ylabel="wavelength 2π/θ_j (tokens)")
+    left.legend(fontsize=8)
     ntk_base = base * scale ** (head_dim / (head_dim - 2))
-    stretch = {"position interpolation: θ_i / s": torch.full_like(i, scale), f"NTK-aware: base' = base·s^(d/(d−2)) = {ntk_base:.3g}": theta / ntk_base ** (-2 * i / head_dim)}
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    ratio = trained / wavelength  # YaRN's r: how many turns pair j makes within L
+    alpha, beta = 1.0, 32.0  # YaRN's values for Llama: interpolate below 1 turn, leave alone above 32 turns
+    gamma = ((ratio - alpha) / (beta - alpha)).clamp(0, 1)
+    stretch = {
+        "position interpolation: θ_j / s": torch.full_like(j, scale),
+        f"NTK-aware: base' = base·s^(d/(d−2)) = {ntk_base:.3g}": theta / ntk_base ** (-2 * j / head_dim),
+        "YaRN (NTK-by-parts): s if wavelength > L, 1 if < L/32": 1 / ((1 - gamma) / scale + gamma),
+    }
     for name, factor in stretch.items():
-        ax.plot(i, factor, label=name)
-    ax.axhline(1, color="0.6", ls="--", label="unchanged")
-    ax.legend(loc="center left")
-    ax.set(title=f"How much each pair is slowed down, s = {scale:g}, d = {head_dim}", xlabel="pair index i (fast → slow)", ylabel="new wavelength / old wavelength")
+        right.plot(j, factor, label=name)
+    right.axhline(1, color="0.6", ls="--", label="unchanged")
+    right.axvspan(float(j[new].min()) - 0.5, float(j[-1]) + 0.5, color="C3", alpha=0.08)
+    right.legend(fontsize=8, loc="center left")
+    right.set(title=f"How much each pair is slowed down, s = {scale:g} (red band: wavelength > L)", xlabel="pair index j (fast → slow)", ylabel="new wavelength / old wavelength")
     fig.tight_layout()
     plt.show()
 
@@ -520,22 +594,31 @@ def alibi_reach(slopes: torch.Tensor, head: int, length: int = 64) -> None:
     plt.show()
 
 
-def extrapolation(accuracy: dict[str, list[float | None]], lengths: list[int], trained: int) -> None:
-    """Accuracy against the test length, one line per positional method; None where it cannot run."""
+def accuracy_by_position(accuracy: dict[str, torch.Tensor], trained: int, chance: float) -> None:
+    """Accuracy at each position, one line per positional method: the mean over the
+    seeds (rows of each (seeds, T) tensor), with the band from the worst seed to the
+    best. NaN where a model has no answer (position 0, or past a learned table)."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for n, (method, values) in enumerate(accuracy.items()):
-        known = [(length, a) for length, a in zip(lengths, values) if a is not None]
-        stops = len(known) < len(lengths)
-        ax.plot(*zip(*known), "o-", label=f"{method} (✗: cannot run longer)" if stops else method, color=f"C{n}", linewidth=2)
-        if stops:
-            ax.plot(known[-1][0], known[-1][1], "x", color=f"C{n}", markersize=14, markeredgewidth=3)
-    ax.axvline(trained, color="0.5", linestyle=":")
-    ax.text(trained * 1.04, 0.05, f"trained on length {trained}", color="0.4")
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    for n, (method, runs) in enumerate(accuracy.items()):
+        runs = runs.detach().float().cpu()
+        positions = torch.arange(runs.shape[1])
+        known = ~runs.isnan().any(0)
+        mean, low, high = runs.mean(0), runs.min(0).values, runs.max(0).values
+        label = f"{method} (no row past position {int(positions[known].max())})" if not known[-1] else method
+        ax.plot(positions[known], mean[known], color=f"C{n}", linewidth=1.5, label=label)
+        ax.fill_between(positions[known], low[known], high[known], color=f"C{n}", alpha=0.2, linewidth=0)
+    ax.axvline(trained - 0.5, color="0.4", linestyle=":")
+    ax.text(trained * 0.95, 0.14, f"trained on\npositions 0 to {trained - 1}", color="0.3", fontsize=9, ha="right")
+    ax.axhline(chance, color="0.3", linestyle="--", linewidth=1, label=f"chance: 1/vocab = {chance:.3g}")
     ax.set_xscale("log", base=2)
-    ax.set_xticks(lengths, [str(n) for n in lengths])
-    ax.set(title="Trained short, tested long: accuracy on 'repeat the previous token'", xlabel="test sequence length", ylabel="accuracy", ylim=(0, 1.05))
-    ax.legend(loc="upper right", bbox_to_anchor=(0.99, 0.9))
+    last = max(runs.shape[1] for runs in accuracy.values())
+    ticks = [2**k for k in range(0, last.bit_length()) if 2**k < last]
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    title = "Repeat the previous token: accuracy at each position (line: mean of the seeds; band: worst to best)"
+    ax.set(title=title, xlabel="position in the sequence (log scale)", ylabel="accuracy", ylim=(0, 1.05))
+    ax.title.set_fontsize(10)
+    ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     plt.show()
 

@@ -298,6 +298,17 @@ def rope_interleaved(x: torch.Tensor, positions: torch.Tensor | None = None, bas
     return turned.flatten(-2).to(x.dtype)  # (B, H, T, d): pairs back in adjacent columns
 
 
+def rope_from_shift_matrix(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+    """Interleaved RoPE, built from chapter 03's relative_shift_matrix: at position m the
+    row vector x becomes x @ M_m (that is M_mᵀ x), pair (x[2i], x[2i+1]) turned by m·θ_i.
+    (M_m's blocks [[cos, sin], [-sin, cos]] act on chapter 03's (sin, cos) pairs; a RoPE pair
+    turns the other way round in that order, hence the transpose.)"""
+    T, d = x.shape[-2], x.shape[-1]
+    positions = torch.arange(T) if positions is None else positions
+    M = torch.stack([relative_shift_matrix(int(m), d, base) for m in positions.tolist()])  # (T, d, d), one per position
+    return torch.einsum("...td,tde->...te", x.float(), M.to(x.device)).to(x.dtype)  # (B, H, T, d)
+
+
 class RotaryEmbedding(nn.Module):
     """RoPE as a module, half-split layout: cos/sin tables built once in float32,
     gathered by position in forward. forward(q, k, positions=None) -> (q_rot, k_rot)."""

@@ -1,32 +1,41 @@
 """The grader: `python -m helpers.grade`.
 
-One batch (module fixture, --jobs 2) grades chapter 01's solution and its
-unfilled chapter plus eight tiny synthetic notebooks: tampering, a killed
-kernel and a segfault, a check that kills the kernel, overwritten names,
-errors, wrong code. The tests below read its reports. The endless-cell
-notebook runs on its own with a short --timeout. The rest are unit tests that
-start no kernel.
+One batch (graded once per run, --jobs 2, sandboxed where the machine allows)
+grades chapter 01's solution and its unfilled chapter plus eight tiny
+synthetic notebooks: tampering, a killed kernel and a segfault, a check that
+kills the kernel, overwritten names, errors, wrong code. The tests below read
+its reports. The endless-cell notebook runs on its own, unsandboxed, with a
+short --timeout. The rest are unit tests that start no kernel. The attacks on
+the grader are in tests/test_sandbox.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from helpers import grade
+from tests.grading_support import (
+    HEAD,
+    NO_SANDBOX,
+    RIGHT_LOOKUP,
+    RIGHT_ONE_HOT,
+    ROOT,
+    SOLUTION,
+    WRONG_LOOKUP,
+    by_id,
+    fingerprint,
+    once_per_run,
+    passed,
+    write_notebook,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-SOLUTION = ROOT / "solutions" / "01_lookup_tables.ipynb"
 CHAPTER = ROOT / "chapters" / "01_lookup_tables.ipynb"
 
-HEAD = "import torch\nimport torch.nn.functional as F\n\nfrom helpers import check"
-RIGHT_LOOKUP = "def lookup(weight, ids):\n    return weight[ids]"
-WRONG_LOOKUP = "def lookup(weight, ids):\n    return weight.T[ids]  # columns, not rows"
-RIGHT_ONE_HOT = "def one_hot_lookup(weight, ids):\n    return F.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight"
+CHAPTER_1 = [e.id for e in grade.exercise_table() if e.chapter == 1]  # the tiny notebooks do lookup and one_hot_lookup
 
 TAMPER_CHECK = 'check = lambda *args, **kwargs: True\ncheck("lookup", lookup)'
 TAMPER_HELPERS = """\
@@ -106,35 +115,23 @@ NOTEBOOKS = {  # name: cells (a markdown cell comes first, so code cell k is not
 }
 
 
-def write_notebook(path: Path, cells: list[str]) -> Path:
-    notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_markdown_cell("# A submission")] + [nbformat.v4.new_code_cell(source) for source in cells]
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(notebook, path)
-    return path
-
-
-def fingerprint(paths: list[Path]) -> dict[str, str]:
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
-
-
-@pytest.fixture(scope="module")
-def batch(tmp_path_factory):
+def grade_the_class(root: Path) -> dict:
     """Grade 10 notebooks with --jobs 2; the reports by name, and the fingerprints around it."""
-    folder = tmp_path_factory.mktemp("class")
+    folder, out = root / "class", root / "out"
+    folder.mkdir()
     for name, cells in NOTEBOOKS.items():
         write_notebook(folder / f"{name}.ipynb", cells)
     inputs = [SOLUTION, CHAPTER, *sorted(folder.glob("*.ipynb"))]
     listing = sorted(p.name for p in folder.iterdir())
     before = fingerprint(inputs)
-    out = tmp_path_factory.mktemp("out")
-    code = grade.main([str(SOLUTION), str(CHAPTER), str(folder), "--out", str(out), "--jobs", "2", "--timeout", "30", "--quiet"])
+    code = grade.main([str(SOLUTION), str(CHAPTER), str(folder), "--out", str(out), "--jobs", "2", "--timeout", "30", "--quiet", *NO_SANDBOX])
     reports = {p.name.removesuffix(".json"): json.loads(p.read_text()) for p in out.glob("*.json") if not p.name.startswith("summary")}
-    return {"code": code, "reports": reports, "out": out, "before": before, "after": fingerprint(inputs), "listing": (listing, sorted(p.name for p in folder.iterdir()))}
+    return {"code": code, "reports": reports, "out": str(out), "before": before, "after": fingerprint(inputs), "listing": [listing, sorted(p.name for p in folder.iterdir())]}
 
 
-def by_id(report):
-    return {ex["id"]: ex for ex in report["exercises"]}
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    return once_per_run(tmp_path_factory, "grade-batch", grade_the_class)
 
 
 def test_batch_finishes_with_exit_code_zero_and_a_report_each(batch):
@@ -152,7 +149,7 @@ def test_solution_scores_full_marks(batch):
     report = batch["reports"]["solutions__01_lookup_tables"]
     assert report["max_score"] > 0 and report["score"] == report["max_score"], report
     assert report["errors"] == [] and report["warnings"] == []
-    assert {ex["id"] for ex in report["exercises"]} == {"lookup", "one_hot_lookup"}
+    assert [ex["id"] for ex in report["exercises"]] == CHAPTER_1
 
 
 def test_unfilled_chapter_scores_zero_with_not_implemented(batch):
@@ -164,7 +161,7 @@ def test_unfilled_chapter_scores_zero_with_not_implemented(batch):
 
 def test_a_perfect_tiny_notebook_scores_full_marks(batch):
     report = batch["reports"]["right"]
-    assert report["score"] == report["max_score"] == 4, report
+    assert passed(report) == {"lookup", "one_hot_lookup"} and report["score"] == 4, report
 
 
 @pytest.mark.parametrize("name, diagnosis", [("tamper_check", "transposed_weight"), ("tamper_registry", "changed_global_state"), ("tamper_shadow", "transposed_weight")])
@@ -179,7 +176,7 @@ def test_tampering_earns_nothing(batch, name, diagnosis):
 
 def test_a_dead_kernel_costs_only_what_it_prevents(batch):
     report = batch["reports"]["crashes"]
-    assert report["score"] == report["max_score"] == 4, report  # exercises before and after both crashes
+    assert passed(report) == {"lookup", "one_hot_lookup"}, report  # exercises before and after both crashes
     assert [(e["cell"], e["type"]) for e in report["errors"]] == [(3, "KernelDied"), (5, "KernelDied")]
 
 
@@ -211,7 +208,7 @@ def test_submissions_are_never_written(batch):
 
 
 def test_summary_shows_scores_pass_rates_and_the_common_mistake(batch):
-    out = batch["out"]
+    out = Path(batch["out"])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["submissions"] == 10 and len(summary["students"]) == 10
     lookup = next(e for e in summary["exercises"] if e["id"] == "lookup")
@@ -220,7 +217,7 @@ def test_summary_shows_scores_pass_rates_and_the_common_mistake(batch):
     text = (out / "summary.md").read_text()
     assert "transposed_weight" in text and "tamper_shadow" in text
     rows = (out / "summary.csv").read_text().splitlines()
-    assert rows[0] == "submission,score,max_score,errors,lookup,one_hot_lookup" and len(rows) == 11
+    assert rows[0] == ",".join(["submission", "score", "max_score", "errors", *CHAPTER_1]) and len(rows) == 11
 
 
 def test_endless_cells_are_interrupted_or_killed_and_gradescope_output(tmp_path, monkeypatch):
@@ -229,20 +226,21 @@ def test_endless_cells_are_interrupted_or_killed_and_gradescope_output(tmp_path,
     path = write_notebook(tmp_path / "endless.ipynb", [HEAD, RIGHT_LOOKUP, "while True:\n    pass", RIGHT_ONE_HOT, stubborn, "x = 1"])
     before = fingerprint([path])
     out = tmp_path / "out"
-    assert grade.main([str(path), "--out", str(out), "--format", "gradescope", "--timeout", "3", "--quiet"]) == 0
+    assert grade.main([str(path), "--out", str(out), "--format", "gradescope", "--timeout", "3", "--quiet", *NO_SANDBOX]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["score"] == 4
-    assert [(t["name"], t["score"], t["max_score"]) for t in results["tests"]] == [("lookup", 2, 2), ("one_hot_lookup", 2, 2)]
+    assert results["score"] == 4  # lookup and one_hot_lookup
+    assert "cell 3: the cell ran past its 3 s limit and was interrupted" in results["output"]
+    assert "cell 5: the cell ran past its 3 s limit and was killed after the interrupt did not stop it" in results["output"]
+    assert [(t["name"], t["score"], t["max_score"]) for t in results["tests"][:2]] == [("lookup", 2, 2), ("one_hot_lookup", 2, 2)]
     assert all(set(t) >= {"name", "score", "max_score", "output"} for t in results["tests"])
-    assert "cell 3" in results["output"] and "cell 5" in results["output"]
     assert fingerprint([path]) == before
 
 
 def test_measure_overhead_reports_the_ratio(tmp_path):
     path = write_notebook(tmp_path / "tiny.ipynb", [RIGHT_LOOKUP])
-    measured = grade.measure_overhead(path)
+    measured = grade.measure_overhead(path, sandbox=not NO_SANDBOX)
     assert set(measured) >= {"execute_s", "grade_s", "ratio", "budget", "within_budget"}
-    assert measured["execute_s"] > 0 and measured["ratio"] > 0 and (measured["score"], measured["max_score"]) == (2, 4)
+    assert measured["execute_s"] > 0 and measured["ratio"] > 0 and measured["score"] == 2 and measured["max_score"] > 2
 
 
 # --- no kernel below ----------------------------------------------------------------------
@@ -314,3 +312,32 @@ def test_an_unreadable_submission_scores_zero_without_a_kernel(tmp_path):
 def test_cli_refuses_missing_paths(tmp_path, capsys):
     assert grade.main([str(tmp_path / "nope.ipynb"), "--out", str(tmp_path / "out")]) == 2
     assert grade.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2  # a folder without notebooks
+
+
+def test_collect_reports_links_odd_files_and_one_file_under_two_paths(tmp_path):
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "bob").mkdir()
+    right = write_notebook(tmp_path / "alice" / "hw.ipynb", [RIGHT_LOOKUP])
+    (tmp_path / "bob" / "hw.ipynb").hardlink_to(right)  # one file, two students
+    (tmp_path / "carol.ipynb").symlink_to(SOLUTION)  # the instructor's solution
+    os.mkfifo(tmp_path / "dave.ipynb")  # reading it would block
+    (tmp_path / "erin.ipynb").mkdir()  # a folder, not a notebook
+    write_notebook(tmp_path / "frank.ipynb", [RIGHT_LOOKUP])
+    found, skipped = grade.collect([str(tmp_path), str(tmp_path / "frank.ipynb")])  # frank named twice: one submission
+    problems = {f.path.relative_to(tmp_path).as_posix(): f.problem and f.problem[0] for f in found}
+    assert problems == {"alice/hw.ipynb": "SameFile", "bob/hw.ipynb": "SameFile", "carol.ipynb": "SymbolicLink", "dave.ipynb": "NotARegularFile", "frank.ipynb": None}
+    assert [s["path"] for s in skipped] == [str(tmp_path / "erin.ipynb")]
+    assert sorted(grade.report_names([f.path for f in found])) == ["alice__hw", "bob__hw", "carol", "dave", "frank"]
+    reports = [grade.grade_notebook(f.path, found=f, chapters={1}) for f in found if f.problem]  # no kernel: nothing to run
+    flagged = [r for r in reports if r["flag"]]
+    assert len(flagged) == 4 and all(r["score"] == 0 and r["graded"] and r["errors"][0]["type"] == r["flag"] for r in flagged)
+    summary = grade.summarize(flagged, skipped)
+    assert "erin.ipynb" in grade.summary_text(summary) and "FLAGGED" in grade.summary_markdown(summary)
+
+
+def test_without_a_sandbox_the_grader_says_so_in_one_line_and_stops(tmp_path, monkeypatch, capsys):
+    write_notebook(tmp_path / "01_a.ipynb", [RIGHT_LOOKUP])
+    monkeypatch.setattr(grade, "sandbox_problem", lambda: "bubblewrap (bwrap) is not installed: install bubblewrap")
+    assert grade.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["grade: bubblewrap (bwrap) is not installed: install bubblewrap"]
+    assert not (tmp_path / "out").exists()  # nothing graded, silently or not

@@ -947,6 +947,32 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0))
 
 
+# rope_from_shift_matrix: its mistakes take (x, positions, base) -------------------
+
+
+def shift_matrix_not_transposed(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+    """Your rotation goes the wrong way: you applied M_m to the column vector (M_m @ x),
+    which turns every pair by -m·θ_i.
+
+    Hint: chapter 03's M_m moves a (sin, cos) pair forward; a RoPE pair (x[2i], x[2i+1]) sits in
+    the opposite order, so the same turn is M_m's transpose. Check on d = 2, m = 1: x = (1, 0)
+    must become (cos θ_0, sin θ_0).
+
+    Fix: multiply the row vector by M_m: `x[..., t, :] @ relative_shift_matrix(m, d, base)`
+    (or `M.T @ x` for a column vector)."""
+    return _rope(x, positions, base, pairing="adjacent", sign=-1.0)
+
+
+def shift_matrix_ignores_positions(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+    """Your code ignores `positions` and turns row t by M_t whatever position it holds.
+
+    Hint: with positions given (decoding with a cache, one new token at position 3000), row t
+    holds position positions[t], and that is the m of its matrix.
+
+    Fix: build one matrix per given position: `relative_shift_matrix(int(m), d, base) for m in positions`."""
+    return _rope(x, positions, base, pairing="adjacent", ignore_positions=True)
+
+
 # RotaryEmbedding --------------------------------------------------------------
 
 LENGTH_HINT = (
@@ -1169,5 +1195,17 @@ EXERCISES = [
         difficulty=2,
         importance=3,
         minutes=20,
+    ),
+    Exercise(
+        id="rope_from_shift_matrix",
+        chapter=5,
+        points=2,
+        kind="function",
+        reference=reference.rope_from_shift_matrix,
+        check=check_rope_interleaved,
+        mistakes={"rope_sign_flip": shift_matrix_not_transposed, "rope_ignores_positions": shift_matrix_ignores_positions},
+        difficulty=2,
+        importance=1,
+        minutes=15,
     ),
 ]

@@ -1197,3 +1197,58 @@ ALSO = [
     ("RotaryEmbedding", "pe_not_buffer", "no_length_check", RotaryPlainAttributesNoLengthCheck),
     ("RotaryEmbedding", "rope_sign_flip", "cache_is_parameter", RotaryMinusSinPersistent),
 ]
+
+
+# --- rope_from_shift_matrix: the student's own chapter 03 matrix, reused ---------------
+
+
+def my_shift_matrix(k, d_model, base=10000.0):
+    """A student's relative_shift_matrix from chapter 03 (float64, block by block)."""
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        angle = k * base ** (-2 * i / d_model)
+        c, s = math.cos(angle), math.sin(angle)
+        M[2 * i, 2 * i], M[2 * i, 2 * i + 1], M[2 * i + 1, 2 * i], M[2 * i + 1, 2 * i + 1] = c, s, -s, c
+    return M
+
+
+def shift_rope_loop(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = range(T) if positions is None else positions.tolist()
+    rows = [x[..., t, :].double() @ my_shift_matrix(m, d, base).to(x.device) for t, m in enumerate(positions)]
+    return torch.stack(rows, dim=-2).to(x.dtype)
+
+
+def shift_rope_einsum(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = torch.arange(T) if positions is None else positions.cpu()
+    M = torch.stack([my_shift_matrix(int(m), d, base) for m in positions]).float().to(x.device)  # (T, d, d)
+    return torch.einsum("...ti,tij->...tj", x.float(), M).to(x.dtype)
+
+
+def shift_rope_matrix_times_column(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = torch.arange(T) if positions is None else positions.cpu()
+    M = torch.stack([my_shift_matrix(int(m), d, base) for m in positions]).float().to(x.device)
+    return torch.einsum("tij,...tj->...ti", M, x.float()).to(x.dtype)  # M @ x: the turn the other way
+
+
+def shift_rope_rows_in_order(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    M = torch.stack([my_shift_matrix(t, d, base) for t in range(T)]).float().to(x.device)  # positions ignored
+    return torch.einsum("...ti,tij->...tj", x.float(), M).to(x.dtype)
+
+
+def shift_rope_matrices_left_on_cpu(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = torch.arange(T) if positions is None else positions.cpu()
+    M = torch.stack([my_shift_matrix(int(m), d, base) for m in positions]).float()  # never moved to x's device
+    return torch.einsum("...ti,tij->...tj", x.float(), M).to(x.dtype)
+
+
+RIGHT["rope_from_shift_matrix"] = [shift_rope_loop, shift_rope_einsum]
+WRONG += [
+    ("rope_from_shift_matrix", "rope_sign_flip", shift_rope_matrix_times_column),
+    ("rope_from_shift_matrix", "rope_ignores_positions", shift_rope_rows_in_order),
+    ("rope_from_shift_matrix", "wrong_device", shift_rope_matrices_left_on_cpu),
+]
