@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from helpers import reference
 from helpers.checking import Failure, Probe
+from helpers.exercises.common import NO_GRADIENT_HINT, backward_reaches
 from helpers.registry import Exercise
 
 # Every way to get an embedding without writing one: the functional API, torch's own
@@ -71,8 +72,6 @@ def transposed(weight: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
 
 # --- probes --------------------------------------------------------------------
 
-NO_GRADIENT_HINT = "Autograd records only the torch operations applied to the weight itself; .detach(), .data, torch.no_grad() and a trip through NumPy each end that record."
-
 
 def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
     """Values, then gradient, device and `more` (each given whether the values were
@@ -115,15 +114,8 @@ def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
             )
         if not values_right:
             return  # the gradient of wrong rows tells nothing the values did not
-        probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
+        backward_reaches(probe, out, None, weight, "`weight`", "Index (or multiply) `weight` itself, not a tensor rebuilt from its values.")
         expected = torch.zeros(9, 4, device=probe.device).index_add_(0, ids.flatten(), torch.ones(6, 4, device=probe.device))
-        if weight.grad is None:
-            probe.fail(
-                "no_gradient",
-                f"After a backward pass through `{probe.name}`'s output, `weight` has no gradient: the output was computed from something else (a copy of it?).",
-                hint=NO_GRADIENT_HINT,
-                fix="Index (or multiply) `weight` itself, not a tensor rebuilt from its values.",
-            )
         probe.expect(weight.grad, expected, what="the weight's gradient")
 
     def device() -> None:  # the same call with every tensor on the meta device, then with CPU-made tensors on meta

@@ -13,7 +13,7 @@ from torch import nn
 
 from helpers import reference
 from helpers.checking import Failure, Probe, close
-from helpers.exercises.common import SCALE_MISTAKES, fitted_scale, module_device_pass, name_the_scale, token_table
+from helpers.exercises.common import NO_GRADIENT_HINT, SCALE_MISTAKES, backward_reaches, fitted_scale, module_device_pass, name_the_scale, token_table
 from helpers.registry import Exercise
 
 # torch's wording when a matrix product gets a (V, d) table where it wanted (d, V).
@@ -86,10 +86,6 @@ def fitted_offset(out, logits: torch.Tensor) -> torch.Tensor | None:
 
 # --- probes ----------------------------------------------------------------------
 
-NO_GRADIENT_HINT = (
-    "Autograd records only the torch operations applied to the Parameter itself; .detach(), .data, a copy and torch.no_grad() each end that record, and the optimizer then never sees a gradient."
-)
-
 
 def expect_scaled(probe: Probe, out, table: torch.Tensor, ids: torch.Tensor, what: str) -> None:
     """out must be table[ids] * sqrt(d), in float32; name the scale when it is another constant."""
@@ -155,14 +151,8 @@ def check_scaled_embedding(cls, probe: Probe) -> None:
         if not values_right:
             return  # a wrong scale gives a wrong gradient: the values said it already
         upstream = probe.randn(*out.shape)
-        probe.call(lambda: (out * upstream).sum().backward(), what=f"backward through `{probe.name}`")
-        if table.grad is None:
-            probe.fail(
-                "no_gradient",
-                f"After a backward pass through `{probe.name}`'s output, its ({vocab_size}, {d_model}) table has no gradient: the output was computed from something else (a copy?).",
-                hint=NO_GRADIENT_HINT,
-                fix="Look the ids up in the module's own table, `self.embedding(ids)`, not in a copy of its weight made in __init__ or forward.",
-            )
+        fix = "Look the ids up in the module's own table, `self.embedding(ids)`, not in a copy of its weight made in __init__ or forward."
+        backward_reaches(probe, out, upstream, table, f"its ({vocab_size}, {d_model}) table", fix)
         flat = upstream.reshape(-1, d_model) * math.sqrt(d_model)  # d(out)/d(row) = sqrt(d) for each use of the row
         expected_grad = torch.zeros(vocab_size, d_model, device=probe.device).index_add_(0, ids.flatten(), flat)
         probe.expect(table.grad.float(), expected_grad, what="the table's gradient")
@@ -329,14 +319,8 @@ def check_tied_lm_head(cls, probe: Probe) -> None:
                 fix="Compute the logits from the tied Parameter itself, `F.linear(h, self.weight)`, outside any torch.no_grad() block and without .detach() or .data.",
             )
         upstream = probe.randn(3, 5, vocab_size)
-        probe.call(lambda: (logits * upstream).sum().backward(), what=f"backward through `{probe.name}`")
-        if weight.grad is None:
-            probe.fail(
-                "no_gradient",
-                f"After a backward pass through `{probe.name}`'s logits, `embedding.weight` has no gradient: the logits were computed from something else.",
-                hint=NO_GRADIENT_HINT,
-                fix="Compute the logits from the embedding's Parameter itself, `F.linear(h, self.weight)` with `self.weight = embedding.weight`.",
-            )
+        fix = "Compute the logits from the embedding's Parameter itself, `F.linear(h, self.weight)` with `self.weight = embedding.weight`."
+        backward_reaches(probe, logits, upstream, weight, "`embedding.weight`", fix)
         expected_grad = upstream.reshape(-1, vocab_size).T @ h.reshape(-1, d_model)  # (V, B*T) @ (B*T, d) -> (V, d)
         probe.expect(weight.grad, expected_grad, what="the embedding weight's gradient through the head")
 

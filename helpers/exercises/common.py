@@ -192,6 +192,24 @@ def expect_then(probe: Probe, fallback: Callable[[Failure], None], *args: Any, *
 
 
 # Codes that say "the code broke", not what is wrong with it: met again by a later probe they add nothing.
+NO_GRADIENT_HINT = (
+    "Autograd records only the torch operations applied to the Parameter itself; .detach(), .data, a copy and torch.no_grad() each end that record, and the optimizer then never sees a gradient."
+)
+
+
+def backward_reaches(probe: Probe, out: torch.Tensor, upstream: torch.Tensor | None, table: torch.Tensor, whose: str, fix: str) -> None:
+    """Backpropagate `upstream` (ones when None) through `out`: `table` must get a gradient."""
+    seed = torch.ones_like(out) if upstream is None else upstream
+    probe.call(lambda: (out * seed).sum().backward(), what=f"backward through `{probe.name}`")
+    if table.grad is None:
+        probe.fail(
+            "no_gradient",
+            f"After a backward pass through `{probe.name}`'s output, {whose} has no gradient: the output was computed from something else (a copy?).",
+            hint=NO_GRADIENT_HINT,
+            fix=fix,
+        )
+
+
 def float64_accepted(out: Any) -> Any:
     """Small matrices and vectors may come in float64 (NumPy's default): compared as float32."""
     return out.float() if isinstance(out, torch.Tensor) and out.dtype == torch.float64 else out
