@@ -411,14 +411,13 @@ def _route_to(reference: Any) -> None:
     import gc
     import types
 
+    kind, path, fresh = types.FunctionType, reference.__file__, _vars(reference)
+    copies = [f for f in gc.get_objects() if _type(f) is kind and f.__code__.co_filename == path and f.__globals__ is not fresh]
     code = {}
-    for function in gc.get_objects():
-        if _type(function) is not types.FunctionType or function.__globals__ is _vars(reference):
-            continue
-        own = function.__code__
-        name = getattr(own, "co_qualname", function.__qualname__)
-        if own.co_filename != reference.__file__ or own.co_freevars or "<" in name:
-            continue  # not the reference's; or a closure, whose code cannot be swapped (the checks skip those too)
+    for function in copies:
+        name = getattr(function.__code__, "co_qualname", function.__qualname__)
+        if function.__code__.co_freevars or "<" in name:
+            continue  # a closure, whose code cannot be swapped (the checks skip those too)
         if name not in code:
             call = f"def route(*args, **kwargs):\n    return __import__('sys').modules['helpers.reference'].{name}(*args, **kwargs)\n"
             template = next(c for c in compile(call, "<the grader: to the fresh reference>", "exec").co_consts if _isinstance(c, types.CodeType))
