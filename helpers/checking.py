@@ -26,6 +26,7 @@ import ctypes
 import functools
 import html
 import inspect
+import math
 import os
 import re
 import resource
@@ -467,6 +468,13 @@ def close(out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, 
     )
 
 
+class Length(int):
+    """A length passed to student code as an int (Probe.length): Probe.call records it among
+    the edges (T = 1 and T = max_len) and hands the student a plain int."""
+
+    max_len: int | None = None
+
+
 # Probe.independent: after these nothing more is run; later ones of these are no new finding.
 STOPS_EVERYTHING = frozenset({"timeout", "out_of_memory", "not_implemented", "uses_reference", "changed_global_state", "mutated_input"})
 CRASHES = STOPS_EVERYTHING | {"raised", "wrong_type", "forbidden_api", "nan_or_inf"}
@@ -486,6 +494,11 @@ class Probe:
         self.calls_seen: set[Callable] = set()
         self.factories_on_meta = False  # set during device_pass's second run
         self.also: list[str] = []  # further independent mistakes, found after the first
+        # What the probes reached, for the framework's own tests (tests/test_checks.py):
+        self.edges_reached: dict[str, set[str]] = {}  # kind -> the edges ("first", "last") some call received
+        self.edges_lost: list[str] = []  # tagged inputs that reached student code without one of their edges
+        self.built: list[torch.nn.Module] = []  # every module Probe.build made
+        self.gradients: list[tuple[torch.Tensor, torch.Tensor]] = []  # (a trained table, the rows its gradient probe used)
 
     # ---- failing -------------------------------------------------------
     def fail(self, code: str, message: str, hint: str = "", fix: str = "") -> None:
@@ -518,13 +531,85 @@ class Probe:
         return torch.randn(*shape, generator=self.generator, dtype=dtype).to(device or self.device)
 
     def randint(self, high: int, *shape: int, device: torch.device | str | None = None) -> torch.Tensor:
+        """Plain random integers: for inputs that must avoid an edge on purpose; else `ids`."""
         return torch.randint(high, shape, generator=self.generator).to(device or self.device)
+
+    def ids(self, high: int, *shape: int, device: torch.device | str | None = None, kind: str = "ids", every: bool = False) -> torch.Tensor:
+        """Random integers below `high` that hold both edges, 0 and high - 1, on purpose and at
+        random places (one element holds high - 1): a frozen first or last row, or an off-by-one
+        at either end, shows on every seed, not on the lucky ones. `kind` is what they are
+        (registry.EDGE_KINDS: ids, positions, segments). With `every`, each value below high
+        appears at least once, so a gradient probe reaches every row of a table."""
+        count = math.prod(shape)
+        if every and count < high:
+            raise ValueError(f"{count} ids cannot hold each of {high} values")
+        values = torch.randint(high, (count,), generator=self.generator)
+        if every:
+            values[:high] = torch.arange(high)
+        else:
+            values[:2] = torch.tensor([high - 1, 0])[:count]
+        values = values[torch.randperm(count, generator=self.generator)].view(shape)
+        return self.tag(values.to(device or self.device), kind, high)
+
+    def positions(self, max_len: int, *shape: int, device: torch.device | str | None = None, every: bool = False) -> torch.Tensor:
+        """Position ids below max_len, with 0 and max_len - 1 among them."""
+        return self.ids(max_len, *shape, device=device, kind="positions", every=every)
+
+    def segments(self, count: int, *shape: int, device: torch.device | str | None = None, every: bool = False) -> torch.Tensor:
+        """Segment (token type) ids below count, with 0 and count - 1 among them."""
+        return self.ids(count, *shape, device=device, kind="segments", every=every)
+
+    def sequence(self, tensor: torch.Tensor, max_len: int | None = None, dim: int = 1) -> torch.Tensor:
+        """`tensor` with its length (its size along `dim`) marked: T = 1 and T = max_len are the
+        edges (only T = 1 where no max_len bounds it)."""
+        return self.tag(tensor, "lengths", max_len, dim)
+
+    def length(self, length: int, max_len: int | None = None) -> int:
+        """An int argument that is a length (sinusoidal_encoding's max_len, alibi_bias's seq_len):
+        Probe.call records it with the edges and hands the student a plain int."""
+        marked = Length(length)
+        marked.max_len = max_len
+        return marked
+
+    @staticmethod
+    def tag(tensor: torch.Tensor, kind: str, bound: int | None, dim: int | None = None) -> torch.Tensor:
+        """Mark an input with the edges it must reach (see `ids`, `sequence`); Probe.call records them."""
+        tensor._course_edges = (*getattr(tensor, "_course_edges", ()), (kind, bound, dim))
+        return tensor
+
+    def _record_edges(self, args: tuple, kwargs: dict) -> None:
+        """Which edges the tagged inputs of one call into student code hold."""
+
+        def reached(kind: str, first: bool, last: bool) -> None:
+            self.edges_reached.setdefault(kind, set()).update(edge for edge, hit in (("first", first), ("last", last)) if hit)
+
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, Length):
+                reached("lengths", value == 1, value.max_len in (None, value))
+        for tensor in _tensors_in([args, kwargs]):
+            for kind, bound, dim in getattr(tensor, "_course_edges", ()):
+                if kind == "lengths":
+                    size = tensor.shape[dim]
+                    reached(kind, size == 1, bound in (None, size))
+                elif not tensor.is_meta:
+                    first, last = bool((tensor == 0).any()), bool((tensor == bound - 1).any())
+                    reached(kind, first, last)
+                    if tensor.numel() >= 2 and not (first and last):
+                        self.edges_lost.append(f"{kind} below {bound}, shape {tuple(tensor.shape)}, without {0 if not first else bound - 1}")
+
+    def record_gradient(self, table: torch.Tensor, rows_used: torch.Tensor) -> None:
+        """A gradient probe compared `table`'s gradient; `rows_used` (bool, one per row) says
+        which rows its inputs used. The framework's tests ask that every trained table was."""
+        self.gradients.append((table, rows_used.detach().to("cpu", torch.bool)))
 
     # ---- calling student code -----------------------------------------
     def call(self, fn: Callable, *args: Any, what: str | None = None, **kwargs: Any) -> Any:
         """Call student code safely. The student's code gets clones of the
         tensors; if it changes them in place we say which argument."""
         what = what or f"`{self.name}`"
+        self._record_edges(args, kwargs)
+        args = tuple(int(a) if isinstance(a, Length) else a for a in args)  # the student gets plain ints
+        kwargs = {k: int(a) if isinstance(a, Length) else a for k, a in kwargs.items()}
         names = _argument_names(fn, len(args))
         originals = [(name, t) for name, arg in zip(names, args) for t in _tensors_in(arg)]
         originals += [(name, t) for name, arg in kwargs.items() for t in _tensors_in(arg)]
@@ -591,20 +676,9 @@ class Probe:
         if not (inspect.isclass(cls) and issubclass(cls, torch.nn.Module)):
             self.fail("wrong_type", f"`{self.name}` should be a subclass of torch.nn.Module, got {type(cls).__name__}.")
         module = self.call(cls, *args, what=f"`{self.name}(...)`", **kwargs)
-        return self.call(module.to, self.device, what=f"`{self.name}.to(device)`")
-
-    def find_tensor(self, module: torch.nn.Module, shape: tuple[int, ...], what: str) -> tuple[str, torch.Tensor]:
-        """A student's parameter or buffer of the given shape, found by shape, not
-        by name (students name things as they like). Fails if there is none."""
-        tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-        for name, tensor in tensors.items():
-            if tuple(tensor.shape) == tuple(shape):
-                return name, tensor
-        found = ", ".join(f"{n} {tuple(t.shape)}" for n, t in tensors.items()) or "none"
-        self.fail(
-            "wrong_shape",
-            f"`{self.name}` has no parameter or buffer of shape {tuple(shape)} for {what} (it has: {found}).",
-        )
+        module = self.call(module.to, self.device, what=f"`{self.name}.to(device)`")
+        self.built.append(module)
+        return module
 
     # ---- comparing -----------------------------------------------------
     def expect(

@@ -39,6 +39,7 @@ DIAGNOSES: dict[str, str] = {
     "transposed_weight": "the weight was read as (d_model, vocab) instead of (vocab, d_model)",
     "not_a_matrix_product": "one_hot_lookup must multiply a one-hot matrix by the weight",
     "no_gradient": "the output is cut off from the weight's gradient",
+    "frozen_rows": "rows (or all) of a table the module trains never get a gradient: padding_idx, requires_grad=False, .detach(), a hook",
     # embedding_backward
     "no_accumulation": "a token used several times keeps one gradient instead of their sum",
     "padding_row_updated": "the padding row gets a gradient",
@@ -154,10 +155,26 @@ GENERIC_ADVICE: dict[str, tuple[str, str]] = {
         "The course's reference is the answer key: the exercise is to write it yourself.",
         "Delete the import of `helpers.reference` (or the `solution_or_reference` call) and write your own code.",
     ),
+    "frozen_rows": (
+        "An optimizer moves only what gets a gradient. nn.Embedding(padding_idx=k) never gives row k one; requires_grad=False, a buffer, "
+        ".detach() or .data on some rows, and a hook that zeroes part of the gradient each freeze rows just as silently.",
+        "Build the table so that every row trains, `nn.Embedding(num_rows, d)` with no padding_idx unless the exercise asks for one, and "
+        "look rows up in the Parameter itself: no requires_grad_(False), .detach(), .data or gradient hook on the way.",
+    ),
     "wrong_values": (
         "Compare your output with the formula on the smallest case you can work out by hand (position 0, one token, d_model = 2).",
         "Compute the smallest case by hand (position 0, one token, d_model = 2), print your result for it, and correct the first entry that differs.",
     ),
+}
+
+
+# The kinds of input whose edges every probe reaches on purpose (Probe.ids, Probe.sequence...):
+# the first and the last value a table has a row for, and the shortest and longest sequence.
+EDGE_KINDS = {
+    "ids": "token ids 0 and vocab_size - 1",
+    "positions": "positions 0 and max_len - 1",
+    "segments": "segment ids 0 and type_vocab_size - 1",
+    "lengths": "sequences of length T = 1 and T = max_len",
 }
 
 
@@ -185,6 +202,8 @@ class Exercise:
     # Every exercise that takes or makes tensors runs a device pass (a CPU-made
     # tensor breaks on a GPU); one that needs none says why here.
     no_device_pass: str = ""
+    # The kinds of input (EDGE_KINDS) the exercise takes: its probes reach both edges of each.
+    edges: tuple[str, ...] = ()
 
     @property
     def badge(self) -> str:
@@ -196,6 +215,8 @@ class Exercise:
         unknown = set(self.mistakes) - set(DIAGNOSES)
         if unknown:  # a typo here would silently never be reported
             raise ValueError(f"{self.id}: undocumented diagnosis codes {sorted(unknown)}")
+        if set(self.edges) - set(EDGE_KINDS):
+            raise ValueError(f"{self.id}: unknown edge kinds {sorted(set(self.edges) - set(EDGE_KINDS))}")
         for name in ("difficulty", "importance"):
             if getattr(self, name) not in (1, 2, 3):
                 raise ValueError(f"{self.id}: {name} must be 1, 2 or 3")

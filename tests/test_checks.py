@@ -4,18 +4,23 @@ Every correct implementation in tests/submissions must pass; every wrong one
 must fail with exactly its diagnosis code, and a message that names the
 student's function or tells them what to do."""
 
+import dataclasses
+import inspect
 import re
 
 import pytest
+import torch
+from torch import nn
 
 from helpers import check, checking
-from helpers.exercises import all_exercises
-from helpers.registry import DIAGNOSES
+from helpers.exercises import all_exercises, get
+from helpers.registry import DIAGNOSES, EDGE_KINDS
 from tests.conftest import submission_modules
 
 RIGHT = [(ex, fn) for m in submission_modules() for ex, fns in m.RIGHT.items() for fn in fns]
 WRONG = [case for m in submission_modules() for case in m.WRONG]
 ALSO = [case for m in submission_modules() for case in getattr(m, "ALSO", [])]
+RIGHT_BY_ID = {ex: fn for ex, fn in reversed(RIGHT)}  # the first right submission of each exercise
 
 
 @pytest.mark.parametrize("exercise, fn", RIGHT, ids=[f"{ex}-{fn.__name__}" for ex, fn in RIGHT])
@@ -82,3 +87,120 @@ def test_every_exercise_has_two_different_correct_implementations():
     for exercise in all_exercises():
         passing = {fn for ex, fn in RIGHT if ex == exercise}
         assert len(passing) >= 2, f"{exercise} has {len(passing)} correct implementations in tests/submissions"
+
+
+# --- every probe reaches the edges of its inputs, and every trained table gets a gradient probe ---
+
+# The arguments whose values have edges: an exercise that takes one declares its kind in `edges`.
+EDGES_BY_ARGUMENT = {
+    "ids": "ids",
+    "input_ids": "ids",
+    "positions": "positions",
+    "token_type_ids": "segments",
+    "max_len": "lengths",
+    "seq_len": "lengths",
+    "max_position_embeddings": "lengths",
+}
+
+
+def edges_by_signature(exercise) -> set[str]:
+    targets = [exercise.reference.__init__, exercise.reference.forward] if exercise.kind == "module" else [exercise.reference]
+    return {EDGES_BY_ARGUMENT[name] for target in targets for name in inspect.signature(target).parameters if name in EDGES_BY_ARGUMENT}
+
+
+def probed(monkeypatch, exercise_id: str, submission) -> tuple[checking.Probe, object]:
+    """Check `submission`; return the probe, with what it recorded, and the result."""
+    probes = []
+
+    class Recording(checking.Probe):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            probes.append(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(checking, "Probe", Recording)
+        result = check(exercise_id, submission)
+    return probes[0], result
+
+
+def edges_missed(exercise, probe: checking.Probe) -> list[str]:
+    """The edges of the exercise's kinds of input that no call into student code reached."""
+    missed = [f"{kind}: taken (by the signature) but not declared in edges" for kind in sorted(edges_by_signature(exercise) - set(exercise.edges))]
+    for kind in exercise.edges:
+        lacking = {"first", "last"} - probe.edges_reached.get(kind, set())
+        missed += [f"{kind}: no call reached the {edge} edge of {EDGE_KINDS[kind]}" for edge in sorted(lacking)]
+    return missed + [f"an input lost its edge: {lost}" for lost in probe.edges_lost]
+
+
+def tables_unprobed(exercise, probe: checking.Probe) -> list[str]:
+    """A module exercise's trainable Parameters that no gradient probe compared over every row:
+    at least one module the check built must have them all covered."""
+    if exercise.kind != "module":
+        return []
+    covered = {id(table): rows for table, rows in probe.gradients}
+    fewest = None
+    for module in probe.built:
+        missing = []
+        for name, parameter in module.named_parameters():
+            rows = covered.get(id(parameter))
+            if rows is None:
+                missing.append(f"{name}: no gradient probe")
+            elif not rows.all():
+                missing.append(f"{name}: rows {(~rows).nonzero().flatten().tolist()[:8]} unused by its gradient probe")
+        if not missing:
+            return []
+        fewest = missing if fewest is None or len(missing) < len(fewest) else fewest
+    return fewest or []
+
+
+@pytest.mark.parametrize("exercise", list(all_exercises()))
+def test_every_probe_reaches_the_edges_and_every_trained_table(monkeypatch, exercise):
+    """Id 0 and V - 1, position 0 and max_len - 1, segment 0 and the last, T = 1 and T = max_len:
+    on purpose, in every exercise that takes them, not by the luck of a seed; and every table the
+    module trains has its gradient compared, over every row."""
+    right = next(fn for ex, fn in RIGHT if ex == exercise)
+    probe, result = probed(monkeypatch, exercise, right)
+    assert result.passed, str(result)
+    assert edges_missed(get(exercise), probe) == []
+    assert tables_unprobed(get(exercise), probe) == []
+
+
+def test_the_edge_test_fails_when_an_edge_is_left_out(monkeypatch):
+    """The test above can fail: ids that never hold 0, a kind declared and never probed, a kind
+    taken and not declared."""
+    exercise, right = get("ScaledEmbedding"), RIGHT_BY_ID["ScaledEmbedding"]
+
+    def without_zero(self, high, *shape, device=None, kind="ids", every=False):
+        return self.tag(torch.randint(1, high, shape, generator=self.generator).to(device or self.device), kind, high)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(checking.Probe, "ids", without_zero)
+        probe, _ = probed(monkeypatch, exercise.id, right)
+    missed = edges_missed(exercise, probe)
+    assert any(m.startswith("ids: no call reached the first edge") for m in missed) and any("lost its edge" in m for m in missed)
+    probe, _ = probed(monkeypatch, exercise.id, right)
+    assert edges_missed(dataclasses.replace(exercise, edges=(*exercise.edges, "segments")), probe) == [
+        f"segments: no call reached the {edge} edge of {EDGE_KINDS['segments']}" for edge in ("first", "last")
+    ]
+    assert edges_missed(dataclasses.replace(exercise, edges=()), probe) == ["ids: taken (by the signature) but not declared in edges"]
+
+
+def test_the_gradient_test_fails_when_a_table_is_unprobed(monkeypatch):
+    """The test above can fail: a module with a trained Parameter no gradient probe looks at,
+    and a check whose gradient probes record nothing."""
+
+    class WithGain(RIGHT_BY_ID["ScaledEmbedding"]):
+        def __init__(self, vocab_size, d_model):
+            super().__init__(vocab_size, d_model)
+            self.gain = nn.Parameter(torch.ones(()))
+
+        def forward(self, ids):
+            return super().forward(ids) * self.gain
+
+    exercise = get("ScaledEmbedding")
+    probe, result = probed(monkeypatch, exercise.id, WithGain)
+    assert result.passed and tables_unprobed(exercise, probe) == ["gain: no gradient probe"]
+    with monkeypatch.context() as patch:
+        patch.setattr(checking.Probe, "record_gradient", lambda self, table, rows: None)
+        probe, _ = probed(monkeypatch, exercise.id, RIGHT_BY_ID["ScaledEmbedding"])
+    assert tables_unprobed(exercise, probe) != []

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from helpers import reference
 from helpers.checking import Failure, Probe
-from helpers.exercises.common import NO_GRADIENT_HINT, backward_reaches
+from helpers.exercises.common import NO_GRADIENT_HINT, backward_reaches, expect_gradient
 from helpers.registry import Exercise
 
 # Every way to get an embedding without writing one: the functional API, torch's own
@@ -87,16 +87,17 @@ def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
         weight = probe.randn(50, 16)
         ids = probe.randint(40, 2, 3, 4)
         probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of ids")
-        # A single text (1-D ids) and a batch of one (a size-1 dimension that must not be squeezed).
+        # A single text (1-D ids) and a batch of one (a size-1 dimension that must not be squeezed),
+        # with the first and the last id of the table among them.
         for shape in [(6,), (1, 4)]:
-            ids = probe.randint(40, *shape)
+            ids = probe.ids(50, *shape)
             probe.against_reference(probe.call(fn, weight, ids), weight, ids, what=f"a {shape} batch of ids")
         values_right.append(True)
 
     def gradient() -> None:
-        # Each row's gradient counts how often that token was used.
-        weight = probe.randn(9, 4).requires_grad_()
-        ids = torch.tensor([[0, 2, 2], [3, 0, 2]], device=probe.device)  # ids < d = 4: a transposed table runs too
+        # Each row's gradient counts how often that token was used; the first and the last row are among them.
+        weight = probe.randn(9, 10).requires_grad_()  # ids < d = 10: a transposed table runs too
+        ids = probe.tag(torch.tensor([[0, 2, 2], [3, 0, 8]], device=probe.device), "ids", 9)
         try:
             out = probe.call(fn, weight, ids)
         except Failure:
@@ -115,8 +116,11 @@ def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
         if not values_right:
             return  # the gradient of wrong rows tells nothing the values did not
         backward_reaches(probe, out, None, weight, "`weight`", "Index (or multiply) `weight` itself, not a tensor rebuilt from its values.")
-        expected = torch.zeros(9, 4, device=probe.device).index_add_(0, ids.flatten(), torch.ones(6, 4, device=probe.device))
-        probe.expect(weight.grad, expected, what="the weight's gradient")
+        expected = torch.zeros(9, 10, device=probe.device).index_add_(0, ids.flatten(), torch.ones(6, 10, device=probe.device))
+        used = torch.bincount(ids.flatten(), minlength=9) > 0
+        expect_gradient(
+            probe, weight, expected, used, name="weight", inputs=f"ids {ids.tolist()}", fix="Index `weight` itself, `weight[ids]`, for every id: no .detach() or .data on some of the rows."
+        )
 
     def device() -> None:  # the same call with every tensor on the meta device, then with CPU-made tensors on meta
         probe.device_pass(lambda device: probe.call(fn, probe.randn(11, 7, device=device), probe.randint(11, 3, 5, device=device)))
@@ -208,6 +212,7 @@ def check_embedding_backward(fn, probe: Probe) -> None:
     for what, shape, padding_idx, dtype in cases:
         ids = probe.randint(V, *shape)
         ids.view(-1)[:4] = torch.tensor([0, V - 1, 3, 3], device=probe.device)  # edges and a repeat, on purpose
+        probe.tag(ids, "ids", V)
         grad_out = probe.randn(*shape, d, dtype=dtype)
         out = probe.call(fn, grad_out, ids, V, padding_idx)
         # What autograd itself computes for nn.Embedding's weight: the reference is checked against it.
@@ -230,6 +235,7 @@ EXERCISES = [
         difficulty=1,
         importance=3,
         minutes=5,
+        edges=("ids",),
     ),
     Exercise(
         id="one_hot_lookup",
@@ -243,6 +249,7 @@ EXERCISES = [
         difficulty=1,
         importance=2,
         minutes=10,
+        edges=("ids",),
     ),
     Exercise(
         id="embedding_backward",
@@ -256,5 +263,6 @@ EXERCISES = [
         difficulty=2,
         importance=2,
         minutes=15,
+        edges=("ids",),
     ),
 ]

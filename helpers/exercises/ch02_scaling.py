@@ -13,7 +13,17 @@ from torch import nn
 
 from helpers import reference
 from helpers.checking import Failure, Probe, close
-from helpers.exercises.common import NO_GRADIENT_HINT, SCALE_MISTAKES, backward_reaches, fitted_scale, module_device_pass, name_the_scale, token_table
+from helpers.exercises.common import (
+    NO_GRADIENT_HINT,
+    SCALE_MISTAKES,
+    backward_reaches,
+    expect_gradient,
+    fitted_scale,
+    module_device_pass,
+    name_of,
+    name_the_scale,
+    token_table,
+)
 from helpers.registry import Exercise
 
 # torch's wording when a matrix product gets a (V, d) table where it wanted (d, V).
@@ -103,14 +113,14 @@ def check_scaled_embedding(cls, probe: Probe) -> None:
     vocab_size, d_model = 37, 10
     module = probe.build(cls, vocab_size, d_model)
     table = token_table(probe, module, vocab_size, d_model)
-    ids = probe.randint(vocab_size, 3, 5)  # (B=3, T=5): B != T
+    ids = probe.ids(vocab_size, 3, 5)  # (B=3, T=5): B != T; ids 0 and V - 1 among them
     values_right = []
 
     def values() -> None:
         expect_scaled(probe, probe.call(module, ids), table, ids, "the output for ids of shape (3, 5)")
         # Another size, odd d_model and any leading shape.
         other = probe.build(cls, 23, 7)
-        ids3 = probe.randint(23, 2, 3, 4)
+        ids3 = probe.ids(23, 2, 3, 4)
         expect_scaled(
             probe,
             probe.call(other, ids3),
@@ -129,12 +139,13 @@ def check_scaled_embedding(cls, probe: Probe) -> None:
                 fix="Keep the table in an `nn.Embedding(vocab_size, d_model)`, whose weight is a trainable nn.Parameter: no register_buffer, no requires_grad_(False).",
             )
 
-    def gradient() -> None:  # a gradient must reach the table, scaled by sqrt(d) like the values
+    def gradient() -> None:  # a gradient must reach every row of the table, scaled by sqrt(d) like the values
         if not (isinstance(table, nn.Parameter) and table.requires_grad):
             return  # trainable() says so
         table.grad = None
+        every = probe.ids(vocab_size, 3, 13, every=True)  # each of the 37 rows at least once: a frozen row shows
         try:
-            out = probe.call(module, ids)
+            out = probe.call(module, every)
         except Failure:
             if values_right:
                 raise
@@ -154,8 +165,17 @@ def check_scaled_embedding(cls, probe: Probe) -> None:
         fix = "Look the ids up in the module's own table, `self.embedding(ids)`, not in a copy of its weight made in __init__ or forward."
         backward_reaches(probe, out, upstream, table, f"its ({vocab_size}, {d_model}) table", fix)
         flat = upstream.reshape(-1, d_model) * math.sqrt(d_model)  # d(out)/d(row) = sqrt(d) for each use of the row
-        expected_grad = torch.zeros(vocab_size, d_model, device=probe.device).index_add_(0, ids.flatten(), flat)
-        probe.expect(table.grad.float(), expected_grad, what="the table's gradient")
+        expected_grad = torch.zeros(vocab_size, d_model, device=probe.device).index_add_(0, every.flatten(), flat)
+        expect_gradient(
+            probe,
+            table,
+            expected_grad,
+            torch.ones(vocab_size, dtype=torch.bool),
+            name=name_of(module, table),
+            inputs=f"ids of shape (3, 13) that use every one of the {vocab_size} rows",
+            fix="Build the table as `nn.Embedding(vocab_size, d_model)`, without padding_idx: this module trains every token's row. "
+            "Look the ids up in it directly, with no .detach(), .data or gradient hook on some of its rows.",
+        )
 
     def device() -> None:
         module_device_pass(probe, cls, (23, 7), lambda device: (probe.randint(23, 2, 3, device=device),))
@@ -322,7 +342,15 @@ def check_tied_lm_head(cls, probe: Probe) -> None:
         fix = "Compute the logits from the embedding's Parameter itself, `F.linear(h, self.weight)` with `self.weight = embedding.weight`."
         backward_reaches(probe, logits, upstream, weight, "`embedding.weight`", fix)
         expected_grad = upstream.reshape(-1, vocab_size).T @ h.reshape(-1, d_model)  # (V, B*T) @ (B*T, d) -> (V, d)
-        probe.expect(weight.grad, expected_grad, what="the embedding weight's gradient through the head")
+        expect_gradient(
+            probe,
+            weight,
+            expected_grad,
+            torch.ones(vocab_size, dtype=torch.bool),  # every token's logit uses its row
+            name="embedding.weight",
+            inputs="h of shape (3, 5, 12), through all 29 logits",
+            fix="Multiply h by the whole tied Parameter, `F.linear(h, self.weight)`: no row detached, no gradient hook on it.",
+        )
 
     def device() -> None:  # an embedding on the device; everything the head makes must follow it
         module_device_pass(
@@ -347,6 +375,7 @@ EXERCISES = [
         difficulty=1,
         importance=2,
         minutes=10,
+        edges=("ids",),
     ),
     Exercise(
         id="TiedLMHead",

@@ -24,15 +24,16 @@ from helpers.exercises.common import (
     SCALE_MISTAKES,
     WRONG_BASE,
     expect_dropout,
+    expect_gradient,
     expect_no_dropout_in_eval,
     expect_then,
     fitted_scale,
     float64_accepted,
     frequencies,
-    is_table,
     module_device_pass,
+    name_of,
     name_the_scale,
-    plain_tensors,
+    position_tables,
     refuses_past_max_len,
     registered_tensors,
     says,
@@ -341,7 +342,9 @@ TOKEN_AND_POSITION_MISTAKES = {
 
 
 def check_sinusoidal_encoding(fn, probe: Probe) -> None:
-    for args in ((50, 16), (37, 12, 500.0)):  # a non-default base catches a hard-coded 10000
+    # A non-default base catches a hard-coded 10000; max_len = 1, a table of one row, the shortest there is.
+    for max_len, *args in ((50, 16), (37, 12, 500.0), (1, 16)):
+        args = (probe.length(max_len), *args)
         call = f"sinusoidal_encoding({', '.join(repr(a) for a in args)})"
         out = probe.call(fn, *args, what=f"`{call}`")
         expected = right_table(*args)
@@ -359,7 +362,7 @@ def check_sinusoidal_encoding(fn, probe: Probe) -> None:
     # An odd d_model: ceil(d/2) sin columns, floor(d/2) cos columns, the last one a sin.
     call = "sinusoidal_encoding(20, 7)"
     try:
-        out = probe.call(fn, 20, 7, what=f"`{call}`")
+        out = probe.call(fn, probe.length(20), 7, what=f"`{call}`")
         probe.expect(out, right_table(20, 7), what=f"the table of `{call}`", **TABLE_TOLERANCE)
     except Failure as failure:
         if failure.code not in ("raised", "wrong_shape", "wrong_values", "nan_or_inf"):
@@ -397,37 +400,51 @@ def check_relative_shift_matrix(fn, probe: Probe) -> None:
 BUFFER_HINT = "A tensor that belongs to the module but is not trained is a buffer: registered, it moves with .to(device) and is saved in the state_dict, and the optimizer never sees it."
 
 
-def stored_table(module: nn.Module, max_len: int, d: int) -> torch.Tensor | None:
-    """The student's (max_len, d) table, wherever it is kept (a buffer, a Parameter, a plain
-    attribute), as (max_len, d); None if the module keeps none."""
-    found = [t for t in registered_tensors(module).values() if is_table(t, max_len, d)]
-    found += [getattr(module, name) for name in plain_tensors(module, lambda t: is_table(t, max_len, d))]
-    return found[0].detach().reshape(max_len, d) if found else None
+StoredTable = tuple[str, torch.Tensor, str]  # (the student's name, its rows of positions 0 .. max_len - 1, "parameter", "buffer" or "plain")
 
 
-def expect_table_storage(probe: Probe, module: nn.Module, max_len: int, d: int) -> None:
-    """The sinusoidal table is a buffer (max_len, d), computed once in __init__."""
-    plain = plain_tensors(module, lambda t: is_table(t, max_len, d))
-    if plain:
+def stored_table(module: nn.Module, max_len: int, d: int, exclude: Callable[[torch.Tensor], bool] = lambda t: False) -> StoredTable | None:
+    """The student's table of positions, found by its role, not its exact shape (common.position_tables:
+    d columns, at least max_len rows, either way round, wherever it is kept), and in it the max_len rows
+    that hold positions 0 .. max_len - 1: after a padding offset (fairseq, OPT keep rows before position 0)
+    the rows that match the formula's from position 0 on; when no rows do, its first max_len rows, which
+    the table probes then read. None if the module keeps no such table."""
+    found = position_tables(module, max_len, d, exclude)
+    if not found:
+        return None
+    right = right_table(max_len, d)
+    for name, _, table, how in found:
+        rows = table.detach().to("cpu", torch.float32)
+        starts = ((rows[: len(rows) - max_len + 1] - right[0]).abs().amax(1) < TABLE_TOLERANCE["atol"]).nonzero().flatten().tolist()
+        start = next((k for k in starts if torch.allclose(rows[k : k + max_len], right, **TABLE_TOLERANCE)), None)
+        if start is not None:
+            return name, table.detach()[start : start + max_len], how
+    name, _, table, how = found[0]
+    return name, table.detach()[:max_len], how
+
+
+def expect_table_storage(probe: Probe, module: nn.Module, found: StoredTable | None, max_len: int, d: int) -> None:
+    """The sinusoidal table is a buffer, computed once in __init__ (`found` by stored_table)."""
+    if found is not None and found[2] == "plain":
+        name = found[0]
         probe.fail(
             "pe_not_buffer",
-            f"`{probe.name}` keeps its table in a plain attribute, `self.{plain[0]}`: module.to('cuda') does not move it (your forward then mixes devices) and state_dict() does not save it.",
+            f"`{probe.name}` keeps its table in a plain attribute, `self.{name}`: module.to('cuda') does not move it (your forward then mixes devices) and state_dict() does not save it.",
             hint=BUFFER_HINT,
-            fix=f"Register it in __init__, `self.register_buffer('{plain[0]}', table)`, instead of assigning it to `self.{plain[0]}`.",
+            fix=f"Register it in __init__, `self.register_buffer('{name}', table)`, instead of assigning it to `self.{name}`.",
         )
-    tensors = registered_tensors(module)
-    tables = [(name, t) for name, t in tensors.items() if is_table(t, max_len, d)]
-    if not tables:
+    if found is None:
+        tensors = registered_tensors(module)
         probe.fail(
             "pe_not_buffer",
-            f"`{probe.name}(..., max_len={max_len})` holds no ({max_len}, {d}) table (it has: {', '.join(f'{n} {tuple(t.shape)}' for n, t in tensors.items()) or 'nothing'}): "
-            "does its forward compute the encoding anew on every call?",
+            f"`{probe.name}(..., max_len={max_len})` holds no table of positions: no parameter or buffer with {d} columns and at least {max_len} rows "
+            f"(it has: {', '.join(f'{n} {tuple(t.shape)}' for n, t in tensors.items()) or 'nothing'}). Does its forward compute the encoding anew on every call?",
             hint="The encoding depends only on the positions, never on the input: it can be computed once, for all max_len positions, "
             "and kept with the module, which moves it with .to(device) and saves it in the state_dict.",
             fix="In __init__, build the (max_len, d_model) table and register it, `self.register_buffer('pe', table)`; in forward, add its first T rows: `x + self.pe[:T]`.",
         )
-    name, table = tables[0]
-    if isinstance(table, nn.Parameter):
+    name, _, how = found
+    if how == "parameter":
         probe.fail(
             "pe_is_parameter",
             f"`{probe.name}`'s table `{name}` is an nn.Parameter, so the optimizer would train it and the fixed formula would drift away.",
@@ -488,26 +505,29 @@ POSITIONS_ON_CPU_FIX = "Slice the buffer, `self.pe[:T]` with T = x.size(1), inst
 def check_positional_encoding(cls, probe: Probe) -> None:
     d, max_len, p = 12, 50, 0.25
     module = probe.build(cls, d, max_len, p)
-    table = stored_table(module, max_len, d)
+    found = stored_table(module, max_len, d)
+    table = None if found is None else found[1]
     no_input = torch.zeros(1, max_len, d, device=probe.device)
-    x = probe.randn(3, 7, d)  # B=3 != T=7 != d=12
+    x = probe.sequence(probe.randn(3, 7, d), max_len)  # B=3 != T=7 != d=12
 
     def values_in_eval() -> None:
-        """x + the first T rows of the module's own table (its values are expect_table's business)."""
+        """x + the first T rows of the module's own table (its values are expect_table's business); T = 7, then 1."""
         probe.call(module.eval)
-        out = probe.call(module, x)
         own = right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device)
-        expected = x + own[:7]
-        expect_no_dropout_in_eval(probe, out, expected)
-        what = "the output for x of shape (3, 7, 12) in eval mode" + ("" if table is None else ", x + the first 7 rows of your own table,")
-        probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(x, own), **TABLE_TOLERANCE)
+        for x_T in (x, probe.sequence(probe.randn(3, 1, d), max_len)):
+            T = x_T.shape[1]
+            out = probe.call(module, x_T)
+            expected = x_T + own[:T]
+            expect_no_dropout_in_eval(probe, out, expected)
+            what = f"the output for x of shape (3, {T}, 12) in eval mode" + ("" if table is None else f", x + the first {T} rows of your own table,")
+            probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(x_T, own), **TABLE_TOLERANCE)
 
     def length() -> None:  # T = max_len works, T = max_len + 1 is refused
         on_cpu = probe.call(cls, d, max_len, 0.0, what=f"`{probe.name}({d}, {max_len}, 0.0)`")
-        refuses_past_max_len(probe, lambda T: probe.call(on_cpu, probe.randn(2, T, d, device="cpu")), max_len)
+        refuses_past_max_len(probe, lambda T: probe.call(on_cpu, probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)), max_len)
 
     probe.independent(
-        lambda: expect_table_storage(probe, module, max_len, d),
+        lambda: expect_table_storage(probe, module, found, max_len, d),
         lambda: expect_table(probe, table, f"your table `{probe.name}({d}, max_len={max_len})`", lambda pe: probe.known_mistakes(no_input, pe)),
         values_in_eval,
         lambda: expect_dropout_of_own_output(probe, module, (x,), p, "the output for x of shape (3, 7, 12)", "x + self.pe[:T]"),
@@ -544,13 +564,15 @@ GRADIENT_FIX = "Look the ids up in the registered table itself, `self.embedding(
 def check_token_and_position(cls, probe: Probe) -> None:
     V, d, max_len, p = 37, 10, 30, 0.2  # sqrt(10) is no integer, and differs from sqrt(V) and sqrt(d/2)
     module = probe.build(cls, V, d, max_len, p)
-    table = stored_table(module, max_len, d)
+    found = stored_table(module, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d))  # not the token table
+    table = None if found is None else found[1]
     no_tokens, all_positions = (
         torch.zeros(V, d, device=probe.device),
         torch.zeros(1, max_len, dtype=torch.long, device=probe.device),
     )
-    ids = probe.randint(V, 3, 7)  # (B=3, T=7)
+    ids = probe.sequence(probe.ids(V, 3, 7), max_len)  # (B=3, T=7), ids 0 and V - 1 among them
     random_tokens = probe.randn(V, d)
+    values_right = []
 
     @functools.cache
     def tokens() -> torch.Tensor:
@@ -561,26 +583,30 @@ def check_token_and_position(cls, probe: Probe) -> None:
         return found
 
     def values_in_eval() -> None:
-        """The scaled token rows + the first T rows of the module's own table (its values are expect_table's business)."""
+        """The scaled token rows + the first T rows of the module's own table (its values are expect_table's business); T = 7, then 1."""
         weight = tokens().detach().float()
         probe.call(module.eval)
-        out = probe.call(module, ids)
         own = right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device)
-        expected = reference.scaled_embedding(weight, ids) + own[:7]
-        expect_no_dropout_in_eval(probe, out, expected)
-        scale = fitted_scale(out - own[:7] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids])
-        what = "the output for ids of shape (3, 7) in eval mode" + ("" if table is None else " (with the first 7 rows of your own positional table)")
-        try:
-            probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight, ids, own, scale), **TABLE_TOLERANCE)
-        except Failure as failure:
-            name_the_scale(probe, failure, scale, d)
-            raise
+        for ids_T in (ids, probe.sequence(probe.ids(V, 3, 1), max_len)):
+            T = ids_T.shape[1]
+            out = probe.call(module, ids_T)
+            expected = reference.scaled_embedding(weight, ids_T) + own[:T]
+            expect_no_dropout_in_eval(probe, out, expected)
+            scale = fitted_scale(out - own[:T] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids_T])
+            what = f"the output for ids of shape (3, {T}) in eval mode" + ("" if table is None else f" (with the first {T} rows of your own positional table)")
+            try:
+                probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight, ids_T, own, scale), **TABLE_TOLERANCE)
+            except Failure as failure:
+                name_the_scale(probe, failure, scale, d)
+                raise
+        values_right.append(True)
 
-    def gradient() -> None:  # the token table is trained: a gradient must reach it
+    def gradient() -> None:  # the token table is trained: a gradient must reach every row of it
         weight = tokens()
         weight.grad = None
         probe.call(module.eval)
-        out = probe.call(module, ids)
+        every = probe.sequence(probe.ids(V, 2, 19, every=True), max_len)  # each of the 37 rows at least once
+        out = probe.call(module, every)
         if not (isinstance(out, torch.Tensor) and out.requires_grad):
             probe.fail(
                 "no_gradient",
@@ -596,19 +622,32 @@ def check_token_and_position(cls, probe: Probe) -> None:
                 hint=GRADIENT_HINT,
                 fix=GRADIENT_FIX,
             )
+        if not values_right:
+            return  # a wrong scale gives a wrong gradient: the values said it already
+        uses = torch.bincount(every.flatten(), minlength=V).to(weight.grad.dtype)  # out.sum(): sqrt(d) per use of a row
+        expect_gradient(
+            probe,
+            weight,
+            (uses * d**0.5)[:, None].expand(V, d),
+            uses > 0,
+            name=name_of(module, weight),
+            inputs=f"ids of shape (2, 19) that use every one of the {V} token rows",
+            fix="Build the token table as `nn.Embedding(vocab_size, d_model)`, without padding_idx: this module trains every token's row. "
+            "Look the ids up in it directly, with no .detach(), .data or gradient hook on some of its rows.",
+        )
 
     def length() -> None:  # T = max_len works, T = max_len + 1 is refused
         on_cpu = probe.call(cls, V, d, max_len, 0.0, what=f"`{probe.name}({V}, {d}, {max_len}, 0.0)`")
         refuses_past_max_len(
             probe,
-            lambda T: probe.call(on_cpu, probe.randint(V, 2, T, device="cpu")),
+            lambda T: probe.call(on_cpu, probe.sequence(probe.ids(V, 2, T, device="cpu"), max_len)),
             max_len,
             fix="At the start of forward, with T = ids.size(1): `if T > self.max_len: raise ValueError(f'sequence length {T} > max_len {self.max_len}: build the module with a larger max_len')`.",
         )
 
     total = "self.embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]"
     probe.independent(
-        lambda: expect_table_storage(probe, module, max_len, d),
+        lambda: expect_table_storage(probe, module, found, max_len, d),
         lambda: expect_table(probe, table, f"the positional table of `{probe.name}({V}, {d}, max_len={max_len})`", lambda pe: probe.known_mistakes(no_tokens, all_positions, pe, None)),
         values_in_eval,
         lambda: expect_dropout_of_own_output(probe, module, (ids,), p, "the output for ids of shape (3, 7)", total),
@@ -631,6 +670,7 @@ EXERCISES = [
         difficulty=2,
         importance=3,
         minutes=15,
+        edges=("lengths",),
         no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
     ),
     Exercise(
@@ -664,6 +704,7 @@ EXERCISES = [
         difficulty=2,
         importance=3,
         minutes=15,
+        edges=("lengths",),
     ),
     Exercise(
         id="TokenAndPositionEmbedding",
@@ -676,5 +717,6 @@ EXERCISES = [
         difficulty=2,
         importance=3,
         minutes=15,
+        edges=("ids", "lengths"),
     ),
 ]

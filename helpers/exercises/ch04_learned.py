@@ -20,10 +20,13 @@ from helpers.checking import Failure, Probe, close
 from helpers.exercises.common import (
     POSITION_ADDING_MISTAKES,
     expect_dropout,
+    expect_gradient,
     expect_no_dropout_in_eval,
     find_table,
     module_device_pass,
+    oriented,
     plain_tensors,
+    position_tables,
     refuses_past_max_len,
 )
 from helpers.registry import Exercise
@@ -225,13 +228,20 @@ TRAINABLE_HINT = "Learned positions are weights like the token table: the optimi
 GRADIENT_HINT = "Autograd records only the torch operations applied to the weight itself; .detach(), .data, torch.no_grad() and a trip through NumPy each end that record."
 
 
+def learned_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> tuple[str, torch.Tensor]:
+    """The student's table of positions, found by its role (common.position_tables: d columns, at least
+    max_len rows, spare or offset rows, size-1 axes, kept transposed), registered; else wrong_shape."""
+    found = [(name, t) for name, t, _, how in position_tables(module, max_len, d) if how != "plain"]
+    return found[0] if found else find_table(probe, module, max_len, d, "the position table (max_len, d_model)")
+
+
 def check_learned_positions(cls, probe: Probe) -> None:
 
     max_len, d = 20, 12
 
     # Hygiene first: a table kept in a plain attribute would also look like a device bug below.
     module = probe.build(cls, max_len, d)
-    plain = plain_tensors(module, lambda t: tuple(t.shape) == (max_len, d))
+    plain = plain_tensors(module, lambda t: oriented(t, max_len, d) is not None)
     if plain:
         probe.fail(
             "positions_not_trainable",
@@ -240,12 +250,14 @@ def check_learned_positions(cls, probe: Probe) -> None:
             fix=f"Make the table a Parameter: `self.{plain[0]} = nn.Embedding(max_len, d_model)` (look its rows up with the position ids), or wrap the tensor in `nn.Parameter(...)`.",
         )
 
-    name, param = find_table(probe, module, max_len, d, "the position table (max_len, d_model)")
+    name, param = learned_table(probe, module, max_len, d)
     with torch.no_grad():  # known values whatever the init: a zero-initialised table would hide a missing `x +`
-        param.copy_(probe.randn(max_len, d).view(param.shape))
-    table = param.detach().view(max_len, d)
-    x = probe.randn(3, 7, d)  # B=3 != T=7 != d=12
-    cpu_x = probe.randn(2, max_len, d, device="cpu")
+        param.copy_(probe.randn(*param.shape))
+    as_rows = lambda t: oriented(t, max_len, d)  # noqa: E731 (R, d), R >= max_len: row t is position t
+    table = as_rows(param.detach())
+    x = probe.sequence(probe.randn(3, 7, d), max_len)  # B=3 != T=7 != d=12
+    cpu_x = probe.sequence(probe.randn(2, max_len, d, device="cpu"), max_len)
+    values_right = []
 
     def trainable() -> None:  # the table is a trainable Parameter
         parameters = dict(module.named_parameters())
@@ -258,40 +270,47 @@ def check_learned_positions(cls, probe: Probe) -> None:
                 fix="Make the table `nn.Embedding(max_len, d_model)` or `nn.Parameter(torch.randn(max_len, d_model))`, with no register_buffer and no requires_grad_(False).",
             )
 
-    def values() -> None:  # in training mode: this module has no dropout
+    def values() -> None:  # in training mode: this module has no dropout; T = 7, then 1
         probe.call(module.train)
-        out = probe.call(module, x)
-        expected = x + table[:7]
-        try:
-            probe.expect(out, expected, what="x + P[:T] for x of shape (3, 7, 12)", mistakes=probe.known_mistakes(x, table))
-        except Failure as failure:
-            if failure.code == "wrong_values":
-                probe.call(module.eval)
-                if close(probe.call(module, x), expected):
-                    probe.fail(
-                        "unexpected_dropout",
-                        f"`{probe.name}` is right in eval mode but not in training mode: it applies dropout, and this module has none.",
-                        hint="This module is only x + P[:T]. In BERT, dropout comes once, after the LayerNorm of the whole sum: that is the next exercise's job.",
-                        fix=f"Delete the dropout layer and its call in forward: return x plus the first T rows of `{name}`, the same in training and eval mode.",
-                    )
-            raise
+        for x_T in (x, probe.sequence(probe.randn(3, 1, d), max_len)):
+            T = x_T.shape[1]
+            out = probe.call(module, x_T)
+            expected = x_T + table[:T]
+            try:
+                probe.expect(out, expected, what=f"x + P[:T] for x of shape (3, {T}, 12)", mistakes=probe.known_mistakes(x_T, table))
+            except Failure as failure:
+                unexpected_dropout(failure, x_T, expected)
+                raise
+        values_right.append(True)
+
+    def unexpected_dropout(failure: Failure, x: torch.Tensor, expected: torch.Tensor) -> None:
+        if failure.code == "wrong_values":
+            probe.call(module.eval)
+            if close(probe.call(module, x), expected):
+                probe.fail(
+                    "unexpected_dropout",
+                    f"`{probe.name}` is right in eval mode but not in training mode: it applies dropout, and this module has none.",
+                    hint="This module is only x + P[:T]. In BERT, dropout comes once, after the LayerNorm of the whole sum: that is the next exercise's job.",
+                    fix=f"Delete the dropout layer and its call in forward: return x plus the first T rows of `{name}`, the same in training and eval mode.",
+                )
 
     def length() -> None:  # on a copy on the CPU (see refuses_past_max_len), in eval mode: a stray dropout is values()'s to name
         on_cpu = probe.call(cls, max_len, d, what=f"`{probe.name}({max_len}, {d})`")
-        _, cpu_param = find_table(probe, on_cpu, max_len, d, "the position table (max_len, d_model)")
+        _, cpu_param = learned_table(probe, on_cpu, max_len, d)
         with torch.no_grad():
-            cpu_param.copy_(table.cpu().view(cpu_param.shape))
+            cpu_param.copy_(param.detach().cpu())
         probe.call(on_cpu.eval)
-        out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, cpu_x if T == max_len else probe.randn(2, T, d, device="cpu")), max_len)
+        longer = lambda T: probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)  # noqa: E731
+        out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, cpu_x if T == max_len else longer(T)), max_len)
         table_cpu = table.cpu()
-        probe.expect(out, cpu_x + table_cpu, what=f"the output for T = max_len = {max_len}", mistakes=probe.known_mistakes(cpu_x, table_cpu))
+        probe.expect(out, cpu_x + table_cpu[:max_len], what=f"the output for T = max_len = {max_len}", mistakes=probe.known_mistakes(cpu_x, table_cpu))
 
-    def gradient() -> None:  # only the used rows get a gradient
+    def gradient() -> None:  # every row a sequence reaches gets a gradient, the others none
         if not param.requires_grad:
             return  # trainable() names it
         param.grad = None
         probe.call(module.eval)
-        out = probe.call(module, probe.randn(3, 7, d))
+        out = probe.call(module, probe.sequence(probe.randn(3, 7, d), max_len))
         if not (isinstance(out, torch.Tensor) and out.requires_grad):
             probe.fail(
                 "positions_not_trainable",
@@ -307,10 +326,35 @@ def check_learned_positions(cls, probe: Probe) -> None:
                 hint=GRADIENT_HINT,
                 fix=f"Compute the output from `{name}` itself, `x + ` its first T rows, not from a copy of it or from another tensor.",
             )
-        used = torch.zeros(max_len, d, device=probe.device)
+        if not values_right:
+            return  # rows read from elsewhere (an offset) get gradients elsewhere: the values said it
+        # T = max_len: every position, so every row of the table, gets a gradient.
+        rows = len(table)
+        full = probe.sequence(probe.randn(3, max_len, d), max_len)
+        param.grad = None
+        out = probe.call(module, full)
+        probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
+        expected = torch.zeros(rows, d, device=probe.device)
+        expected[:max_len] = 3.0  # each position's row was added to 3 sequences
+        expect_gradient(
+            probe,
+            param,
+            expected,
+            torch.arange(rows) < max_len,
+            name=name,
+            inputs=f"x of shape (3, {max_len}, {d}), T = max_len, which uses every position",
+            rows=as_rows,
+            fix=f"Build the table as `nn.Embedding(max_len, d_model)` (or an nn.Parameter), without padding_idx: every position's row is learned. "
+            f"Add the rows of `{name}` itself, with no .detach(), .data or gradient hook on some of them.",
+        )
+        # T = 7: the rows past T get nothing.
+        param.grad = None
+        out = probe.call(module, x)
+        probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
+        used = torch.zeros(rows, d, device=probe.device)
         used[:7] = 3.0  # each of the 7 used rows was added to 3 sequences
         probe.expect(
-            param.grad.view(max_len, d),
+            as_rows(param.grad),
             used,
             what=f"the gradient of `{name}` after out.sum().backward()",
             hint="After out.sum().backward(), each row's gradient counts how often it was added: 3 for each of the 7 positions used (once per sequence of the batch), 0 for the rows past T.",
@@ -435,13 +479,14 @@ BERT_GRADIENT_FIX = "Compute the output from the submodules themselves, `self.wo
 
 def check_bert_embeddings(cls, probe: Probe) -> None:
     (V, d), small = BERT_SMALL_SIZES, BERT_SMALL
+    P, S, pad = small["max_position_embeddings"], small["type_vocab_size"], small["pad_token_id"]
 
     # Device: position ids and default token types made on input_ids' device.
     module_device_pass(
         probe,
         cls,
         (V, d),
-        lambda device: (probe.randint(V, 4, 11, device=device),),
+        lambda device: (probe.ids(V, 4, 11, device=device),),
         kwargs=small,
         mode=StrictLikeCuda,
         code="positions_on_cpu",
@@ -458,8 +503,8 @@ def check_bert_embeddings(cls, probe: Probe) -> None:
     on_cpu = probe.call(cls, V, d, **small, what=f"`{probe.name}(...)`")
     probe.call(on_cpu.eval)
     load_pretrained(probe, on_cpu, {k: v.cpu() for k, v in bert_small_weights(probe).items()})
-    cpu_ids = probe.randint(V, 4, 11, device="cpu")
-    probe.call(on_cpu, cpu_ids, probe.randint(small["type_vocab_size"], 4, 11, device="cpu"))
+    cpu_ids = probe.sequence(probe.ids(V, 4, 11, device="cpu"), P)
+    probe.call(on_cpu, cpu_ids, probe.segments(S, 4, 11, device="cpu"))
     call_bert(probe, on_cpu, cpu_ids, None)
 
     # Values: MiniLM's real weights, real sentence pairs, against transformers' own BertEmbeddings (eval: no dropout).
@@ -494,15 +539,21 @@ def check_bert_embeddings(cls, probe: Probe) -> None:
     module = probe.build(cls, V, d, **small)
     probe.call(module.eval)
     homeless = load_pretrained(probe, module, weights)
-    ids, types = probe.randint(V, 4, 11), probe.randint(small["type_vocab_size"], 4, 11)
-    ids[:, -3:] = small["pad_token_id"]  # padded batch
+    # T = max_position_embeddings, so every position; ids that use every row of the vocabulary (0 and
+    # V - 1 among them), then three [PAD] columns; every segment. Then T = 1.
+    words = torch.cat([probe.ids(V, 4, P - 3, every=True), torch.full((4, 3), pad, device=probe.device)], dim=1)  # a padded batch
+    ids, types = probe.sequence(probe.tag(words, "ids", V), P), probe.sequence(probe.segments(S, 4, P, every=True), P)
     reference_module = reference.BertEmbeddings(V, d, **small).to(probe.device).eval()
     reference_module.load_state_dict(weights)
+    made = f"{probe.name}({V}, {d}, " + ", ".join(f"{k}={v}" for k, v in small.items()) + ")"
+    for ids_T, types_T in ((ids, types), (probe.sequence(probe.ids(V, 4, 1), P), probe.sequence(probe.segments(S, 4, 1), P))):
+        with torch.no_grad():
+            expected_T = reference_module(ids_T, types_T)
+        what = f"the output of {made} for input_ids of shape {tuple(ids_T.shape)} on low-variance weights (eval mode)"
+        out = call_bert(probe, module, ids_T, types_T)
+        expect_bert(probe, out, expected_T, weights, ids_T, types_T, small["layer_norm_eps"], homeless, what)
     with torch.no_grad():
         expected = reference_module(ids, types)
-    what = f"the output of {probe.name}({V}, {d}, " + ", ".join(f"{k}={v}" for k, v in small.items()) + ") on low-variance weights (eval mode)"
-    out = call_bert(probe, module, ids, types)
-    expect_bert(probe, out, expected, weights, ids, types, small["layer_norm_eps"], homeless, what)
 
     # Dropout, in training mode: the last step, at rate hidden_dropout_prob.
     p = small["hidden_dropout_prob"]
@@ -524,11 +575,11 @@ def check_bert_embeddings(cls, probe: Probe) -> None:
         ),
     )
 
-    # Hygiene: [PAD]'s row is never trained (padding_idx=pad_token_id).
+    # Training: every table gets its gradient, on every row the inputs used, except [PAD]'s word row
+    # (padding_idx=pad_token_id, as HF builds it); the segment and position tables train every row.
     probe.call(module.eval)
     module.zero_grad(set_to_none=True)
     out = probe.call(module, ids, types)
-    word = dict(module.named_parameters())["word_embeddings.weight"]
     if not out.requires_grad:
         probe.fail(
             "no_gradient",
@@ -536,22 +587,71 @@ def check_bert_embeddings(cls, probe: Probe) -> None:
             hint=GRADIENT_HINT,
             fix=BERT_GRADIENT_FIX,
         )
-    (out * probe.randn(*out.shape)).sum().backward()
-    pad = small["pad_token_id"]
-    if word.grad is None:
-        probe.fail(
-            "no_gradient",
-            f"`{probe.name}`'s output does not reach `word_embeddings.weight`: after backward it has no gradient.",
-            hint=GRADIENT_HINT,
-            fix=BERT_GRADIENT_FIX,
+    upstream = probe.randn(*out.shape)
+    probe.call(lambda: (out * upstream).sum().backward(), what=f"backward through `{probe.name}`")
+    reference_module.zero_grad(set_to_none=True)
+    (reference_module(ids, types) * upstream).sum().backward()
+    expect_bert_gradients(probe, module, reference_module, ids, types)
+
+
+BERT_TABLES = {  # HF's name -> what its rows are
+    "word_embeddings.weight": "token",
+    "position_embeddings.weight": "position",
+    "token_type_embeddings.weight": "segment",
+    "LayerNorm.weight": None,
+    "LayerNorm.bias": None,
+}
+
+
+def expect_bert_gradients(probe: Probe, module: nn.Module, reference_module: nn.Module, ids: torch.Tensor, types: torch.Tensor) -> None:
+    """After the same backward pass through the student's module and the reference, every table's
+    gradient: [PAD]'s word row none (missing_padding_idx), no row the inputs used frozen (frozen_rows),
+    and the values those of the reference. Each table is an aspect of its own (probe.independent)."""
+    pad = BERT_SMALL["pad_token_id"]
+    tensors = {**dict(module.named_buffers()), **dict(module.named_parameters())}  # a table kept as a buffer is frozen too
+    expected = {name: p.grad for name, p in reference_module.named_parameters()}
+    word = tensors["word_embeddings.weight"]
+    word_pad_trained = word.grad is not None and bool(word.grad[pad].abs().max() > 0)
+    inputs = f"input_ids {tuple(ids.shape)} that use every token row, every position and every segment"
+    used = {
+        "word_embeddings.weight": torch.bincount(ids.flatten().cpu(), minlength=len(word)) > 0,
+        "token_type_embeddings.weight": torch.bincount(types.flatten().cpu(), minlength=len(expected["token_type_embeddings.weight"])) > 0,
+    }
+
+    def pad_row() -> None:
+        if word.grad is None and word.requires_grad:
+            probe.fail(
+                "no_gradient",
+                f"`{probe.name}`'s output does not reach `word_embeddings.weight`: after backward it has no gradient.",
+                hint=GRADIENT_HINT,
+                fix=BERT_GRADIENT_FIX,
+            )
+        if word_pad_trained:
+            probe.fail(
+                "missing_padding_idx",
+                f"Built with pad_token_id={pad}, `{probe.name}` still gives the [PAD] row {pad} of word_embeddings a gradient.",
+                hint="[PAD] tokens only fill a batch up; they carry no meaning, so BERT keeps their row out of training. nn.Embedding can be told which row that is, and then never gives it a gradient.",
+                fix="`self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)`, as HF does.",
+            )
+
+    def table(name: str, rows: str | None) -> None:
+        fix = (
+            f"Build `{name.split('.')[0]}` as HF does, {'nn.LayerNorm(hidden_size, eps=layer_norm_eps)' if rows is None else f'an nn.Embedding with no padding_idx: every {rows} row is trained'}"
+            + (" (only word_embeddings takes padding_idx=pad_token_id)" if rows in ("position", "segment") else "")
+            + ", and use its Parameters themselves: no requires_grad_(False), .detach(), .data or gradient hook."
         )
-    if word.grad[pad].abs().max() > 0:
-        probe.fail(
-            "missing_padding_idx",
-            f"Built with pad_token_id={pad}, `{probe.name}` still gives the [PAD] row {pad} of word_embeddings a gradient.",
-            hint="[PAD] tokens only fill a batch up; they carry no meaning, so BERT keeps their row out of training. nn.Embedding can be told which row that is, and then never gives it a gradient.",
-            fix="`self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)`, as HF does.",
+        expect_gradient(
+            probe,
+            tensors[name],
+            expected[name],
+            used.get(name, torch.ones(len(expected[name]), dtype=torch.bool)),
+            name=name,
+            inputs=inputs,
+            compare=not (name == "word_embeddings.weight" and word_pad_trained),  # pad_row() says that one
+            fix=fix,
         )
+
+    probe.independent(pad_row, *[lambda name=name, rows=rows: table(name, rows) for name, rows in BERT_TABLES.items()])
 
 
 EXERCISES = [
@@ -566,6 +666,7 @@ EXERCISES = [
         difficulty=1,
         importance=3,
         minutes=10,
+        edges=("lengths",),
     ),
     Exercise(
         id="BertEmbeddings",
@@ -578,5 +679,6 @@ EXERCISES = [
         difficulty=3,
         importance=3,
         minutes=25,
+        edges=("ids", "segments", "lengths"),
     ),
 ]

@@ -25,7 +25,9 @@ from helpers.exercises.common import (
     frequencies,
     module_device_pass,
     plain_tensors,
+    raised,
     refuses,
+    refuses_past_max_len,
     says,
 )
 from helpers.registry import Exercise
@@ -547,9 +549,10 @@ def two_tensors(probe: Probe, out, what: str, names: str) -> tuple[torch.Tensor,
 
 
 def rope_positions(probe: Probe, *shape: int) -> torch.Tensor:
-    """Positions up to ROPE_MAX_LEN - 1, including 256 and 257, which collide in bfloat16."""
-    sampled = probe.randint(ROPE_MAX_LEN, *shape)
-    sampled[..., :2] = torch.tensor([256, 257], device=probe.device)
+    """Positions up to ROPE_MAX_LEN - 1 (T >= 4): 256 and 257, which collide in bfloat16, and
+    in every row both edges, 0 and ROPE_MAX_LEN - 1."""
+    sampled = probe.positions(ROPE_MAX_LEN, *shape)
+    sampled[..., :3] = torch.tensor([256, 257, 0], device=probe.device)
     sampled[..., -1] = ROPE_MAX_LEN - 1
     return sampled
 
@@ -566,6 +569,7 @@ def rope_cases(probe: Probe, B: int, T: int) -> list[tuple[str, torch.dtype, tor
         ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T)),
         ("positions of shape (B, T), a different row per sequence", torch.float32, rope_positions(probe, B, T)),
         ("bfloat16 q and k, positions up to 3999", torch.bfloat16, rope_positions(probe, T)),
+        ("one token (T = 1) at position 3999, as when decoding", torch.float32, probe.positions(ROPE_MAX_LEN, 1)),
     ]
 
 
@@ -712,7 +716,8 @@ CACHE_HELP = {
 
 
 def check_rope_cache(fn, probe: Probe) -> None:
-    for args in ((8, ROPE_MAX_LEN), (6, 40, 500000.0)):
+    for head_dim, max_len, *base in ((8, ROPE_MAX_LEN), (6, 40, 500000.0), (8, 1)):  # max_len = 1: tables of one row
+        args = (head_dim, probe.length(max_len), *base)
         call = f"rope_cache({', '.join(repr(a) for a in args)})"
         tables = two_tensors(probe, probe.call(fn, *args, what=f"`{call}`"), f"`{call}`", "(cos, sin)")
         expected = reference.rope_cache(*args)
@@ -839,7 +844,8 @@ def check_apply_rope(fn, probe: Probe) -> None:
     cos, sin = (t.to(probe.device, copy=True) for t in reference_tables(d))
     cases = rope_cases(probe, B, T)
     for what, dtype, positions in cases:
-        q, k = probe.randn(B, Hq, T, d, dtype=dtype), probe.randn(B, Hk, T, d, dtype=dtype)
+        length = T if positions is None else positions.shape[-1]
+        q, k = (probe.sequence(probe.randn(B, H, length, d, dtype=dtype), None, dim=-2) for H in (Hq, Hk))
         args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
         try:
             out = probe.call(fn, *args)
@@ -923,14 +929,16 @@ INTERLEAVED_HELP = {
 
 def check_rope_interleaved(fn, probe: Probe) -> None:
     positions = rope_positions(probe, 6)
+    sequence = lambda x: probe.sequence(x, None, dim=-2)  # noqa: E731 (the length of x is its axis -2)
     cases = (  # (what, x, extra arguments)
-        ("x (2, 3, 7, 8), default positions and base", probe.randn(2, 3, 7, 8), ()),
-        ("x (2, 3, 6, 12), positions up to 3999, base=500000.0", probe.randn(2, 3, 6, 12), (positions, 500000.0)),
+        ("x (2, 3, 7, 8), default positions and base", sequence(probe.randn(2, 3, 7, 8)), ()),
+        ("x (2, 3, 6, 12), positions up to 3999, base=500000.0", sequence(probe.randn(2, 3, 6, 12)), (positions, 500000.0)),
         (
             "x (2, 3, 6, 12) in bfloat16, positions up to 3999",
-            probe.randn(2, 3, 6, 12, dtype=torch.bfloat16),
+            sequence(probe.randn(2, 3, 6, 12, dtype=torch.bfloat16)),
             (positions,),
         ),
+        ("x (2, 3, 1, 8), one token (T = 1) at position 3999", sequence(probe.randn(2, 3, 1, 8)), (probe.positions(ROPE_MAX_LEN, 1),)),
     )
     for what, x, extra in cases:
         out = probe.call(fn, x, *extra)
@@ -998,6 +1006,8 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
         try:
             rotary_values(cls, probe, module)
         except Failure as failure:
+            if raised(failure, "ValueError"):
+                length_checked(cls, probe)  # a position the tables hold was refused: an off-by-one there says why
             if not (plain and failure.code == "raised" and "device" in failure.message.lower()):
                 raise  # a device clash from the plain attributes is that finding, said once
 
@@ -1030,18 +1040,20 @@ def rotary_values(cls, probe: Probe, module) -> None:
     """The same cases as apply_rope, then a module with another head size and base."""
     d, B, Hq, Hk, T = 8, 3, 4, 2, 5
     cases = rope_cases(probe, B, T)
-    runs = [(module, d, 10000.0, f"{probe.name}({d}, {ROPE_MAX_LEN})", case) for case in cases]
-    runs.append(
+    runs = [(module, d, 10000.0, ROPE_MAX_LEN, f"{probe.name}({d}, {ROPE_MAX_LEN})", case) for case in cases]
+    runs.append(  # T = max_len: every row of the tables
         (
             probe.build(cls, 12, 64, 500.0),
             12,
             500.0,
+            64,
             f"{probe.name}(12, 64, 500.0)",
-            ("positions=None", torch.float32, None),
+            ("positions=None and T = max_len = 64", torch.float32, None),
         )
     )
-    for built, head_dim, base, made, (what, dtype, positions) in runs:
-        q, k = probe.randn(B, Hq, T, head_dim, dtype=dtype), probe.randn(B, Hk, T, head_dim, dtype=dtype)
+    for built, head_dim, base, max_len, made, (what, dtype, positions) in runs:
+        length = (T if max_len == ROPE_MAX_LEN else max_len) if positions is None else positions.shape[-1]
+        q, k = (probe.sequence(probe.randn(B, H, length, head_dim, dtype=dtype), max_len, dim=-2) for H in (Hq, Hk))
         extra = () if positions is None else (positions,)
         call = f"`{made}` called with {what}"
         out = two_tensors(probe, probe.call(built, q, k, *extra, what=call), call, "(q_rot, k_rot)")
@@ -1085,6 +1097,18 @@ def length_checked(cls, probe: Probe) -> None:
     """Refuse positions past the table, on the CPU (see common.refuses)."""
     small = probe.call(cls, 8, 16, what=f"`{probe.name}(8, 16)`")
     q, k = probe.randn(1, 2, 4, 8, device="cpu"), probe.randn(1, 1, 4, 8, device="cpu")
+    last = probe.positions(16, 4, device="cpu")  # the last position, 15, has its row: it must work
+    try:
+        probe.call(small, q, k, last)
+    except Failure as failure:
+        if raised(failure, "ValueError"):
+            probe.fail(
+                "length_check_off_by_one",
+                f"`{probe.name}(8, max_len=16)` refused positions {last.tolist()}, yet the tables have a row for every position up to 15.",
+                hint="Count the rows: a table of max_len rows holds positions 0 .. max_len - 1. Which positions really lie past it?",
+                fix="Refuse only positions past the table: `if last >= self.max_len: raise ValueError(...)`, with last = positions.max() (or T - 1 when positions is None).",
+            )
+        raise
     refuses(
         probe,
         lambda: probe.call(small, q, k, torch.tensor([0, 5, 16, 3])),
@@ -1092,14 +1116,9 @@ def length_checked(cls, probe: Probe) -> None:
         LENGTH_FIX,
         hint=LENGTH_HINT,
     )
-    q, k = probe.randn(1, 2, 17, 8, device="cpu"), probe.randn(1, 1, 17, 8, device="cpu")
-    refuses(
-        probe,
-        lambda: probe.call(small, q, k),
-        f"`{probe.name}(8, max_len=16)` called with 17 tokens and positions=None",
-        LENGTH_FIX,
-        hint=LENGTH_HINT,
-    )
+    # positions=None: T = max_len = 16 tokens must work, 17 must be refused.
+    tokens = lambda T, H: probe.sequence(probe.randn(1, H, T, 8, device="cpu"), 16, dim=-2)  # noqa: E731
+    refuses_past_max_len(probe, lambda T: probe.call(small, tokens(T, 2), tokens(T, 1)), 16, hint=LENGTH_HINT, fix=LENGTH_FIX)
 
 
 EXERCISES = [
@@ -1122,6 +1141,7 @@ EXERCISES = [
         importance=3,
         minutes=10,
         no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
+        edges=("lengths",),
     ),
     Exercise(
         id="rotate_half",
@@ -1155,6 +1175,7 @@ EXERCISES = [
         difficulty=2,
         importance=3,
         minutes=15,
+        edges=("positions", "lengths"),
     ),
     Exercise(
         id="rope_interleaved",
@@ -1175,6 +1196,7 @@ EXERCISES = [
         difficulty=2,
         importance=2,
         minutes=15,
+        edges=("positions", "lengths"),
     ),
     Exercise(
         id="RotaryEmbedding",
@@ -1195,6 +1217,7 @@ EXERCISES = [
         difficulty=2,
         importance=3,
         minutes=20,
+        edges=("positions", "lengths"),
     ),
     Exercise(
         id="rope_from_shift_matrix",
@@ -1207,5 +1230,6 @@ EXERCISES = [
         difficulty=2,
         importance=1,
         minutes=15,
+        edges=("positions", "lengths"),
     ),
 ]

@@ -328,7 +328,8 @@ def check_alibi_slopes(fn, probe: Probe) -> None:
 
 
 def check_alibi_bias(fn, probe: Probe) -> None:
-    alibi_probe(fn, probe, ((4, 6), (8, 5), (1, 3), (6, 7), (12, 4)), BIAS_HELP)
+    cases = ((4, 6), (8, 5), (1, 3), (2, 1), (6, 7), (12, 4))  # (2, 1): one query, one key, the shortest sequence
+    alibi_probe(fn, probe, tuple((n_heads, probe.length(seq_len)) for n_heads, seq_len in cases), BIAS_HELP)
 
 
 EXERCISES = [
@@ -361,5 +362,6 @@ EXERCISES = [
         importance=2,
         minutes=10,
         no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
+        edges=("lengths",),
     ),
 ]

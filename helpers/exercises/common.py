@@ -210,6 +210,72 @@ def backward_reaches(probe: Probe, out: torch.Tensor, upstream: torch.Tensor | N
         )
 
 
+GRADIENT_ATOL = 1e-5  # times the largest entry of the expected gradient
+
+
+def rows_of(table: torch.Tensor) -> torch.Tensor:
+    """A table's rows, one per first index; a vector (a LayerNorm's weight) is a row per entry."""
+    return table.detach().reshape(table.shape[0], -1) if table.dim() > 1 else table.detach().reshape(-1, 1)
+
+
+def listed(rows: torch.Tensor, most: int = 8) -> str:
+    """Row indices as "row 0", "rows 0 and 36", "rows 0, 3, 5, ... (12 in all)"."""
+    found = [str(row) for row in rows.tolist()]
+    if len(found) == 1:
+        return f"row {found[0]}"
+    if len(found) <= most:
+        return f"rows {', '.join(found[:-1])} and {found[-1]}"
+    return f"rows {', '.join(found[:most])}, ... ({len(found)} in all)"
+
+
+def expect_gradient(
+    probe: Probe,
+    table: torch.Tensor,
+    expected: torch.Tensor,
+    used: torch.Tensor,
+    *,
+    name: str,
+    inputs: str,
+    compare: bool = True,
+    fix: str = "",
+    rows: Callable[[torch.Tensor], torch.Tensor] = lambda grad: grad,
+) -> None:
+    """The gradient probe of a table the module trains: after a backward pass, `table.grad`, read as
+    rows by `rows` ((d, R) kept transposed...), against `expected`, what the right module gets from the
+    same pass, as rows; `used` (bool, a row each) marks the rows the inputs `inputs` used. A row that
+    should move and got no gradient (padding_idx, requires_grad=False, a detached row, a hook) is
+    frozen_rows, naming the table, `name` in the student's words, and the rows; with `compare`, any
+    other difference is wrong_values. Recorded for the framework's tests."""
+    probe.record_gradient(table, used)
+    should = rows_of(expected).abs().amax(1) > 0
+    if table.grad is None and table.requires_grad:
+        probe.fail(
+            "no_gradient",
+            f"After a backward pass through `{probe.name}` on {inputs}, `{name}` has no gradient: the output was computed from something else (a copy?).",
+            hint=NO_GRADIENT_HINT,
+            fix=fix or f"Compute the output from `{name}` itself, with no .detach(), .data, copy or torch.no_grad() on the way.",
+        )
+    got = torch.zeros_like(should) if table.grad is None else rows_of(rows(table.grad)).abs().amax(1) > 0
+    frozen = (should & ~got).nonzero().flatten().cpu()
+    if len(frozen):
+        whole, one = len(frozen) == int(should.sum()) and len(frozen) > 1, len(frozen) == 1
+        it = "it" if whole or one else "them"
+        if whole:
+            why = " (it is not a trainable Parameter: requires_grad=False, or a buffer)" if not table.requires_grad else ""
+            said = f"`{name}` gets no gradient at all{why}, though the inputs used it"
+        else:
+            said = f"{listed(frozen)} of `{name}` {'gets' if one else 'get'} no gradient, though the inputs used {it}"
+        probe.fail(
+            "frozen_rows",
+            f"After a backward pass through `{probe.name}` on {inputs}, {said}: no optimizer would ever change {it}, so the module would never learn {it}.",
+            fix=fix,
+        )
+    if compare:  # a gradient sums many products (BERT's through a LayerNorm whose 1/σ is ~600): its rounding scales with its largest
+        # entry. Right orders of summation differ by < 2e-7 of it (measured: the BERT catalogue); a frozen row or a wrong factor by O(1).
+        atol = GRADIENT_ATOL * float(expected.abs().max())
+        probe.expect(rows(table.grad), expected.to(table.grad.dtype), what=f"the gradient of `{name}` after a backward pass on {inputs}", atol=atol)
+
+
 def float64_accepted(out: Any) -> Any:
     """Small matrices and vectors may come in float64 (NumPy's default): compared as float32."""
     return out.float() if isinstance(out, torch.Tensor) and out.dtype == torch.float64 else out
@@ -239,6 +305,11 @@ def registered_tensors(module: nn.Module) -> dict[str, torch.Tensor]:
     return {**dict(module.named_parameters()), **dict(module.named_buffers())}
 
 
+def name_of(module: nn.Module, tensor: torch.Tensor) -> str:
+    """The student's own name for one of the module's parameters or buffers."""
+    return next((name for name, t in registered_tensors(module).items() if t is tensor), "the table")
+
+
 def plain_tensors(module: nn.Module, fits: Callable[[torch.Tensor], bool] = lambda t: True) -> list[str]:
     """Tensors kept as plain attributes: .to(device) leaves them behind and state_dict() forgets them."""
     return [name for name, value in vars(module).items() if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and fits(value)]
@@ -247,6 +318,30 @@ def plain_tensors(module: nn.Module, fits: Callable[[torch.Tensor], bool] = lamb
 def is_table(tensor: torch.Tensor, rows: int, d: int) -> bool:
     """(rows, d), give or take size-1 axes ((1, max_len, d) as ViT keeps it, (max_len, 1, d) as the PyTorch tutorial does)."""
     return [size for size in tensor.shape if size != 1] == [rows, d]
+
+
+def oriented(tensor: torch.Tensor, rows: int, d: int) -> torch.Tensor | None:
+    """`tensor` as an (R, d) table of R >= rows rows, whatever size-1 axes it carries ((1, max_len, d),
+    (max_len, 1, d)) and whichever way round it is kept ((d, R) is read transposed); None when it is no such table."""
+    sizes = [size for size in tensor.shape if size != 1]
+    if len(sizes) != 2:
+        return None
+    flat = tensor.reshape(sizes)
+    if sizes[1] == d and sizes[0] >= rows:
+        return flat
+    return flat.T if sizes[0] == d and sizes[1] >= rows else None
+
+
+def position_tables(module: nn.Module, rows: int, d: int, exclude: Callable[[torch.Tensor], bool] = lambda t: False) -> list[tuple[str, torch.Tensor, torch.Tensor, str]]:
+    """The tensors whose role may be a table of positions: d columns and at least `rows` rows, by their
+    role, not their exact shape (spare rows after, a padding offset before, size-1 axes, kept transposed),
+    kept as a Parameter, a buffer or a plain attribute. (name, the tensor, it read as (R, d), how it is
+    kept: "parameter", "buffer" or "plain"), those of exactly `rows` rows first."""
+    kept = [(name, t, "parameter") for name, t in module.named_parameters()]
+    kept += [(name, t, "buffer") for name, t in module.named_buffers()]
+    kept += [(name, getattr(module, name), "plain") for name in plain_tensors(module)]
+    found = [(name, t, table, how) for name, t, how in kept if not exclude(t) and (table := oriented(t, rows, d)) is not None]
+    return sorted(found, key=lambda f: f[2].shape[0] != rows)
 
 
 def find_table(probe: Probe, module: nn.Module, rows: int, d: int, what: str) -> tuple[str, torch.Tensor]:

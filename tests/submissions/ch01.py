@@ -445,3 +445,32 @@ ALSO = [
     ("lookup", "transposed_weight", "no_gradient", detached_columns),
     ("lookup", "no_gradient", "wrong_device", detached_into_cpu_buffer),
 ]
+
+
+# --- issue 16: rows that never train, found by a gradient probe whose ids hold 0 and V - 1 ----------
+
+
+def lookup_pad_row_fixed(weight, ids):
+    """Keeps row 0 (a [PAD] token) fixed by detaching it where it is used."""
+    rows = weight[ids]
+    return torch.where((ids == 0).unsqueeze(-1), rows.detach(), rows)
+
+
+def lookup_last_row_through_data(weight, ids):
+    """The last row (an [UNK] token) read through .data: that use is cut off the graph."""
+    rows = weight[ids]
+    last = ids == weight.shape[0] - 1
+    return rows.masked_scatter(last.unsqueeze(-1), weight.data[ids[last]])
+
+
+def one_hot_without_the_pad_column(weight, ids):
+    """The one-hot column of id 0 built from a detached weight: row 0 never gets a gradient."""
+    one_hot = F.one_hot(ids, weight.shape[0]).to(weight.dtype)
+    return one_hot[..., 1:] @ weight[1:] + one_hot[..., :1] @ weight[:1].detach()
+
+
+WRONG += [
+    ("lookup", "frozen_rows", lookup_pad_row_fixed),
+    ("lookup", "frozen_rows", lookup_last_row_through_data),
+    ("one_hot_lookup", "frozen_rows", one_hot_without_the_pad_column),
+]

@@ -523,11 +523,12 @@ WRONG = [
 
 
 class ScaledEmbeddingFairseq(nn.Module):
-    """fairseq's TransformerEncoder: embed_scale a float, computed once, padding_idx set."""
+    """fairseq's TransformerEncoder: embed_scale a float, computed once (without fairseq's
+    padding_idx=1: this exercise trains every row, see ScaledEmbeddingFairseqPadding)."""
 
     def __init__(self, vocab_size, d_model):
         super().__init__()
-        self.embed_tokens = nn.Embedding(vocab_size, d_model, padding_idx=1)
+        self.embed_tokens = nn.Embedding(vocab_size, d_model)
         self.embed_scale = math.sqrt(d_model)
 
     def forward(self, src_tokens):
@@ -711,4 +712,103 @@ ALSO = [
     ("TiedLMHead", "returns_probabilities", "has_bias", BiasedSoftmax),
     ("TiedLMHead", "copy_not_tied", "has_bias", FairseqCopiedLogSoftmax),
     ("TiedLMHead", "copy_not_tied", "returns_probabilities", FairseqCopiedLogSoftmax),
+]
+
+
+# --- issue 16: rows that never train, found by gradient probes that use every row -------------
+
+
+class ScaledEmbeddingPadZero(ScaledEmbeddingPlain):
+    """A table built with padding_idx=0, as models whose pad id is 0 do: token 0 never trains."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__(vocab_size, d_model)
+        self.emb = nn.Embedding(vocab_size, d_model, padding_idx=0)
+
+
+class ScaledEmbeddingPadLast(ScaledEmbeddingPlain):
+    """The pad token put last in the vocabulary: the last row never trains."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__(vocab_size, d_model)
+        self.emb = nn.Embedding(vocab_size, d_model, padding_idx=vocab_size - 1)
+
+
+class ScaledEmbeddingPadMinusOne(ScaledEmbeddingPlain):
+    """padding_idx=-1, which nn.Embedding reads as the last row."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__(vocab_size, d_model)
+        self.emb = nn.Embedding(vocab_size, d_model, padding_idx=-1)
+
+
+class ScaledEmbeddingFairseqPadding(ScaledEmbeddingFairseq):
+    """fairseq's own: padding_idx=1, so token 1 never trains."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__(vocab_size, d_model)
+        self.embed_tokens = nn.Embedding(vocab_size, d_model, padding_idx=1)
+
+
+class ScaledEmbeddingFunctionalPad(ScaledEmbeddingOwnTable):
+    """Its own Parameter, looked up with F.embedding(..., padding_idx=0)."""
+
+    def forward(self, ids):
+        return F.embedding(ids, self.table, padding_idx=0) * self.scale.to(self.table.device)
+
+
+class ScaledEmbeddingDetachedPad(ScaledEmbeddingPlain):
+    """Keeps the [PAD] vector fixed by detaching its rows in forward."""
+
+    def forward(self, ids):
+        rows = self.emb(ids)
+        rows = torch.where((ids == 0).unsqueeze(-1), rows.detach(), rows)
+        return rows * math.sqrt(self.d_model)
+
+
+class ScaledEmbeddingSpecialTokensData(ScaledEmbeddingPlain):
+    """The special tokens (ids below 3) looked up through .data, which cuts them off the graph."""
+
+    def forward(self, ids):
+        rows = self.emb(ids)
+        special = ids < 3
+        rows = rows.masked_scatter(special.unsqueeze(-1), self.emb.weight.data[ids[special]])
+        return rows * math.sqrt(self.d_model)
+
+
+class ScaledEmbeddingHookZeroesLastRow(ScaledEmbeddingPlain):
+    """A gradient hook that zeroes the last row's gradient (an 'unknown token' kept fixed)."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__(vocab_size, d_model)
+        self.emb.weight.register_hook(lambda grad: torch.cat([grad[:-1], torch.zeros_like(grad[-1:])]))
+
+
+class TiedHeadSpecialRowsDetached(TiedHeadFLinear):
+    """Keeps the first four (special) tokens' rows out of training through the head."""
+
+    def forward(self, h):
+        weight = torch.cat([self.weight[:4].detach(), self.weight[4:]])
+        return F.linear(h, weight)
+
+
+class TiedHeadHookZeroesFirstRow(TiedHeadFLinear):
+    """A hook on the shared weight that zeroes row 0's gradient."""
+
+    def __init__(self, embedding):
+        super().__init__(embedding)
+        self.weight.register_hook(lambda grad: torch.cat([torch.zeros_like(grad[:1]), grad[1:]]))
+
+
+WRONG += [
+    ("ScaledEmbedding", "frozen_rows", ScaledEmbeddingPadZero),
+    ("ScaledEmbedding", "frozen_rows", ScaledEmbeddingPadLast),
+    ("ScaledEmbedding", "frozen_rows", ScaledEmbeddingPadMinusOne),
+    ("ScaledEmbedding", "frozen_rows", ScaledEmbeddingFairseqPadding),
+    ("ScaledEmbedding", "frozen_rows", ScaledEmbeddingFunctionalPad),
+    ("ScaledEmbedding", "frozen_rows", ScaledEmbeddingDetachedPad),
+    ("ScaledEmbedding", "frozen_rows", ScaledEmbeddingSpecialTokensData),
+    ("ScaledEmbedding", "frozen_rows", ScaledEmbeddingHookZeroesLastRow),
+    ("TiedLMHead", "frozen_rows", TiedHeadSpecialRowsDetached),
+    ("TiedLMHead", "frozen_rows", TiedHeadHookZeroesFirstRow),
 ]

@@ -829,3 +829,177 @@ ALSO = [
     ("TokenAndPositionEmbedding", "concatenated_halves", "wrong_exponent", TokenAndPositionT2T),
     ("TokenAndPositionEmbedding", "wrong_base", "no_length_check", TokenAndPositionWavelengths),
 ]
+
+
+# --- issue 16: tables found by their role, not their exact shape ---------------------------------
+
+
+class PositionalEncodingPaddingOffset(nn.Module):
+    """fairseq's padding offset: a right table with two rows more, and token t reads row t + 2."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.max_len, self.offset = max_len, 2
+        self.register_buffer("pe", table_exp_log(max_len + self.offset, d_model))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        return self.dropout(x + self.pe[self.offset : self.offset + T])
+
+
+class PositionalEncodingPaddingRowsFirst(PositionalEncodingPaddingOffset):
+    """Two zero padding rows kept before position 0, skipped in forward: right."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = torch.cat([torch.zeros(self.offset, d_model), table_exp_log(max_len, d_model)])
+
+
+class PositionalEncodingSpareRows(PositionalEncodingAnnotated):
+    """A table with eight rows to spare (max_len + 8), sliced from row 0: right."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = table_pow_stack(max_len + 8, d_model).unsqueeze(0)
+
+
+class PositionalEncodingTransposed(nn.Module):
+    """The table kept (d_model, max_len), column t for position t: right."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.max_len = max_len
+        self.register_buffer("pe_t", table_exp_log(max_len, d_model).T.contiguous())
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        return self.dropout(x + self.pe_t[:, :T].T)
+
+
+class PositionalEncodingTransposedHalves(PositionalEncodingTransposed):
+    """Kept (d_model, max_len), and laid out as sin and cos halves."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe_t = table_fairseq_halves(max_len, d_model).T.contiguous()
+
+
+class PositionalEncodingOffsetSwapped(PositionalEncodingPaddingOffset):
+    """Two spare rows after the table, sliced from 0 as they should be, but cos before sin."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = table_cos_first(max_len + self.offset, d_model)
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[: x.size(1)])
+
+
+class PositionalEncodingSpareRowsFromOne(PositionalEncodingSpareRows):
+    """max_len + 1 rows that start at position 1."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = table_from_position_one(max_len + 1, d_model).unsqueeze(0)
+
+
+class PositionalEncodingTutorialOffset(PositionalEncodingPaddingOffset):
+    """The PyTorch tutorial's (max_len, 1, d) buffer, two padding rows longer, read from row 2."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = table_exp_log(max_len + self.offset, d_model).unsqueeze(1)
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        return self.dropout(x + self.pe[self.offset : self.offset + T, 0])
+
+
+class PositionalEncodingOffsetParameter(PositionalEncodingPaddingOffset):
+    """The offset table, right and sliced right, but an nn.Parameter."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        table = torch.cat([torch.zeros(self.offset, d_model), table_exp_log(max_len, d_model)])
+        del self.pe
+        self.pe = nn.Parameter(table)
+
+
+class TokenAndPositionPaddingOffset(_TokenAndPosition):
+    """Positions read from row 2 of a table two rows longer (padding_idx + 1, as fairseq does)."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.pe = table_exp_log(max_len + 2, d_model)
+
+    def forward(self, ids):
+        T = ids.size(1)
+        if T > self.max_len:
+            raise ValueError("sequence longer than max_len")
+        return self.dropout(self.combine(self.embedding(ids), self.pe[2 : T + 2]))
+
+
+class TokenAndPositionTransposed(_TokenAndPosition):
+    """The table kept (d_model, max_len + 2): right."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.pe = table_loop(max_len + 2, d_model).T.contiguous()
+
+    def forward(self, ids):
+        T = ids.size(1)
+        if T > self.max_len:
+            raise ValueError("sequence longer than max_len")
+        return self.dropout(self.combine(self.embedding(ids), self.pe[:, :T].T))
+
+
+class TokenAndPositionPadTokenZero(_TokenAndPosition):
+    """A token table built with padding_idx=0: token 0 never trains."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=0)
+
+
+class TokenAndPositionPadTokenLast(_TokenAndPosition):
+    """padding_idx = vocab_size - 1: the last token never trains."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=vocab_size - 1)
+
+
+class TokenAndPositionFrozenSpecials(_TokenAndPosition):
+    """The first four (special) tokens' rows detached in forward."""
+
+    def forward(self, ids):
+        T = ids.size(1)
+        if T > self.max_len:
+            raise ValueError("sequence longer than max_len")
+        tokens = self.embedding(ids)
+        tokens = torch.where((ids < 4).unsqueeze(-1), tokens.detach(), tokens)
+        return self.dropout(self.combine(tokens, self.pe[:T]))
+
+
+RIGHT["PositionalEncoding"] += [PositionalEncodingPaddingRowsFirst, PositionalEncodingSpareRows, PositionalEncodingTransposed]
+RIGHT["TokenAndPositionEmbedding"] += [TokenAndPositionTransposed]
+WRONG += [
+    ("PositionalEncoding", "position_offset", PositionalEncodingPaddingOffset),
+    ("PositionalEncoding", "concatenated_halves", PositionalEncodingTransposedHalves),
+    ("PositionalEncoding", "sin_cos_swapped", PositionalEncodingOffsetSwapped),
+    ("PositionalEncoding", "position_offset", PositionalEncodingSpareRowsFromOne),
+    ("PositionalEncoding", "position_offset", PositionalEncodingTutorialOffset),
+    ("PositionalEncoding", "pe_is_parameter", PositionalEncodingOffsetParameter),
+    ("TokenAndPositionEmbedding", "position_offset", TokenAndPositionPaddingOffset),
+    ("TokenAndPositionEmbedding", "frozen_rows", TokenAndPositionPadTokenZero),
+    ("TokenAndPositionEmbedding", "frozen_rows", TokenAndPositionPadTokenLast),
+    ("TokenAndPositionEmbedding", "frozen_rows", TokenAndPositionFrozenSpecials),
+]

@@ -655,3 +655,168 @@ ALSO = [
     ("LearnedPositionalEmbedding", "no_length_check", "positions_on_cpu", LearnedCpuIdsNoLengthCheck),
     ("LearnedPositionalEmbedding", "positions_not_trainable", "unexpected_dropout", LearnedFrozenWithDropout),
 ]
+
+
+# --- issue 16: every row trained, tables found by their role ---------------------------------------
+
+
+class LearnedPaddingIdx(LearnedEmbeddingLookup):
+    """padding_idx=0 on the position table: position 0 never trains."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.pos = nn.Embedding(max_len, d_model, padding_idx=0)
+
+
+class LearnedLastRowHooked(LearnedEmbeddingLookup):
+    """A hook that zeroes the last position's gradient: only T = max_len ever reaches it."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.pos.weight.register_hook(lambda grad: torch.cat([grad[:-1], torch.zeros_like(grad[-1:])]))
+
+
+class LearnedFirstRowDetached(LearnedParameterSlice):
+    """Position 0 (the [CLS] slot) kept fixed: its row detached in forward."""
+
+    def forward(self, x):
+        T = x.shape[1]
+        if T > self.wpe.shape[0]:
+            raise ValueError(f"Cannot forward sequence of length {T}, max_len is only {self.wpe.shape[0]}")
+        rows = torch.cat([self.wpe[:1].detach(), self.wpe[1:T]])
+        return x + rows
+
+
+class LearnedOPTOffset(nn.Module):
+    """OPT's learned positions: a table of max_len + 2 rows read from row 2 (the offset of its padding)."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.max_len, self.offset = max_len, 2
+        self.embed_positions = nn.Embedding(max_len + self.offset, d_model)
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        return x + self.embed_positions(torch.arange(T, device=x.device) + self.offset)
+
+
+class LearnedOPTOffsetPadding(LearnedOPTOffset):
+    """The same, with the padding row as padding_idx, as fairseq builds it."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.embed_positions = nn.Embedding(max_len + self.offset, d_model, padding_idx=1)
+
+
+class LearnedSpareRows(LearnedEmbeddingLookup):
+    """Four rows to spare (max_len + 4), read from row 0: right."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.pos = nn.Embedding(max_len + 4, d_model)
+
+
+class LearnedTransposed(nn.Module):
+    """A (d_model, max_len) Parameter, column t for position t: right."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.columns = nn.Parameter(torch.randn(d_model, max_len) * 0.02)
+
+    def forward(self, x):
+        T = x.shape[1]
+        if T > self.columns.shape[1]:
+            raise ValueError(f"max_len is {self.columns.shape[1]}, got a sequence of {T}")
+        return x + self.columns[:, :T].T
+
+
+class BertSegmentPadding(BertPlain):
+    """padding_idx=0 on the segment table too: sentence A's vector never trains."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size, padding_idx=0)
+
+
+class BertPositionPadding(BertPlain):
+    """padding_idx=pad_token_id on the position table as well as the word table."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size, padding_idx=pad_token_id)
+
+
+class BertFrozenSegments(BertPlain):
+    """The segment table frozen with requires_grad_(False) ('it is tiny anyway')."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.token_type_embeddings.requires_grad_(False)
+
+
+class BertFrozenLayerNorm(BertPlain):
+    """The LayerNorm's weight and bias frozen."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.LayerNorm.requires_grad_(False)
+
+
+class BertSegmentsDetached(BertPlain):
+    """The segment rows read from a detached weight: the whole table is cut off."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        segments = self.token_type_embeddings.weight.detach()[token_type_ids]
+        return self.dropout(self.LayerNorm(self.word_embeddings(input_ids) + self.position_embeddings(positions) + segments))
+
+
+class BertSegmentADetached(BertPlain):
+    """Sentence A's segment vector detached where it is used ('segment 0 is the default anyway')."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        segments = self.token_type_embeddings(token_type_ids)
+        segments = torch.where((token_type_ids == 0).unsqueeze(-1), segments.detach(), segments)
+        return self.dropout(self.LayerNorm(self.word_embeddings(input_ids) + self.position_embeddings(positions) + segments))
+
+
+class BertLastPositionHooked(BertPlain):
+    """A hook that zeroes the gradient of the last position's row."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.position_embeddings.weight.register_hook(lambda grad: torch.cat([grad[:-1], torch.zeros_like(grad[-1:])]))
+
+
+class BertPadIdZero(BertPlain):
+    """padding_idx=0 written in, whatever pad_token_id says: [PAD] (1 here) trains and token 0 does not."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=0)
+
+
+RIGHT["LearnedPositionalEmbedding"] += [LearnedSpareRows, LearnedTransposed]
+WRONG += [
+    ("LearnedPositionalEmbedding", "frozen_rows", LearnedPaddingIdx),
+    ("LearnedPositionalEmbedding", "frozen_rows", LearnedLastRowHooked),
+    ("LearnedPositionalEmbedding", "frozen_rows", LearnedFirstRowDetached),
+    ("LearnedPositionalEmbedding", "position_offset", LearnedOPTOffset),
+    ("LearnedPositionalEmbedding", "position_offset", LearnedOPTOffsetPadding),
+    ("BertEmbeddings", "frozen_rows", BertSegmentPadding),
+    ("BertEmbeddings", "frozen_rows", BertPositionPadding),
+    ("BertEmbeddings", "frozen_rows", BertFrozenSegments),
+    ("BertEmbeddings", "frozen_rows", BertFrozenLayerNorm),
+    ("BertEmbeddings", "no_gradient", BertSegmentsDetached),
+    ("BertEmbeddings", "frozen_rows", BertSegmentADetached),
+    ("BertEmbeddings", "frozen_rows", BertLastPositionHooked),
+    ("BertEmbeddings", "missing_padding_idx", BertPadIdZero),
+]
+ALSO += [("BertEmbeddings", "missing_padding_idx", "frozen_rows", BertPadIdZero)]

@@ -1252,3 +1252,31 @@ WRONG += [
     ("rope_from_shift_matrix", "rope_ignores_positions", shift_rope_rows_in_order),
     ("rope_from_shift_matrix", "wrong_device", shift_rope_matrices_left_on_cpu),
 ]
+
+
+# --- issue 16: the edges of the length check (the last position, T = max_len) ---------------------
+
+
+class RotaryRefusesLastPosition(RotaryNoLengthCheck):
+    """`>=` against max_len - 1: position max_len - 1, which has its row, is refused too."""
+
+    def forward(self, q, k, positions=None):
+        last = q.shape[2] - 1 if positions is None else int(positions.max())
+        if last >= self.max_len - 1:
+            raise ValueError(f"position {last} is past max_len={self.max_len}")
+        return super().forward(q, k, positions)
+
+
+class RotaryRefusesFullLength(RotaryNoLengthCheck):
+    """T >= max_len refused: a sequence that fills the table exactly is turned away."""
+
+    def forward(self, q, k, positions=None):
+        if q.shape[2] >= self.max_len or (positions is not None and int(positions.max()) >= self.max_len):
+            raise ValueError(f"sequence too long for max_len={self.max_len}")
+        return super().forward(q, k, positions)
+
+
+WRONG += [
+    ("RotaryEmbedding", "length_check_off_by_one", RotaryRefusesLastPosition),
+    ("RotaryEmbedding", "length_check_off_by_one", RotaryRefusesFullLength),
+]
