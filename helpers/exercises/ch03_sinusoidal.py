@@ -423,8 +423,14 @@ def stored_table(module: nn.Module, max_len: int, d: int, exclude: Callable[[tor
     return name, table.detach()[:max_len], how
 
 
-def expect_table_storage(probe: Probe, module: nn.Module, found: StoredTable | None, max_len: int, d: int) -> None:
-    """The sinusoidal table is a buffer, computed once in __init__ (`found` by stored_table)."""
+def expect_table_storage(probe: Probe, module: nn.Module, found: StoredTable | None, max_len: int, d: int, exclude: Callable[[torch.Tensor], bool] = lambda t: False) -> None:
+    """The sinusoidal table is a buffer, computed once in __init__ (`found` by stored_table). A table
+    kept in parts, a row per position in each (sin and cos apart), is judged by how the parts are kept;
+    its values, by the module's output."""
+    if found is None:
+        parts = position_tables(module, max_len, None, exclude)
+        found = next((part for part in parts if part[3] != "buffer"), parts[0] if parts else None)
+        found = None if found is None else (found[0], found[2], found[3])
     if found is not None and found[2] == "plain":
         name = found[0]
         probe.fail(
@@ -647,7 +653,7 @@ def check_token_and_position(cls, probe: Probe) -> None:
 
     total = "self.embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]"
     probe.independent(
-        lambda: expect_table_storage(probe, module, found, max_len, d),
+        lambda: expect_table_storage(probe, module, found, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d)),
         lambda: expect_table(probe, table, f"the positional table of `{probe.name}({V}, {d}, max_len={max_len})`", lambda pe: probe.known_mistakes(no_tokens, all_positions, pe, None)),
         values_in_eval,
         lambda: expect_dropout_of_own_output(probe, module, (ids,), p, "the output for ids of shape (3, 7)", total),

@@ -19,6 +19,7 @@ from helpers import reference
 from helpers.checking import Failure, Probe, close
 from helpers.exercises.common import (
     POSITION_ADDING_MISTAKES,
+    dense_grad,
     expect_dropout,
     expect_gradient,
     expect_no_dropout_in_eval,
@@ -354,7 +355,7 @@ def check_learned_positions(cls, probe: Probe) -> None:
         used = torch.zeros(rows, d, device=probe.device)
         used[:7] = 3.0  # each of the 7 used rows was added to 3 sequences
         probe.expect(
-            as_rows(param.grad),
+            as_rows(dense_grad(param)),
             used,
             what=f"the gradient of `{name}` after out.sum().backward()",
             hint="After out.sum().backward(), each row's gradient counts how often it was added: 3 for each of the 7 positions used (once per sequence of the batch), 0 for the rows past T.",
@@ -611,7 +612,8 @@ def expect_bert_gradients(probe: Probe, module: nn.Module, reference_module: nn.
     tensors = {**dict(module.named_buffers()), **dict(module.named_parameters())}  # a table kept as a buffer is frozen too
     expected = {name: p.grad for name, p in reference_module.named_parameters()}
     word = tensors["word_embeddings.weight"]
-    word_pad_trained = word.grad is not None and bool(word.grad[pad].abs().max() > 0)
+    word_grad = dense_grad(word)
+    word_pad_trained = word_grad is not None and bool(word_grad[pad].abs().max() > 0)
     inputs = f"input_ids {tuple(ids.shape)} that use every token row, every position and every segment"
     used = {
         "word_embeddings.weight": torch.bincount(ids.flatten().cpu(), minlength=len(word)) > 0,

@@ -213,6 +213,12 @@ def backward_reaches(probe: Probe, out: torch.Tensor, upstream: torch.Tensor | N
 GRADIENT_ATOL = 1e-5  # times the largest entry of the expected gradient
 
 
+def dense_grad(table: torch.Tensor) -> torch.Tensor | None:
+    """table.grad, dense: nn.Embedding(sparse=True), for SparseAdam, gives a sparse one."""
+    grad = table.grad
+    return grad.to_dense() if grad is not None and grad.is_sparse else grad
+
+
 def rows_of(table: torch.Tensor) -> torch.Tensor:
     """A table's rows, one per first index; a vector (a LayerNorm's weight) is a row per entry."""
     return table.detach().reshape(table.shape[0], -1) if table.dim() > 1 else table.detach().reshape(-1, 1)
@@ -248,14 +254,15 @@ def expect_gradient(
     other difference is wrong_values. Recorded for the framework's tests."""
     probe.record_gradient(table, used)
     should = rows_of(expected).abs().amax(1) > 0
-    if table.grad is None and table.requires_grad:
+    grad = dense_grad(table)
+    if grad is None and table.requires_grad:
         probe.fail(
             "no_gradient",
             f"After a backward pass through `{probe.name}` on {inputs}, `{name}` has no gradient: the output was computed from something else (a copy?).",
             hint=NO_GRADIENT_HINT,
             fix=fix or f"Compute the output from `{name}` itself, with no .detach(), .data, copy or torch.no_grad() on the way.",
         )
-    got = torch.zeros_like(should) if table.grad is None else rows_of(rows(table.grad)).abs().amax(1) > 0
+    got = torch.zeros_like(should) if grad is None else rows_of(rows(grad)).abs().amax(1) > 0
     frozen = (should & ~got).nonzero().flatten().cpu()
     if len(frozen):
         whole, one = len(frozen) == int(should.sum()) and len(frozen) > 1, len(frozen) == 1
@@ -273,7 +280,7 @@ def expect_gradient(
     if compare:  # a gradient sums many products (BERT's through a LayerNorm whose 1/σ is ~600): its rounding scales with its largest
         # entry. Right orders of summation differ by < 2e-7 of it (measured: the BERT catalogue); a frozen row or a wrong factor by O(1).
         atol = GRADIENT_ATOL * float(expected.abs().max())
-        probe.expect(rows(table.grad), expected.to(table.grad.dtype), what=f"the gradient of `{name}` after a backward pass on {inputs}", atol=atol)
+        probe.expect(rows(grad), expected.to(grad.dtype), what=f"the gradient of `{name}` after a backward pass on {inputs}", atol=atol)
 
 
 def float64_accepted(out: Any) -> Any:
@@ -320,26 +327,27 @@ def is_table(tensor: torch.Tensor, rows: int, d: int) -> bool:
     return [size for size in tensor.shape if size != 1] == [rows, d]
 
 
-def oriented(tensor: torch.Tensor, rows: int, d: int) -> torch.Tensor | None:
+def oriented(tensor: torch.Tensor, rows: int, d: int | None) -> torch.Tensor | None:
     """`tensor` as an (R, d) table of R >= rows rows, whatever size-1 axes it carries ((1, max_len, d),
-    (max_len, 1, d)) and whichever way round it is kept ((d, R) is read transposed); None when it is no such table."""
+    (max_len, 1, d)) and whichever way round it is kept ((d, R) is read transposed); None when it is no
+    such table. With d None, any width: a part of a table (sin and cos kept apart)."""
     sizes = [size for size in tensor.shape if size != 1]
     if len(sizes) != 2:
         return None
     flat = tensor.reshape(sizes)
-    if sizes[1] == d and sizes[0] >= rows:
+    if sizes[1] == (d or sizes[1]) and sizes[0] >= rows:
         return flat
-    return flat.T if sizes[0] == d and sizes[1] >= rows else None
+    return flat.T if d is not None and sizes[0] == d and sizes[1] >= rows else None
 
 
-def position_tables(module: nn.Module, rows: int, d: int, exclude: Callable[[torch.Tensor], bool] = lambda t: False) -> list[tuple[str, torch.Tensor, torch.Tensor, str]]:
+def position_tables(module: nn.Module, rows: int, d: int | None, exclude: Callable[[torch.Tensor], bool] = lambda t: False) -> list[tuple[str, torch.Tensor, torch.Tensor, str]]:
     """The tensors whose role may be a table of positions: d columns and at least `rows` rows, by their
     role, not their exact shape (spare rows after, a padding offset before, size-1 axes, kept transposed),
-    kept as a Parameter, a buffer or a plain attribute. (name, the tensor, it read as (R, d), how it is
-    kept: "parameter", "buffer" or "plain"), those of exactly `rows` rows first."""
+    kept as a Parameter, a buffer or a plain attribute (of the module or a submodule). (name, the tensor,
+    it read as (R, d), how it is kept: "parameter", "buffer" or "plain"), those of exactly `rows` rows first."""
     kept = [(name, t, "parameter") for name, t in module.named_parameters()]
     kept += [(name, t, "buffer") for name, t in module.named_buffers()]
-    kept += [(name, getattr(module, name), "plain") for name in plain_tensors(module)]
+    kept += [(f"{prefix}.{name}".lstrip("."), getattr(sub, name), "plain") for prefix, sub in module.named_modules() for name in plain_tensors(sub)]
     found = [(name, t, table, how) for name, t, how in kept if not exclude(t) and (table := oriented(t, rows, d)) is not None]
     return sorted(found, key=lambda f: f[2].shape[0] != rows)
 

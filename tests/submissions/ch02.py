@@ -812,3 +812,14 @@ WRONG += [
     ("TiedLMHead", "frozen_rows", TiedHeadSpecialRowsDetached),
     ("TiedLMHead", "frozen_rows", TiedHeadHookZeroesFirstRow),
 ]
+
+
+class ScaledEmbeddingSparse(ScaledEmbeddingPlain):
+    """nn.Embedding(sparse=True), for SparseAdam: its gradient is a sparse tensor. Right."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__(vocab_size, d_model)
+        self.emb = nn.Embedding(vocab_size, d_model, sparse=True)
+
+
+RIGHT["ScaledEmbedding"] += [ScaledEmbeddingSparse]

@@ -1003,3 +1003,47 @@ WRONG += [
     ("TokenAndPositionEmbedding", "frozen_rows", TokenAndPositionPadTokenLast),
     ("TokenAndPositionEmbedding", "frozen_rows", TokenAndPositionFrozenSpecials),
 ]
+
+
+class TokenAndPositionSparse(_TokenAndPosition):
+    """A sparse token table (nn.Embedding(sparse=True)): right."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.embedding = nn.Embedding(vocab_size, d_model, sparse=True)
+
+
+RIGHT["TokenAndPositionEmbedding"] += [TokenAndPositionSparse]
+
+
+class PositionalEncodingSplitSinCos(nn.Module):
+    """The table kept in two buffers, the sines and the cosines, interleaved in forward: right."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        table = table_exp_log(max_len, d_model)
+        self.register_buffer("sines", table[:, 0::2].clone())
+        self.register_buffer("cosines", table[:, 1::2].clone())
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        pe = torch.stack([self.sines[:T], self.cosines[:T]], dim=-1).flatten(1)
+        return self.dropout(x + pe)
+
+
+class PositionalEncodingSplitParameters(PositionalEncodingSplitSinCos):
+    """The same two halves, as nn.Parameters: the optimizer would train them."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        sines, cosines = self.sines, self.cosines
+        del self.sines, self.cosines
+        self.sines, self.cosines = nn.Parameter(sines), nn.Parameter(cosines)
+
+
+RIGHT["PositionalEncoding"] += [PositionalEncodingSplitSinCos]
+WRONG += [("PositionalEncoding", "pe_is_parameter", PositionalEncodingSplitParameters)]

@@ -820,3 +820,23 @@ WRONG += [
     ("BertEmbeddings", "missing_padding_idx", BertPadIdZero),
 ]
 ALSO += [("BertEmbeddings", "missing_padding_idx", "frozen_rows", BertPadIdZero)]
+
+
+class LearnedSparse(LearnedEmbeddingLookup):
+    """A sparse position table (nn.Embedding(sparse=True)): right."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.pos = nn.Embedding(max_len, d_model, sparse=True)
+
+
+class BertSparseWords(BertPlain):
+    """A sparse word table, [PAD] still its padding_idx: right."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id, sparse=True)
+
+
+RIGHT["LearnedPositionalEmbedding"] += [LearnedSparse]
+RIGHT["BertEmbeddings"] += [BertSparseWords]
