@@ -525,7 +525,7 @@ def check_positional_encoding(cls, probe: Probe) -> None:
             out = probe.call(module, x_T)
             expected = x_T + own[:T]
             expect_no_dropout_in_eval(probe, out, expected)
-            what = f"the output for x of shape (3, {T}, 12) in eval mode" + ("" if table is None else f", x + the first {T} rows of your own table,")
+            what = f"the output for x of shape (3, {T}, 12) in eval mode" + ("" if table is None else f", x + the first {T} row{'s' if T > 1 else ''} of your own table,")
             probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(x_T, own), **TABLE_TOLERANCE)
 
     def length() -> None:  # T = max_len works, T = max_len + 1 is refused
@@ -599,7 +599,7 @@ def check_token_and_position(cls, probe: Probe) -> None:
             expected = reference.scaled_embedding(weight, ids_T) + own[:T]
             expect_no_dropout_in_eval(probe, out, expected)
             scale = fitted_scale(out - own[:T] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids_T])
-            what = f"the output for ids of shape (3, {T}) in eval mode" + ("" if table is None else f" (with the first {T} rows of your own positional table)")
+            what = f"the output for ids of shape (3, {T}) in eval mode" + ("" if table is None else f" (with the first {T} row{'s' if T > 1 else ''} of your own positional table)")
             try:
                 probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight, ids_T, own, scale), **TABLE_TOLERANCE)
             except Failure as failure:

@@ -1047,3 +1047,26 @@ class PositionalEncodingSplitParameters(PositionalEncodingSplitSinCos):
 
 RIGHT["PositionalEncoding"] += [PositionalEncodingSplitSinCos]
 WRONG += [("PositionalEncoding", "pe_is_parameter", PositionalEncodingSplitParameters)]
+
+
+# --- issue 16: a sequence of one token (T = 1) ------------------------------------------------------
+
+
+class PositionalEncodingSqueezesOutput(PositionalEncodingAnnotated):
+    """Squeezes its output 'to drop stray axes': a one-token batch loses its sequence axis."""
+
+    def forward(self, x):
+        return super().forward(x).squeeze()
+
+
+class TokenAndPositionSqueezesOutput(_TokenAndPosition):
+    """The same squeeze: right for every T but 1."""
+
+    def forward(self, ids):
+        return super().forward(ids).squeeze()
+
+
+WRONG += [
+    ("PositionalEncoding", "wrong_shape", PositionalEncodingSqueezesOutput),
+    ("TokenAndPositionEmbedding", "wrong_shape", TokenAndPositionSqueezesOutput),
+]

@@ -840,3 +840,23 @@ class BertSparseWords(BertPlain):
 
 RIGHT["LearnedPositionalEmbedding"] += [LearnedSparse]
 RIGHT["BertEmbeddings"] += [BertSparseWords]
+
+
+class LearnedSqueezesOutput(LearnedEmbeddingLookup):
+    """Squeezes its output: a one-token batch loses its sequence axis."""
+
+    def forward(self, x):
+        return super().forward(x).squeeze()
+
+
+class BertSqueezesIds(BertPlain):
+    """Squeezes input_ids 'in case of a stray batch axis': a batch of one-token sequences breaks."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        return super().forward(input_ids.squeeze(), None if token_type_ids is None else token_type_ids.squeeze())
+
+
+WRONG += [
+    ("LearnedPositionalEmbedding", "wrong_shape", LearnedSqueezesOutput),
+    ("BertEmbeddings", "raised", BertSqueezesIds),
+]
