@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -26,6 +27,7 @@ from helpers.exercises.common import (
     expect_dropout,
     expect_gradient,
     expect_no_dropout_in_eval,
+    expect_rows_from,
     expect_then,
     fitted_scale,
     float64_accepted,
@@ -400,7 +402,12 @@ def check_relative_shift_matrix(fn, probe: Probe) -> None:
 BUFFER_HINT = "A tensor that belongs to the module but is not trained is a buffer: registered, it moves with .to(device) and is saved in the state_dict, and the optimizer never sees it."
 
 
-StoredTable = tuple[str, torch.Tensor, str]  # (the student's name, its rows of positions 0 .. max_len - 1, "parameter", "buffer" or "plain")
+class StoredTable(NamedTuple):
+    name: str  # the student's
+    rows: torch.Tensor  # the (max_len, d) rows of positions 0 .. max_len - 1
+    how: str  # "parameter", "buffer" or "plain"
+    full: torch.Tensor | None = None  # the whole table, read as (R, d)
+    start: int = 0  # the row of position 0 in it
 
 
 def stored_table(module: nn.Module, max_len: int, d: int, exclude: Callable[[torch.Tensor], bool] = lambda t: False) -> StoredTable | None:
@@ -418,9 +425,9 @@ def stored_table(module: nn.Module, max_len: int, d: int, exclude: Callable[[tor
         starts = ((rows[: len(rows) - max_len + 1] - right[0]).abs().amax(1) < TABLE_TOLERANCE["atol"]).nonzero().flatten().tolist()
         start = next((k for k in starts if torch.allclose(rows[k : k + max_len], right, **TABLE_TOLERANCE)), None)
         if start is not None:
-            return name, table.detach()[start : start + max_len], how
+            return StoredTable(name, table.detach()[start : start + max_len], how, table.detach(), start)
     name, _, table, how = found[0]
-    return name, table.detach()[:max_len], how
+    return StoredTable(name, table.detach()[:max_len], how, table.detach(), 0)
 
 
 def expect_table_storage(probe: Probe, module: nn.Module, found: StoredTable | None, max_len: int, d: int, exclude: Callable[[torch.Tensor], bool] = lambda t: False) -> None:
@@ -430,9 +437,9 @@ def expect_table_storage(probe: Probe, module: nn.Module, found: StoredTable | N
     if found is None:
         parts = position_tables(module, max_len, None, exclude)
         found = next((part for part in parts if part[3] != "buffer"), parts[0] if parts else None)
-        found = None if found is None else (found[0], found[2], found[3])
-    if found is not None and found[2] == "plain":
-        name = found[0]
+        found = None if found is None else StoredTable(found[0], found[2], found[3])
+    if found is not None and found.how == "plain":
+        name = found.name
         probe.fail(
             "pe_not_buffer",
             f"`{probe.name}` keeps its table in a plain attribute, `self.{name}`: module.to('cuda') does not move it (your forward then mixes devices) and state_dict() does not save it.",
@@ -449,7 +456,7 @@ def expect_table_storage(probe: Probe, module: nn.Module, found: StoredTable | N
             "and kept with the module, which moves it with .to(device) and saves it in the state_dict.",
             fix="In __init__, build the (max_len, d_model) table and register it, `self.register_buffer('pe', table)`; in forward, add its first T rows: `x + self.pe[:T]`.",
         )
-    name, _, how = found
+    name, how = found.name, found.how
     if how == "parameter":
         probe.fail(
             "pe_is_parameter",
@@ -512,7 +519,7 @@ def check_positional_encoding(cls, probe: Probe) -> None:
     d, max_len, p = 12, 50, 0.25
     module = probe.build(cls, d, max_len, p)
     found = stored_table(module, max_len, d)
-    table = None if found is None else found[1]
+    table = None if found is None else found.rows
     no_input = torch.zeros(1, max_len, d, device=probe.device)
     x = probe.sequence(probe.randn(3, 7, d), max_len)  # B=3 != T=7 != d=12
 
@@ -526,7 +533,13 @@ def check_positional_encoding(cls, probe: Probe) -> None:
             expected = x_T + own[:T]
             expect_no_dropout_in_eval(probe, out, expected)
             what = f"the output for x of shape (3, {T}, 12) in eval mode" + ("" if table is None else f", x + the first {T} row{'s' if T > 1 else ''} of your own table,")
-            probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(x_T, own), **TABLE_TOLERANCE)
+            try:
+                probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(x_T, own), **TABLE_TOLERANCE)
+            except Failure as failure:
+                if found is not None:
+                    added = out - x_T if isinstance(out, torch.Tensor) and out.shape == x_T.shape else None
+                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"x of shape (3, {T}, 12)", TABLE_TOLERANCE["atol"])
+                raise
 
     def length() -> None:  # T = max_len works, T = max_len + 1 is refused
         on_cpu = probe.call(cls, d, max_len, 0.0, what=f"`{probe.name}({d}, {max_len}, 0.0)`")
@@ -571,7 +584,7 @@ def check_token_and_position(cls, probe: Probe) -> None:
     V, d, max_len, p = 37, 10, 30, 0.2  # sqrt(10) is no integer, and differs from sqrt(V) and sqrt(d/2)
     module = probe.build(cls, V, d, max_len, p)
     found = stored_table(module, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d))  # not the token table
-    table = None if found is None else found[1]
+    table = None if found is None else found.rows
     no_tokens, all_positions = (
         torch.zeros(V, d, device=probe.device),
         torch.zeros(1, max_len, dtype=torch.long, device=probe.device),
@@ -604,6 +617,9 @@ def check_token_and_position(cls, probe: Probe) -> None:
                 probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight, ids_T, own, scale), **TABLE_TOLERANCE)
             except Failure as failure:
                 name_the_scale(probe, failure, scale, d)
+                if found is not None:
+                    added = out - reference.scaled_embedding(weight, ids_T) if isinstance(out, torch.Tensor) and out.shape == expected.shape else None
+                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"ids of shape (3, {T})", TABLE_TOLERANCE["atol"])
                 raise
         values_right.append(True)
 

@@ -23,6 +23,7 @@ from helpers.exercises.common import (
     expect_dropout,
     expect_gradient,
     expect_no_dropout_in_eval,
+    expect_rows_from,
     find_table,
     module_device_pass,
     oriented,
@@ -297,6 +298,8 @@ def check_learned_positions(cls, probe: Probe) -> None:
                 probe.expect(out, expected, what=f"x + P[:T] for x of shape (3, {T}, 12)", mistakes=probe.known_mistakes(x_T, table))
             except Failure as failure:
                 unexpected_dropout(failure, x_T, expected)
+                added = out - x_T if isinstance(out, torch.Tensor) and out.shape == x_T.shape else None
+                expect_rows_from(probe, failure, added, table, 0, name, f"x of shape (3, {T}, 12)", 1e-5)
                 raise
         values_right.append(True)
 

@@ -352,6 +352,37 @@ def position_tables(module: nn.Module, rows: int, d: int | None, exclude: Callab
     return sorted(found, key=lambda f: f[2].shape[0] != rows)
 
 
+def rows_read(added: Any, table: torch.Tensor, atol: float) -> int | None:
+    """The row k for which `added` (B, T, d), what a module added to every sequence, is its table's
+    rows k .. k + T - 1 (`table` read as (R, d)); None when it is no run of the table's rows."""
+    if not isinstance(added, torch.Tensor) or added.dim() != 3 or added.is_meta or added.shape[-1] != table.shape[-1] or added.shape[1] > len(table):
+        return None
+    a, t = added.detach().to("cpu", torch.float64), table.detach().to("cpu", torch.float64)
+    T = a.shape[1]
+    if not torch.allclose(a, a[:1].expand_as(a), rtol=0, atol=atol):
+        return None  # not the same rows for every sequence
+    starts = ((t[: len(t) - T + 1] - a[0, 0]).abs().amax(1) < atol).nonzero().flatten().tolist()
+    return next((k for k in starts if torch.allclose(t[k : k + T], a[0], rtol=0, atol=atol)), None)
+
+
+def expect_rows_from(probe: Probe, failure: Failure, added: Any, table: torch.Tensor, start: int, name: str, what: str, atol: float) -> None:
+    """A wrong output that adds a run of the student's own table, but not the run that starts at
+    position 0's row `start`: position_offset, saying which rows it read. Else nothing."""
+    if failure.code != "wrong_values":
+        return
+    k = rows_read(added, table, atol)
+    if k is None or k == start:
+        return
+    T, shift = added.shape[1], k - start
+    probe.fail(
+        "position_offset",
+        f"For {what}, your forward adds rows {k}..{k + T - 1} of `{name}`, but position 0 is row {start}: token t gets the row of position t {'+' if shift > 0 else '-'} {abs(shift)}.",
+        hint="Token t of a sequence is at position t, so the T tokens take the T rows that hold positions 0 .. T-1. Where in your table is position 0?",
+        fix=f"Add the rows of positions 0 .. T-1, `self.{name}[{start or ''}:{f'{start} + T' if start else 'T'}]`, or index the table with "
+        + (f"`torch.arange(T, device=x.device) + {start}`." if start else "`torch.arange(T, device=x.device)`."),
+    )
+
+
 def find_table(probe: Probe, module: nn.Module, rows: int, d: int, what: str) -> tuple[str, torch.Tensor]:
     """The student's (rows, d) parameter or buffer, found by shape. Fails with
     wrong_shape (naming what the module holds) when there is none."""

@@ -1070,3 +1070,33 @@ WRONG += [
     ("PositionalEncoding", "wrong_shape", PositionalEncodingSqueezesOutput),
     ("TokenAndPositionEmbedding", "wrong_shape", TokenAndPositionSqueezesOutput),
 ]
+
+
+class PositionalEncodingPaddingRowsUnskipped(PositionalEncodingPaddingRowsFirst):
+    """Two padding rows before position 0, but forward reads from row 0: token t gets position t - 2."""
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        return self.dropout(x + self.pe[:T])
+
+
+class TokenAndPositionOffsetThree(_TokenAndPosition):
+    """Reads its positions from row 3 of a table three rows longer."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.pe = table_exp_log(max_len + 3, d_model)
+
+    def forward(self, ids):
+        T = ids.size(1)
+        if T > self.max_len:
+            raise ValueError("sequence longer than max_len")
+        return self.dropout(self.combine(self.embedding(ids), self.pe[3 : T + 3]))
+
+
+WRONG += [
+    ("PositionalEncoding", "position_offset", PositionalEncodingPaddingRowsUnskipped),
+    ("TokenAndPositionEmbedding", "position_offset", TokenAndPositionOffsetThree),
+]

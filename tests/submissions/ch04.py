@@ -860,3 +860,16 @@ WRONG += [
     ("LearnedPositionalEmbedding", "wrong_shape", LearnedSqueezesOutput),
     ("BertEmbeddings", "raised", BertSqueezesIds),
 ]
+
+
+class LearnedRightAligned(LearnedEmbeddingLookup):
+    """Positions counted back from the end of the table, as for left-padded batches: rows max_len - T ..."""
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        return x + self.pos(torch.arange(self.max_len - T, self.max_len, device=x.device))
+
+
+WRONG += [("LearnedPositionalEmbedding", "position_offset", LearnedRightAligned)]
