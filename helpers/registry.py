@@ -169,7 +169,8 @@ GENERIC_ADVICE: dict[str, tuple[str, str]] = {
 
 
 # The kinds of input whose edges every probe reaches on purpose (Probe.ids, Probe.sequence...):
-# the first and the last value a table has a row for, and the shortest and longest sequence.
+# the first and the last value a table has a row for, and the shortest and longest sequence. A module
+# that makes its own positions 0 .. T-1 reaches position max_len - 1 through T = max_len.
 EDGE_KINDS = {
     "ids": "token ids 0 and vocab_size - 1",
     "positions": "positions 0 and max_len - 1",

@@ -208,3 +208,26 @@ def test_a_bare_except_cannot_swallow_the_time_limit():
     import sys
 
     assert sys.gettrace() is None or "coverage" in type(sys.gettrace()).__module__  # the tracer is gone
+
+
+@pytest.mark.parametrize("shape", [(1,), (2,), (3, 5), (2, 3, 4)])
+def test_probe_ids_hold_both_edges_on_every_seed(shape):
+    """Probe.ids puts 0 and high - 1 among the ids on purpose (one id: high - 1); every=True each value."""
+    for exercise in ("lookup", "ScaledEmbedding", "BertEmbeddings"):
+        probe = checking.Probe(get(exercise), "x")
+        ids = probe.ids(50, *shape)
+        assert ids.shape == shape and 0 <= int(ids.min()) and int(ids.max()) <= 49
+        assert 49 in ids.flatten().tolist() and (ids.numel() == 1 or 0 in ids.flatten().tolist())
+    every = checking.Probe(get("lookup"), "x").ids(7, 3, 4, every=True)
+    assert set(every.flatten().tolist()) == set(range(7))
+
+
+def test_probe_call_records_edges_and_hands_plain_ints():
+    probe = checking.Probe(get("sinusoidal_encoding"), "x")
+    received = probe.call(lambda n, ids: (type(n), ids), probe.length(1), probe.ids(9, 4))
+    assert received[0] is int
+    assert probe.edges_reached == {"lengths": {"first", "last"}, "ids": {"first", "last"}}
+    ids = probe.ids(9, 4)
+    ids[ids == 0] = 1  # an edge lost after the maker put it there
+    probe.call(lambda ids: ids, ids)
+    assert probe.edges_lost and "without 0" in probe.edges_lost[0]
