@@ -134,21 +134,14 @@ def swapped(module: str, name: str, replacement: Callable) -> Iterator[None]:
 # ---------------------------------------------------------------------------
 
 
+# Llama's and GPT-NeoX's configs name their sizes alike: 4 heads of 16 dims, 2 layers
+_LLAMA_LIKE_SIZES = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=MAX_POSITIONS)
+
+
 @cache
 def tiny_llama():
     """LlamaForCausalLM, 4 query heads sharing 2 key/value heads (GQA), head_dim 16."""
-    return _build(
-        "models.llama.modeling_llama",
-        "LlamaForCausalLM",
-        "LlamaConfig",
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=MAX_POSITIONS,
-    )
+    return _build("models.llama.modeling_llama", "LlamaForCausalLM", "LlamaConfig", num_key_value_heads=2, **_LLAMA_LIKE_SIZES)
 
 
 @cache
@@ -160,18 +153,7 @@ def tiny_gptj():
 @cache
 def tiny_neox():
     """GPTNeoXForCausalLM, 4 heads of 16 dims, rotary_pct 0.25: the first 4 dims rotated (half-split)."""
-    return _build(
-        "models.gpt_neox.modeling_gpt_neox",
-        "GPTNeoXForCausalLM",
-        "GPTNeoXConfig",
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        rotary_pct=0.25,
-        max_position_embeddings=MAX_POSITIONS,
-    )
+    return _build("models.gpt_neox.modeling_gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXConfig", rotary_pct=0.25, **_LLAMA_LIKE_SIZES)
 
 
 @cache
