@@ -90,6 +90,11 @@ DIAGNOSES: dict[str, str] = {
     "rope_ignores_positions": "the given positions are ignored",
     "low_precision_angles": "the angles are computed in the input's low precision instead of float32",
     "cache_is_parameter": "the cos/sin cache is a Parameter or a persistent buffer",
+    # apply_partial_rope (GPT-NeoX's rotary_pct, GPT-J's rotary_dim)
+    "partial_rope_whole_head": "the whole head is rotated where only its first rotary_dim dims should be",
+    "partial_rope_pairs_across_head": "pairs span the whole head (i, i + head_dim/2) instead of the rotated part (i, i + rotary_dim/2)",
+    "partial_rope_last_dims": "the rotated part sits in the last rotary_dim dims of the head instead of the first",
+    "partial_rope_pass_dropped": "the dims past rotary_dim are dropped or zeroed instead of passed through",
     # ALiBi
     "non_power_of_two": "the slopes for a head count that is not a power of two do not follow Press et al.'s rule",
     "wrong_sign": "the bias rewards distance (or the slopes are negative) instead of penalising it",

@@ -6,7 +6,8 @@ The mistakes of each exercise share its arguments and return what the mistaken c
     rotate_half       (x) -> the turned x
     apply_rope        (q, k, cos, sin, positions) -> (q_rot, k_rot)
     rope_interleaved  (x, positions, base) -> the rotated x
-    RotaryEmbedding   (x, positions, base) -> x rotated as the module would (q and k alike)"""
+    RotaryEmbedding   (x, positions, base) -> x rotated as the module would (q and k alike)
+    apply_partial_rope  as apply_rope"""
 
 from __future__ import annotations
 
@@ -1102,6 +1103,231 @@ def length_checked(cls, probe: Probe) -> None:
     )
 
 
+# apply_partial_rope: its mistakes take apply_rope's arguments ----------------------
+# Partial RoPE (GPT-NeoX's rotary_pct, GPT-J's rotary_dim): only the first r =
+# cos.shape[-1] dims of each head turn, half-split within them; the rest pass through.
+
+
+def _partial(q, k, cos, sin, positions, **knobs):
+    """The right partial RoPE with one of _table_rope's knobs turned on the rotated part."""
+    r = cos.shape[-1]
+    turned = _table_rope(q[..., :r], k[..., :r], cos, sin, positions, **knobs)
+    return tuple(torch.cat([y, x[..., r:]], dim=-1) for y, x in zip(turned, (q, k)))
+
+
+def partial_interleaved(q, k, cos, sin, positions=None):
+    """Your code turns adjacent pairs (x[2i], x[2i+1]) within the rotated part:
+    that is the interleaved (Meta/GPT-J) layout, and this exercise uses the
+    half-split (GPT-NeoX) one.
+
+    Hint: with r = cos.shape[-1] rotated dims, half-split pair i is components i
+    and i + r/2, and the given tables already hold angle i in columns i and
+    i + r/2.
+
+    Fix: turn `x[..., :r]` with the tables as they come,
+    `x_rot * cos + rotate_half(x_rot) * sin`: no 0::2 / 1::2 slicing, no
+    repeat_interleave."""
+    return _partial(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
+
+
+def partial_sign_flip(q, k, cos, sin, positions=None):
+    """Your rotation of the first r dims goes the wrong way: position m turns by
+    -m·θ_i, as `x_rot * cos - rotate_half(x_rot) * sin` does.
+
+    Hint: a mirrored turn keeps norms and the offset-only dependence, so it
+    hides; but q_m·k_n then depends on n − m instead of m − n.
+
+    Fix: a plus sign, `x_rot * cos + rotate_half(x_rot) * sin` (the minus lives
+    inside rotate_half)."""
+    return _partial(q, k, cos, sin, positions, sign=-1.0)
+
+
+def partial_mixed_pairing(q, k, cos, sin, positions=None):
+    """Your code pairs the rotated components in one layout and takes the angles
+    in the other: the two members of a pair turn by different angles, so norms
+    change.
+
+    Hint: the tables hold angle i in columns i and i + r/2, exactly the two
+    components rotate_half pairs within the r rotated dims.
+
+    Fix: keep the tables as given and turn `x_rot = x[..., :r]` with
+    `x_rot * cos + rotate_half(x_rot) * sin`."""
+    return [
+        _partial(q, k, cos, sin, positions, pairing="adjacent", angle_layout="half"),
+        _partial(q, k, cos, sin, positions, pairing="half", angle_layout="adjacent"),
+    ]
+
+
+def partial_ignores_positions(q, k, cos, sin, positions=None):
+    """Your code ignores `positions` and always uses rows 0..T-1 of the tables.
+
+    Hint: in a left-padded batch or while decoding with a cache, a token sits at
+    the position given for it, not at its index t.
+
+    Fix: gather `cos[positions]` and `sin[positions]`, then `.unsqueeze(1)` when
+    positions is (B, T); slice `[:T]` only when positions is None."""
+    return _partial(q, k, cos, sin, positions, ignore_positions=True)
+
+
+def partial_whole_head(q, k, cos, sin, positions=None):
+    """Your code turns the whole head, every one of its head_dim dims, where only
+    the first r = cos.shape[-1] should turn and the other head_dim - r pass
+    through unchanged.
+
+    Hint: partial RoPE (GPT-NeoX's rotary_pct, GPT-J's rotary_dim) puts position
+    into part of each head only; the tables you are handed are r wide, built
+    with an r-dim head's frequencies, and no column of them belongs to the rest.
+
+    Fix: split each head: `x_rot, x_pass = x[..., :r], x[..., r:]` with
+    `r = cos.shape[-1]`; turn x_rot only, then `torch.cat([x_rot_turned,
+    x_pass], dim=-1)`."""
+    r, d, T = cos.shape[-1], q.shape[-1], cos.shape[0]
+    if d % r:
+        return []
+    tiled = (cos.repeat(1, d // r), sin.repeat(1, d // r))  # the r-wide tables repeated to fit the head
+    own = reference.rope_cache(d, T)  # the head's own frequencies, as if r were head_dim
+    return [_table_rope(q, k, *tables, positions) for tables in (tiled, own)]
+
+
+def partial_pairs_across_head(q, k, cos, sin, positions=None):
+    """Your pairs span the whole head: component i is paired with i + head_dim/2,
+    where within the r rotated dims it must be paired with i + r/2.
+
+    Hint: `rotate_half` splits whatever it is given in two halves: given the whole
+    head it pairs i with i + head_dim/2, given the first r dims it pairs i with
+    i + r/2. Which one did your code hand it?
+
+    Fix: slice first, rotate after: `x_rot = x[..., :r]`, then
+    `x_rot * cos + rotate_half(x_rot) * sin`, never `rotate_half(x)[..., :r]`."""
+    r, d = cos.shape[-1], q.shape[-1]
+    if 2 * r > d or d % 2:
+        return []
+    c, s = _gather(cos, sin, q.shape[-2], positions)
+    pairs = torch.cat([torch.arange(r // 2), d // 2 + torch.arange(r // 2)]).to(q.device)  # (i, i + d/2), i < r/2
+
+    def sliced_after(x):  # rotate_half of the whole head, cut to r
+        return torch.cat([(x[..., :r].float() * c + _rotate_half(x.float())[..., :r] * s).to(x.dtype), x[..., r:]], dim=-1)
+
+    def spread(x):  # the pairs (i, i + d/2) turned, i < r/2, the rest left
+        out = x.clone()
+        picked = x[..., pairs].float()
+        out[..., pairs] = (picked * c + _rotate_half(picked) * s).to(x.dtype)
+        return out
+
+    return [(sliced_after(q), sliced_after(k)), (spread(q), spread(k))]
+
+
+def partial_last_dims(q, k, cos, sin, positions=None):
+    """The turned part of your output sits in the last r dims of each head: you
+    rotated `x[..., -r:]`, or put the turned part after the pass-through one.
+
+    Hint: GPT-NeoX and GPT-J rotate the first r = cos.shape[-1] dims of each
+    head and leave them in front: `torch.cat` keeps the order you give it.
+
+    Fix: rotate `x[..., :r]` and join in that order,
+    `torch.cat([x_rot_turned, x[..., r:]], dim=-1)`."""
+    r = cos.shape[-1]
+    if r == q.shape[-1]:
+        return []
+    in_place = _table_rope(q[..., -r:], k[..., -r:], cos, sin, positions)
+    at_end = _table_rope(q[..., :r], k[..., :r], cos, sin, positions)
+    return [
+        tuple(torch.cat([x[..., :-r], y], dim=-1) for x, y in zip((q, k), in_place)),
+        tuple(torch.cat([x[..., r:], y], dim=-1) for x, y in zip((q, k), at_end)),
+    ]
+
+
+def partial_pass_dropped(q, k, cos, sin, positions=None):
+    """Your output loses the last head_dim - r dims of each head: they are
+    dropped (the output is r wide) or zeroed, where they must pass through
+    unchanged.
+
+    Hint: those dims carry no position, but they carry the rest of the head's
+    content: attention still needs them, exactly as they came in.
+
+    Fix: join them back after the turned part:
+    `torch.cat([x_rot_turned, x[..., r:]], dim=-1)`, for q and for k."""
+    r = cos.shape[-1]
+    turned = _table_rope(q[..., :r], k[..., :r], cos, sin, positions)
+    zeroed = tuple(torch.cat([y, torch.zeros_like(x[..., r:])], dim=-1) for x, y in zip((q, k), turned))
+    return [turned, zeroed]
+
+
+PARTIAL_HELP = {
+    **APPLY_ROPE_OWN_HELP,
+    "wrong_shape": (
+        "Each output has its input's shape, q (B, Hq, T, Dh) and k (B, Hk, T, Dh): the first r = cos.shape[-1] dims turned, the other Dh - r as they came.",
+        "Join the two parts back: `torch.cat([x_rot_turned, x[..., r:]], dim=-1)`, with the cos and sin rows (T, r), or (B, 1, T, r) for positions (B, T).",
+    ),
+}
+
+
+def pass_through_kept(probe: Probe, x: torch.Tensor, got: torch.Tensor, r: int, inner):
+    """When no known mistake reproduces the output: first the dims past r, which must
+    come out as they went in; then `inner`, the reading of the turned part."""
+
+    def fallback(failure: Failure) -> None:
+        if got.shape == x.shape and not close(got[..., r:], x[..., r:], **rope_tolerance(x)):
+            probe.fail(
+                "wrong_values",
+                f"{failure.message} Dims {r}..{x.shape[-1] - 1} of each head, which must pass through unchanged, changed.",
+                hint="Only the first r = cos.shape[-1] dims of each head turn; the other head_dim - r carry no position and come out exactly as they went in.",
+                fix="Split each head, `x_rot, x_pass = x[..., :r], x[..., r:]`, turn x_rot only, and `torch.cat([x_rot_turned, x_pass], dim=-1)`.",
+            )
+        inner(failure)
+
+    return fallback
+
+
+def turned_part(probe: Probe, fn, index: int, d: int, cos: torch.Tensor, sin: torch.Tensor):
+    """The student's rotation of the first r dims alone, for rope_properties: rotate(x (..., r), positions)."""
+    r = cos.shape[-1]
+
+    def rotate(part, p):
+        whole = torch.cat([part, part.new_zeros(*part.shape[:-1], d - r)], dim=-1)  # the dims past r: zeros
+        return probe.call(fn, whole, whole, cos, sin, p)[index][..., :r]
+
+    return rotate
+
+
+def check_apply_partial_rope(fn, probe: Probe) -> None:
+    """apply_rope's cases (GQA, positions None / offset / (T,) / (B, T), bfloat16) with
+    GPT-NeoX's split, a quarter of each head turned; then half (GPT-J's share) and all of it."""
+    B, Hq, Hk, T = 3, 4, 2, 5
+    runs = [(16, 4, case) for case in rope_cases(probe, B, T)]
+    runs += [(16, 8, ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T))), (8, 8, ("positions=None", torch.float32, None))]
+    for d, r, (what, dtype, positions) in runs:
+        cos, sin = (t.to(probe.device, copy=True) for t in reference_tables(r))
+        q, k = probe.randn(B, Hq, T, d, dtype=dtype), probe.randn(B, Hk, T, d, dtype=dtype)
+        args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
+        out = two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")
+        expected = reference.apply_partial_rope(*args)
+        for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
+            inner = bf16_arithmetic(probe) if dtype == torch.bfloat16 else rope_properties(probe, turned_part(probe, fn, index, d, cos, sin), r)
+            shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
+            with helped(PARTIAL_HELP):
+                expect_then(
+                    probe,
+                    pass_through_kept(probe, x, out[index], r, inner),
+                    out[index],
+                    expected[index],
+                    what=f"{name} {shape} with rotary_dim r = {r} of head_dim {d}, {what},",
+                    mistakes=probe.known_mistakes(*args, index=index),
+                    **rope_tolerance(x),
+                )
+    # Device: tables, positions and q, k on the device; anything made on the CPU inside shows.
+    for positions in (None, torch.arange(T)):
+        probe.device_pass(
+            lambda device, positions=positions: probe.call(
+                fn,
+                probe.randn(B, Hq, T, 16, device=device),
+                probe.randn(B, Hk, T, 16, device=device),
+                *(t.to(device) for t in reference_tables(4)),
+                *(() if positions is None else (positions.to(device),)),
+            )
+        )
+
+
 EXERCISES = [
     Exercise(
         id="rope_cache",
@@ -1207,5 +1433,26 @@ EXERCISES = [
         difficulty=2,
         importance=1,
         minutes=15,
+    ),
+    Exercise(
+        id="apply_partial_rope",
+        chapter=5,
+        points=2,
+        kind="function",
+        reference=reference.apply_partial_rope,
+        check=check_apply_partial_rope,
+        mistakes={
+            "partial_rope_whole_head": partial_whole_head,
+            "partial_rope_pairs_across_head": partial_pairs_across_head,
+            "partial_rope_last_dims": partial_last_dims,
+            "partial_rope_pass_dropped": partial_pass_dropped,
+            "rope_interleaved_convention": partial_interleaved,
+            "rope_sign_flip": partial_sign_flip,
+            "rope_mixed_pairing": partial_mixed_pairing,
+            "rope_ignores_positions": partial_ignores_positions,
+        },
+        difficulty=2,
+        importance=2,
+        minutes=10,
     ),
 ]

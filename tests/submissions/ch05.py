@@ -1252,3 +1252,173 @@ WRONG += [
     ("rope_from_shift_matrix", "rope_ignores_positions", shift_rope_rows_in_order),
     ("rope_from_shift_matrix", "wrong_device", shift_rope_matrices_left_on_cpu),
 ]
+
+
+# --- apply_partial_rope: GPT-NeoX's rotary_pct, only the first r = cos.shape[-1] dims turn ---------
+
+
+def _rows(cos, sin, T, positions):
+    c, s = (cos[:T], sin[:T]) if positions is None else (cos[positions], sin[positions])
+    return (c[:, None], s[:, None]) if c.dim() == 3 else (c, s)
+
+
+def partial_neox(q, k, cos, sin, positions=None):
+    # transformers' modeling_gpt_neox: slice, turn the rotary part, concatenate the pass-through back
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    q_rot, q_pass = q[..., :r], q[..., r:]
+    k_rot, k_pass = k[..., :r], k[..., r:]
+    q_embed = (q_rot.float() * c + rotate_half_hf(q_rot.float()) * s).to(q.dtype)
+    k_embed = (k_rot.float() * c + rotate_half_hf(k_rot.float()) * s).to(k.dtype)
+    return torch.cat([q_embed, q_pass], dim=-1), torch.cat([k_embed, k_pass], dim=-1)
+
+
+def partial_loop_over_pairs(q, k, cos, sin, positions=None):
+    # one pair (i, i + r/2) at a time, in float64; the dims past r copied as they are
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+
+    def turn(x):
+        out = x.double().clone()
+        for i in range(r // 2):
+            a, b = x[..., i].double(), x[..., i + r // 2].double()
+            out[..., i] = a * c[..., i].double() - b * s[..., i].double()
+            out[..., i + r // 2] = b * c[..., i].double() + a * s[..., i].double()
+        return out.to(x.dtype)
+
+    return turn(q), turn(k)
+
+
+def partial_complex(q, k, cos, sin, positions=None):
+    # the pairs (x[i], x[i + r/2]) as complex numbers times e^(i·angle), angle read back from the tables
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    cis = torch.complex(c[..., : r // 2], s[..., : r // 2])
+
+    def turn(x):
+        z = torch.complex(x[..., : r // 2].float(), x[..., r // 2 : r].float()) * cis
+        return torch.cat([z.real.to(x.dtype), z.imag.to(x.dtype), x[..., r:]], dim=-1)
+
+    return turn(q), turn(k)
+
+
+def partial_index_select(q, k, cos, sin, positions=None):
+    # the partner of every rotated dim picked with index_select, a sign vector, and torch.split
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    partner = torch.cat([torch.arange(r // 2, r), torch.arange(r // 2)]).to(q.device)
+    sign = torch.cat([-torch.ones(r // 2), torch.ones(r // 2)]).to(q.device)
+
+    def turn(x):
+        rot, rest = torch.split(x, [r, x.shape[-1] - r], dim=-1)
+        turned = rot.float() * c + rot.float().index_select(-1, partner) * sign * s
+        return torch.cat([turned.to(x.dtype), rest], dim=-1)
+
+    return turn(q), turn(k)
+
+
+def partial_tiles_tables(q, k, cos, sin, positions=None):
+    # "the tables are r wide and the head is wider": repeated until they fit, the whole head turned
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    times = q.shape[-1] // cos.shape[-1]
+    c, s = c.repeat(*([1] * (c.dim() - 1)), times), s.repeat(*([1] * (s.dim() - 1)), times)
+    return tuple((x.float() * c + rotate_half_hf(x.float()) * s).to(x.dtype) for x in (q, k))
+
+
+def partial_rotate_half_then_slice(q, k, cos, sin, positions=None):
+    # rotate_half on the whole head, cut to r afterwards: pairs (i, i + Dh/2)
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x.float())[..., :r] * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+
+
+def partial_padded_tables(q, k, cos, sin, positions=None):
+    # cos padded with ones and sin with zeros to the head's width, then rotate_half on the whole head
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    rest = q.shape[-1] - cos.shape[-1]
+    c = torch.cat([c, torch.ones_like(c[..., :1]).expand(*c.shape[:-1], rest)], dim=-1)
+    s = torch.cat([s, torch.zeros_like(s[..., :1]).expand(*s.shape[:-1], rest)], dim=-1)
+    return tuple((x.float() * c + rotate_half_hf(x.float()) * s).to(x.dtype) for x in (q, k))
+
+
+def partial_pass_first(q, k, cos, sin, positions=None):
+    # the right turn, joined in the wrong order
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple(torch.cat([x[..., r:], (x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype)], dim=-1) for x in (q, k))
+
+
+def partial_forgets_pass(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple((x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype) for x in (q, k))
+
+
+def partial_gptj_within(q, k, cos, sin, positions=None):
+    # GPT-J's rotate_every_two on the rotary part, the tables re-laid out for adjacent pairs
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    c, s = c[..., : r // 2].repeat_interleave(2, -1), s[..., : r // 2].repeat_interleave(2, -1)
+    return tuple(torch.cat([(x[..., :r].float() * c + rotate_every_two_gptj(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+
+
+def partial_minus_sin(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple(torch.cat([(x[..., :r].float() * c - rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+
+
+def partial_repeat_interleaved_tables(q, k, cos, sin, positions=None):
+    # rotate_half's pairs, with the angles laid out for adjacent ones
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    c, s = c[..., : r // 2].repeat_interleave(2, -1), s[..., : r // 2].repeat_interleave(2, -1)
+    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+
+
+def partial_first_rows(q, k, cos, sin, positions=None):
+    T, r = q.shape[-2], cos.shape[-1]
+    c, s = cos[:T], sin[:T]
+    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+
+
+def partial_stays_float32(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple(torch.cat([x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s, x[..., r:].float()], dim=-1) for x in (q, k))
+
+
+def partial_sign_on_cpu(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    sign = torch.cat([-torch.ones(r // 2), torch.ones(r // 2)])  # made on the CPU
+
+    def turn(x):
+        rot = x[..., :r].float()
+        return torch.cat([(rot * c + rot.roll(r // 2, -1) * sign * s).to(x.dtype), x[..., r:]], dim=-1)
+
+    return turn(q), turn(k)
+
+
+def partial_scales_pass(q, k, cos, sin, positions=None):
+    # the pass-through dims multiplied by the first cos column, "so every dim is treated alike"
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), (x[..., r:].float() * c[..., :1]).to(x.dtype)], dim=-1) for x in (q, k))
+
+
+RIGHT["apply_partial_rope"] = [partial_neox, partial_loop_over_pairs, partial_complex, partial_index_select]
+WRONG += [
+    ("apply_partial_rope", "partial_rope_whole_head", partial_tiles_tables),
+    ("apply_partial_rope", "partial_rope_pairs_across_head", partial_rotate_half_then_slice),
+    ("apply_partial_rope", "partial_rope_pairs_across_head", partial_padded_tables),
+    ("apply_partial_rope", "partial_rope_last_dims", partial_pass_first),
+    ("apply_partial_rope", "partial_rope_pass_dropped", partial_forgets_pass),
+    ("apply_partial_rope", "rope_interleaved_convention", partial_gptj_within),
+    ("apply_partial_rope", "rope_sign_flip", partial_minus_sin),
+    ("apply_partial_rope", "rope_mixed_pairing", partial_repeat_interleaved_tables),
+    ("apply_partial_rope", "rope_ignores_positions", partial_first_rows),
+    ("apply_partial_rope", "wrong_dtype", partial_stays_float32),
+    ("apply_partial_rope", "wrong_device", partial_sign_on_cpu),
+    ("apply_partial_rope", "wrong_values", partial_scales_pass),
+]
