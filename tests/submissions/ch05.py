@@ -1408,3 +1408,29 @@ WRONG += [
     ("RotaryEmbedding", "low_precision_angles", RotaryBfloat16Buffers),
     ("RotaryEmbedding", "low_precision_angles", RotaryHalfPositions),
 ]
+
+
+def cache_nan_sentinel(head_dim, max_len, base=10000.0):
+    # tables filled with NaN "to see what is missing", then only the first half written
+    cos, sin = torch.full((max_len, head_dim), float("nan")), torch.full((max_len, head_dim), float("nan"))
+    inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2).float() / head_dim)
+    angles = torch.outer(torch.arange(max_len).float(), inv_freq)
+    cos[:, : head_dim // 2], sin[:, : head_dim // 2] = angles.cos(), angles.sin()
+    return cos, sin
+
+
+class RotaryNormalisedByPosition(RotaryCached):
+    # q rotated, then "normalised" by its position: 0 / 0 at position 0
+    def forward(self, q, k, positions=None):
+        q_rot, k_rot = super().forward(q, k, positions)
+        m = torch.arange(q.shape[-2], device=q.device) if positions is None else positions
+        scale = (m / m).float()[..., None]  # NaN at position 0
+        if scale.dim() == 3:
+            scale = scale[:, None]
+        return q_rot * scale, k_rot * scale
+
+
+WRONG += [
+    ("rope_cache", "nan_or_inf", cache_nan_sentinel),
+    ("RotaryEmbedding", "nan_or_inf", RotaryNormalisedByPosition),
+]
