@@ -300,7 +300,12 @@ def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dic
                 raise
             closest = 2 ** math.floor(math.log2(n_heads))
             # n's slopes are made of those of closest and 2·closest heads: both run, both right, before the rule is blamed
-            if passed and not power_of_two(n_heads) and failure.code in ("raised", "wrong_shape", "wrong_values", "nan_or_inf") and all(right_for(probe, fn, (n, *args[1:])) for n in (closest, 2 * closest)):
+            if (
+                passed
+                and not power_of_two(n_heads)
+                and failure.code in ("raised", "wrong_shape", "wrong_values", "nan_or_inf")
+                and all(right_for(probe, fn, (n, *args[1:])) for n in (closest, 2 * closest))
+            ):
                 _, hint, fix = advice(probe.exercise, "non_power_of_two")
                 failure = Failure(
                     "non_power_of_two",
