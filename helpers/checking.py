@@ -449,13 +449,17 @@ TOLERANCES = {  # (rtol, atol) per dtype of the expected result
 }
 
 
-def close(out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, atol: float | None = None) -> bool:
-    """Same shape and values within the expected dtype's tolerance (any dtype, any device)."""
+def close(out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, atol: float | torch.Tensor | None = None) -> bool:
+    """Same shape and values within the expected dtype's tolerance (any dtype, any device).
+    `atol` may be a tensor that broadcasts to the result: a tolerance entry by entry."""
     if not isinstance(out, torch.Tensor) or out.shape != expected.shape or out.is_meta or expected.is_meta:
         return False
     default_rtol, default_atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
     a = out.detach().to("cpu", torch.float64)
     b = expected.detach().to("cpu", torch.float64)
+    if isinstance(atol, torch.Tensor):
+        bound = atol.detach().to("cpu", torch.float64) + (default_rtol if rtol is None else rtol) * b.abs()
+        return bool(((a == b) | ((a - b).abs() <= bound) | (a.isnan() & b.isnan())).all())  # a == b: equal infinities
     return bool(
         torch.allclose(
             a,
@@ -627,6 +631,7 @@ class Probe:
         values_ok = close(out, expected, rtol, atol)
         if values_ok and out.dtype == expected.dtype and out.device == expected.device:
             return
+        self._no_nan(out, expected, what)  # first: a NaN is the finding, whatever else differs (an expected -inf hides none)
         if not values_ok and mistakes is not None:
             for code, wrong in mistakes().items():  # a mistake may have several faces
                 candidates = wrong if isinstance(wrong, (list, tuple)) else [wrong]
@@ -641,14 +646,25 @@ class Probe:
                 "wrong_device",
                 f"{what} is on {out.device}, but the inputs were on {expected.device}.",
             )
-        # NaN anywhere, or inf where the reference is finite (an expected -inf, a mask, hides neither).
+        # inf where the reference is finite (an expected -inf, a mask, hides none); after the catalogue: a mask on the wrong side is a known mistake.
         got, want = out.detach().to("cpu", torch.float64), expected.detach().to("cpu", torch.float64)
-        bad = got.isnan() & ~want.isnan() | got.isinf() & want.isfinite()
+        bad = got.isinf() & want.isfinite()
         if bad.any():
             where = [int(i) for i in bad.nonzero()[0]]
-            found = "NaN" if bool(got[tuple(where)].isnan()) else "inf"
-            self.fail("nan_or_inf", f"{what} holds {found} at index {where} (and {int(bad.sum()) - 1} more entries), where the reference has a finite number.")
-        self.fail("wrong_values", describe_difference(out, expected, what), hint=hint, fix=fix)
+            self.fail("nan_or_inf", f"{what} holds inf at index {where} (and {int(bad.sum()) - 1} more entries), where the reference has a finite number.")
+        self.fail("wrong_values", describe_difference(out, expected, what, rtol, atol), hint=hint, fix=fix)
+
+    def _no_nan(self, out: torch.Tensor, expected: torch.Tensor, what: str) -> None:
+        """NaN wherever the reference has none is nan_or_inf, before anything else: a NaN
+        beside an expected -inf (a mask made as 0 * -inf) or in a result of the wrong shape too."""
+        if out.is_meta or expected.is_meta or not (out.is_floating_point() or out.is_complex()):
+            return
+        got, want = out.detach().cpu(), expected.detach().cpu()
+        bad = got.isnan() & ~want.isnan() if got.shape == want.shape else got.isnan() if not want.isnan().any() else torch.zeros(())
+        if bad.any():
+            where = [int(i) for i in bad.nonzero()[0]]
+            nearby = f", where the reference has {want[tuple(where)].item():.4g}" if got.shape == want.shape else ""
+            self.fail("nan_or_inf", f"{what} holds NaN at index {where} (and {int(bad.sum()) - 1} more entries){nearby}.")
 
     def known_mistakes(self, *args: Any, index: int | None = None, **kwargs: Any) -> Callable[[], dict[str, list[Any]]]:
         """The exercise's catalogue of mistakes, run on these inputs when `expect` asks
@@ -785,13 +801,16 @@ def _quietly(mistake: Callable, *args: Any, **kwargs: Any) -> Any:
         return None
 
 
-def describe_difference(out: torch.Tensor, expected: torch.Tensor, what: str) -> str:
+def describe_difference(out: torch.Tensor, expected: torch.Tensor, what: str, rtol: float | None = None, atol: float | torch.Tensor | None = None) -> str:
     a = out.detach().to("cpu", torch.float64)
     b = expected.detach().to("cpu", torch.float64)
     error = torch.where(a == b, 0.0, (a - b).abs()).nan_to_num(nan=float("inf"))  # equal infinities (a mask) are no error
-    worst = tuple(int(i) for i in torch.unravel_index(error.argmax(), error.shape))
-    rtol, atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
-    wrong = int((error > atol + rtol * b.abs()).sum())
+    default_rtol, default_atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
+    rtol, atol = default_rtol if rtol is None else rtol, default_atol if atol is None else atol
+    bound = (atol.detach().to("cpu", torch.float64) if isinstance(atol, torch.Tensor) else atol) + rtol * b.abs()
+    excess = error - bound  # the worst entry is the one furthest past its own tolerance
+    worst = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
+    wrong = int((error > bound).sum())
     return f"{what} differs from the reference in {wrong} of {error.numel()} entries; the worst is at index {list(worst)}: you have {a[worst].item():.6g}, expected {b[worst].item():.6g}."
 
 

@@ -28,6 +28,7 @@ DIAGNOSES: dict[str, str] = {
     "wrong_dtype": "the result has the wrong dtype",
     "wrong_device": "the result, or a tensor made inside, is on the wrong device",
     "nan_or_inf": "the result holds NaN or infinity",
+    "low_precision": "a float32 result carries half-precision (float16 or bfloat16) rounding from somewhere on the way",
     "mutated_input": "the code changed one of its inputs in place",
     "timeout": "the code ran past the time limit (an endless loop?)",
     "out_of_memory": "the code tried to allocate far more memory than the task needs",
@@ -134,6 +135,10 @@ GENERIC_ADVICE: dict[str, tuple[str, str]] = {
     "nan_or_inf": (
         "NaN comes from 0/0, inf - inf, 0 * inf or the log of a negative number; uninitialised memory (torch.empty) holds anything.",
         "Find the first intermediate tensor with NaN (`torch.isnan(t).any()`) and guard the division or fill the tensor you left empty.",
+    ),
+    "low_precision": (
+        "float32 keeps 24 bits of mantissa, bfloat16 8 and float16 11: one step through a half dtype rounds every value to 2 or 3 significant digits, and casting back to float32 does not bring them back.",
+        "Find the `.half()`, `.bfloat16()` or `dtype=torch.float16` / `torch.bfloat16` on the way (or a tensor made from one) and keep that step in float32.",
     ),
     "mutated_input": (
         "In-place operations (`+=`, `.mul_()`, `x[...] = ...`) write into the caller's tensor, and the caller may still need it.",

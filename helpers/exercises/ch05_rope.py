@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -22,6 +22,7 @@ from helpers.checking import Failure, Probe, advice, close
 from helpers.exercises import structure
 from helpers.exercises.common import (
     WRONG_BASE,
+    angle_tolerance,
     expect_then,
     frequencies,
     module_device_pass,
@@ -489,11 +490,11 @@ def rotary_low_precision(x, positions=None, base=10000.0):
 
 # Every check runs at positions in the thousands (few of them, small heads, so
 # it stays fast) and once in bfloat16, where computing angles in low precision
-# shows. Float32 results computed in different right ways (float64 tables,
-# exp-log, complex numbers) differ by ~1e-4 at position 4000: the tolerances
-# allow that and nothing more. Every mistake in the catalogue is off by O(1).
-ROPE_TOLERANCE = {torch.float32: {"rtol": 1e-3, "atol": 1e-3}, torch.bfloat16: {"rtol": 1.6e-2, "atol": 4e-2}}
-CACHE_TOLERANCE = {"rtol": 0.0, "atol": 5e-4}
+# shows. Float32 results are compared with RoPE computed in float64, entry by entry
+# within common.angle_tolerance: float32 arithmetic is off by ~1e-4 at position 4000
+# with θ_0 = 1, but by ~1e-7 where the angle is small, which is where cos/sin tables
+# stored in float16 (~5e-4 everywhere) show. Every mistake in the catalogue is off by O(1).
+HALF_TOLERANCE = {"rtol": 1.6e-2, "atol": 4e-2}  # a bfloat16 result: 2 units of its rounding, ~5 on |x| ≤ 4
 ROPE_MAX_LEN = 4000  # positions in the thousands; 8 × 4000 floats stay under torch's threading grain
 
 
@@ -503,8 +504,73 @@ def reference_tables(head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor
     return reference.rope_cache(head_dim, ROPE_MAX_LEN, base)
 
 
-def rope_tolerance(x: torch.Tensor) -> dict[str, float]:
-    return ROPE_TOLERANCE.get(x.dtype, ROPE_TOLERANCE[torch.float32])
+def rope_angles(T: int, d: int, positions: torch.Tensor | None, base: float, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(angles, θ) in float64 on the CPU, laid out over the d columns as `layout` pairs them:
+    angles (T, d), or (B, 1, T, d) for positions (B, T); θ (d,), each pair's frequency per column."""
+    theta = frequencies(d, base)  # (d/2,) float64
+    theta = torch.cat([theta, theta]) if layout == "half" else theta.repeat_interleave(2)
+    m = torch.arange(T) if positions is None else positions.detach().cpu()
+    angles = m.double()[..., None] * theta  # (T, d) or (B, T, d)
+    return (angles[:, None] if angles.dim() == 3 else angles), theta
+
+
+def rope64(x: torch.Tensor, positions: torch.Tensor | None, base: float, layout: str = "half") -> torch.Tensor:
+    """The float64 RoPE the checks compare with (on the CPU: MPS has no float64), in x's dtype and device."""
+    angles, _ = rope_angles(x.shape[-2], x.shape[-1], positions, base, layout)
+    x64 = x.detach().to("cpu", torch.float64)
+    turn = _rotate_half if layout == "half" else _rotate_adjacent
+    return (x64 * angles.cos() + turn(x64) * angles.sin()).to(x.device, x.dtype)
+
+
+def rope_tolerance(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0, layout: str = "half", half: bool = False) -> dict:
+    """rtol and atol for x rotated: a float32 (or float64) result entry by entry within what
+    rounding makes of its angle (common.angle_tolerance, on |x| at that position); a half one
+    within its own rounding. half=True: what positions, frequencies, angles or tables rounded
+    to bfloat16 (or float16) would make, frequencies rounded after being computed (no |ln θ|)."""
+    if x.dtype not in (torch.float32, torch.float64) and not half:
+        return HALF_TOLERANCE
+    angles, theta = rope_angles(x.shape[-2], x.shape[-1], positions, base, layout)
+    size = x.detach().to("cpu", torch.float64).norm(dim=-1, keepdim=True)  # (..., T, 1): a pair is no larger than its vector
+    if half:
+        return {"atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), size, torch.bfloat16), "size": size}
+    return {"rtol": 0.0, "atol": angle_tolerance(x.dtype, angles, theta, size)}
+
+
+def precision_first(probe: Probe, out, expected: torch.Tensor, tight: dict, loose: dict, then) -> Callable[[Failure], None]:
+    """expect_then's fallback for a float32 result off by more than float32 rounding (`tight`):
+    when it is within what half-precision angles or tables would make (`loose`, with the
+    magnitude `size` of what was turned) and that says something, half precision on the way is
+    the finding; otherwise `then` reads the output. It says something where an entry is too far
+    off for float32 while half precision bounds it to less than a quarter of its magnitude (at a
+    large angle half precision allows any error, so those entries prove nothing)."""
+
+    def fallback(failure: Failure) -> None:
+        if isinstance(out, torch.Tensor) and out.shape == expected.shape and close(out, expected, rtol=0.0, atol=loose["atol"]):
+            error = (out.detach().to("cpu", torch.float64) - expected.detach().to("cpu", torch.float64)).abs()
+            informative = (error > tight["atol"]) & (loose["atol"] < loose["size"] / 4)
+            if not informative.any():
+                then(failure)
+                return
+            probe.fail(
+                "low_precision_angles",
+                f"{failure.message.split(';')[0]}, by up to {float(error.max()):.1e}: more than float32 arithmetic ever is, and as much as rounding to float16 or bfloat16 makes. Somewhere on the way, the angles, the positions, the frequencies or the cos and sin tables were kept in half precision.",
+                hint=PRECISION_HINT,
+                fix=PRECISION_FIX,
+            )
+        then(failure)
+
+    return fallback
+
+
+PRECISION_HINT = (
+    "float32 keeps 24 bits, float16 11 and bfloat16 8. A cos/sin table stored in float16 is off by up to 5e-4 even at position 0, and an angle "
+    "m·θ rounded in half precision is off by more and more as m grows (float16 cannot even hold the integers past 2048). Turned in float32, "
+    "such a result still looks float32, but it carries the half-precision error."
+)
+PRECISION_FIX = (
+    "Keep everything before the final cast in float32: positions `.float()`, θ and the angles in float32, and the cos/sin tables (buffers "
+    "included) stored in float32: no `.half()`, `.bfloat16()` or `dtype=torch.float16` on the way; cast only the result, `.to(x.dtype)`."
+)
 
 
 @contextlib.contextmanager
@@ -716,26 +782,29 @@ def check_rope_cache(fn, probe: Probe) -> None:
     for args in ((8, ROPE_MAX_LEN), (6, 40, 500000.0)):
         call = f"rope_cache({', '.join(repr(a) for a in args)})"
         tables = two_tensors(probe, probe.call(fn, *args, what=f"`{call}`"), f"`{call}`", "(cos, sin)")
-        expected = reference.rope_cache(*args)
-        if all(close(t, e, **CACHE_TOLERANCE) for t, e in zip(tables, expected[::-1])):
+        expected = reference.rope_cache(*args)  # float64, cast to float32 at the end
+        base = args[2] if len(args) > 2 else 10000.0
+        angles, theta = rope_angles(args[1], args[0], None, base, "half")
+        tight = {"rtol": 0.0, "atol": angle_tolerance(torch.float32, angles, theta)}
+        loose = {"atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), angle_dtype=torch.bfloat16), "size": 1.0}
+        if all(close(t, e, **tight) for t, e in zip(tables, expected[::-1])):
             probe.fail(
                 "wrong_values",
                 f"`{call}` returns the sin table first and the cos table second.",
                 hint="The docstring's order is (cos, sin), as HF's rotary embeddings return them: row 0 of the first table must be all ones.",
                 fix="Swap the two in your return statement: `return cos, sin`.",
             )
-        base = args[2] if len(args) > 2 else 10000.0
         for index, name in enumerate(("cos", "sin")):
             mistakes = probe.known_mistakes(*args, index=index)
             with helped(CACHE_HELP), further_findings(probe, lambda tables=tables, base=base: structure.rope_findings(*tables, base)):
                 expect_then(
                     probe,
-                    cache_structure(probe, tables, base),
+                    precision_first(probe, tables[index], expected[index], tight, loose, cache_structure(probe, tables, base)),
                     tables[index],
                     expected[index],
                     what=f"the {name} table of {call}",
                     mistakes=mistakes,
-                    **CACHE_TOLERANCE,
+                    **tight,
                 )
 
 
@@ -854,7 +923,7 @@ def check_apply_rope(fn, probe: Probe) -> None:
                 )
             raise
         out = two_tensors(probe, out, f"`{probe.name}`", "(q_rot, k_rot)")
-        expected = reference.apply_rope(*args)
+        expected = rope64(q, positions, 10000.0), rope64(k, positions, 10000.0)  # the tables' base
 
         for index, name in enumerate(("q_rot", "k_rot")):
 
@@ -863,7 +932,9 @@ def check_apply_rope(fn, probe: Probe) -> None:
 
             mistakes = probe.known_mistakes(*args, index=index)
             shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
-            fallback = bf16_arithmetic(probe) if dtype == torch.bfloat16 else rope_properties(probe, rotate, d)
+            x = args[index]
+            tight, loose = rope_tolerance(x, positions), rope_tolerance(x, positions, half=True)
+            fallback = bf16_arithmetic(probe) if dtype == torch.bfloat16 else precision_first(probe, out[index], expected[index], tight, loose, rope_properties(probe, rotate, d))
             with helped(APPLY_ROPE_OWN_HELP):
                 expect_then(
                     probe,
@@ -872,7 +943,7 @@ def check_apply_rope(fn, probe: Probe) -> None:
                     expected[index],
                     what=f"{name} {shape}, {what},",
                     mistakes=mistakes,
-                    **rope_tolerance(q),
+                    **tight,
                 )
     # Device: tables, positions and q, k on the device; anything made on the CPU inside shows.
     for positions in (None, torch.arange(5)):
@@ -935,15 +1006,17 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
     )
     for what, x, extra in cases:
         out = probe.call(fn, x, *extra)
-        expected = reference.rope_interleaved(x, *extra)
+        positions, base = (list(extra) + [None, 10000.0][len(extra) :])[:2]
+        expected = rope64(x, positions, base, "adjacent")
         mistakes = probe.known_mistakes(x, *extra)
 
         def rotate(x, p, fn=fn):
             return probe.call(fn, x, p)
 
-        fallback = low_precision(probe) if x.dtype == torch.bfloat16 else rope_properties(probe, rotate, x.shape[-1], "adjacent")
+        tight, loose = rope_tolerance(x, positions, base, "adjacent"), rope_tolerance(x, positions, base, "adjacent", half=True)
+        fallback = low_precision(probe) if x.dtype == torch.bfloat16 else precision_first(probe, out, expected, tight, loose, rope_properties(probe, rotate, x.shape[-1], "adjacent"))
         with helped(INTERLEAVED_HELP):
-            expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **rope_tolerance(x))
+            expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **tight)
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0))
 
@@ -1046,8 +1119,7 @@ def rotary_values(cls, probe: Probe, module) -> None:
         extra = () if positions is None else (positions,)
         call = f"`{made}` called with {what}"
         out = two_tensors(probe, probe.call(built, q, k, *extra, what=call), call, "(q_rot, k_rot)")
-        tables = (t.to(probe.device) for t in reference_tables(head_dim, base))
-        expected = reference.apply_rope(q, k, *tables, *extra)
+        expected = rope64(q, positions, base), rope64(k, positions, base)
 
         for index, (x, got, want, name) in enumerate(zip((q, k), out, expected, ("q_rot", "k_rot"))):
 
@@ -1055,7 +1127,8 @@ def rotary_values(cls, probe: Probe, module) -> None:
                 return probe.call(built, x, x, p)[index]
 
             mistakes = probe.known_mistakes(x, positions, base)
-            fallback = low_precision(probe) if dtype == torch.bfloat16 else rope_properties(probe, rotate, head_dim, base=base)
+            tight, loose = rope_tolerance(x, positions, base), rope_tolerance(x, positions, base, half=True)
+            fallback = low_precision(probe) if dtype == torch.bfloat16 else precision_first(probe, got, want, tight, loose, rope_properties(probe, rotate, head_dim, base=base))
             with helped(APPLY_ROPE_HELP):  # the same outputs as apply_rope
                 expect_then(
                     probe,
@@ -1064,7 +1137,7 @@ def rotary_values(cls, probe: Probe, module) -> None:
                     want,
                     what=f"{name} {tuple(want.shape)} from {made} with {what},",
                     mistakes=mistakes,
-                    **rope_tolerance(x),
+                    **tight,
                 )
 
 

@@ -1422,3 +1422,185 @@ WRONG += [
     ("apply_partial_rope", "wrong_device", partial_sign_on_cpu),
     ("apply_partial_rope", "wrong_values", partial_scales_pass),
 ]
+
+
+# --- issue 16: precision. Right ones that stress the float32 tolerance, wrong ones whose
+# half precision (tables, angles, positions) passed a blanket 1e-3 tolerance before ----------
+
+
+def cache_matmul_angles(head_dim, max_len, base=10000.0):
+    # angles by a matmul, the frequencies by exp-log, in float32
+    theta = torch.exp(torch.arange(0, head_dim, 2, dtype=torch.float32) * (-math.log(base) / head_dim))
+    angles = torch.arange(max_len, dtype=torch.float32)[:, None] @ theta[None, :]  # (max_len, 1) @ (1, d/2)
+    return torch.cat([angles.cos(), angles.cos()], -1), torch.cat([angles.sin(), angles.sin()], -1)
+
+
+def interleaved_other_order(x, positions=None, base=10000.0):
+    # positions divided by base^(2i/d) instead of multiplied by its inverse, all in float32
+    T, d = x.shape[-2:]
+    positions = torch.arange(T, device=x.device) if positions is None else positions
+    angles = positions.float()[:, None] / base ** (torch.arange(0, d, 2, device=x.device).float() / d)
+    c, s = angles.cos(), angles.sin()
+    x0, x1 = x.float()[..., 0::2], x.float()[..., 1::2]
+    return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], -1).flatten(-2).to(x.dtype)
+
+
+class RotaryFloat64ThenCast(nn.Module):
+    # float64 tables and arithmetic throughout, the result cast to q's dtype
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.max_len = max_len
+        theta = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        angles = torch.arange(max_len, dtype=torch.float64)[:, None] * theta
+        self.register_buffer("cos64", angles.cos().repeat(1, 2), persistent=False)
+        self.register_buffer("sin64", angles.sin().repeat(1, 2), persistent=False)
+
+    def forward(self, q, k, positions=None):
+        if positions is None:
+            positions = torch.arange(q.shape[-2], device=q.device)
+        if int(positions.max()) >= self.max_len:
+            raise ValueError(f"position {int(positions.max())} is past max_len={self.max_len}")
+        c, s = self.cos64[positions], self.sin64[positions]
+        if c.dim() == 3:
+            c, s = c[:, None], s[:, None]
+        return tuple((x.double() * c + _rotate_half(x.double()) * s).to(x.dtype) for x in (q, k))
+
+
+class RotaryLoopOverPositions(nn.Module):
+    # a Python loop over the positions, math.cos and math.sin on Python floats
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.max_len, self.thetas = max_len, [base ** (-2 * i / head_dim) for i in range(head_dim // 2)]
+        self.register_buffer("anchor", torch.zeros(0), persistent=False)  # no table to keep
+
+    def forward(self, q, k, positions=None):
+        T = q.shape[-2]
+        rows = torch.arange(T) if positions is None else positions.cpu()
+        if int(rows.max()) >= self.max_len:
+            raise ValueError(f"position {int(rows.max())} is past max_len={self.max_len}")
+        cos = torch.tensor([[math.cos(int(m) * t) for t in self.thetas] * 2 for m in rows.flatten()]).view(*rows.shape, -1)
+        sin = torch.tensor([[math.sin(int(m) * t) for t in self.thetas] * 2 for m in rows.flatten()]).view(*rows.shape, -1)
+        cos, sin = cos.to(q.device), sin.to(q.device)
+        if cos.dim() == 3:
+            cos, sin = cos[:, None], sin[:, None]
+        return tuple((x.float() * cos + _rotate_half(x.float()) * sin).to(x.dtype) for x in (q, k))
+
+
+RIGHT["rope_cache"].append(cache_matmul_angles)
+RIGHT["rope_interleaved"].append(interleaved_other_order)
+RIGHT["RotaryEmbedding"] += [RotaryFloat64ThenCast, RotaryLoopOverPositions]
+
+
+def cache_float16_tables(head_dim, max_len, base=10000.0):
+    cos, sin = cache_hf_float32(head_dim, max_len, base)
+    return cos.half().float(), sin.half().float()  # stored in half "to save memory", handed back as float32
+
+
+def cache_bfloat16_tables(head_dim, max_len, base=10000.0):
+    cos, sin = cache_hf_float32(head_dim, max_len, base)
+    return cos.bfloat16().float(), sin.bfloat16().float()
+
+
+def apply_rope_half_tables(q, k, cos, sin, positions=None):
+    cos, sin = cos.half(), sin.half()  # "the tables are small, half is enough"
+    return apply_rope_hf(q, k, cos.float(), sin.float(), positions)
+
+
+def apply_rope_bfloat16_tables(q, k, cos, sin, positions=None):
+    return apply_rope_hf(q, k, cos.bfloat16().float(), sin.bfloat16().float(), positions)
+
+
+def interleaved_half_tables(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = torch.arange(T, device=x.device) if positions is None else positions
+    theta = base ** (-torch.arange(0, d, 2, device=x.device).float() / d)
+    angles = positions.float()[:, None] * theta
+    c, s = angles.cos().half().float(), angles.sin().half().float()  # the tables rounded to float16
+    x0, x1 = x.float()[..., 0::2], x.float()[..., 1::2]
+    return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], -1).flatten(-2).to(x.dtype)
+
+
+def interleaved_half_angles(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = torch.arange(T, device=x.device) if positions is None else positions
+    theta = base ** (-torch.arange(0, d, 2, device=x.device).float() / d)
+    angles = (positions.half()[:, None] * theta.half()).float()  # angles computed in float16, then cast up
+    c, s = angles.cos(), angles.sin()
+    x0, x1 = x.float()[..., 0::2], x.float()[..., 1::2]
+    return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], -1).flatten(-2).to(x.dtype)
+
+
+class RotaryFloat16Buffers(RotaryCached):
+    # float32 angles, but the cos/sin buffers stored in float16 "to halve the memory"
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+        self.cos_cached, self.sin_cached = self.cos_cached.half(), self.sin_cached.half()
+
+    def forward(self, q, k, positions=None):
+        T = q.shape[2]
+        rows = torch.arange(T, device=q.device) if positions is None else positions
+        if int(rows.max()) >= self.max_len:
+            raise ValueError(f"position {int(rows.max())} >= max_len {self.max_len}")
+        cos, sin = self.cos_cached[rows].float(), self.sin_cached[rows].float()
+        if cos.dim() == 3:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return tuple((x.float() * cos + _rotate_half(x.float()) * sin).to(x.dtype) for x in (q, k))
+
+
+class RotaryBfloat16Buffers(RotaryFloat16Buffers):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        RotaryCached.__init__(self, head_dim, max_len, base)
+        self.cos_cached, self.sin_cached = self.cos_cached.bfloat16(), self.sin_cached.bfloat16()
+
+
+class RotaryHalfPositions(RotaryOnTheFly):
+    # positions cast to float16 before the angles: past 2048 float16 holds only even integers
+    def forward(self, q, k, positions=None):
+        if positions is None:
+            positions = torch.arange(q.shape[-2], device=q.device)
+        if bool((positions >= self.max_len).any()):
+            raise ValueError(f"positions must be < max_len={self.max_len}")
+        angles = positions.half().float()[..., None] * self.inv_freq
+        angles = torch.cat([angles, angles], dim=-1)
+        if angles.dim() == 3:
+            angles = angles[:, None]
+        return tuple((x.float() * angles.cos() + _rotate_half(x.float()) * angles.sin()).to(x.dtype) for x in (q, k))
+
+
+WRONG += [
+    ("rope_cache", "low_precision_angles", cache_float16_tables),
+    ("rope_cache", "low_precision_angles", cache_bfloat16_tables),
+    ("apply_rope", "low_precision_angles", apply_rope_half_tables),
+    ("apply_rope", "low_precision_angles", apply_rope_bfloat16_tables),
+    ("rope_interleaved", "low_precision_angles", interleaved_half_tables),
+    ("rope_interleaved", "low_precision_angles", interleaved_half_angles),
+    ("RotaryEmbedding", "low_precision_angles", RotaryFloat16Buffers),
+    ("RotaryEmbedding", "low_precision_angles", RotaryBfloat16Buffers),
+    ("RotaryEmbedding", "low_precision_angles", RotaryHalfPositions),
+]
+
+
+def cache_nan_sentinel(head_dim, max_len, base=10000.0):
+    # tables filled with NaN "to see what is missing", then only the first half written
+    cos, sin = torch.full((max_len, head_dim), float("nan")), torch.full((max_len, head_dim), float("nan"))
+    inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2).float() / head_dim)
+    angles = torch.outer(torch.arange(max_len).float(), inv_freq)
+    cos[:, : head_dim // 2], sin[:, : head_dim // 2] = angles.cos(), angles.sin()
+    return cos, sin
+
+
+class RotaryNormalisedByPosition(RotaryCached):
+    # q rotated, then "normalised" by its position: 0 / 0 at position 0
+    def forward(self, q, k, positions=None):
+        q_rot, k_rot = super().forward(q, k, positions)
+        m = torch.arange(q.shape[-2], device=q.device) if positions is None else positions
+        scale = (m / m).float()[..., None]  # NaN at position 0
+        if scale.dim() == 3:
+            scale = scale[:, None]
+        return q_rot * scale, k_rot * scale
+
+
+WRONG += [
+    ("rope_cache", "nan_or_inf", cache_nan_sentinel),
+    ("RotaryEmbedding", "nan_or_inf", RotaryNormalisedByPosition),
+]
