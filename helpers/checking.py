@@ -499,6 +499,7 @@ class Probe:
         self.calls_seen: set[Callable] = set()
         self.factories_on_meta = False  # set during device_pass's second run
         self.also: list[str] = []  # further independent mistakes, found after the first
+        self.notes: list[str] = []  # one line each, added to a pass message (a cross-check that was skipped)
 
     # ---- failing -------------------------------------------------------
     def fail(self, code: str, message: str, hint: str = "", fix: str = "") -> None:
@@ -882,7 +883,7 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
         code, message, hint, fix = "raised", f"checking `{name}` failed with {_last_line(error)}", "", ""
     before.restore()  # e.g. the RNG draws of a module's dropout: the notebook's seeds stay reproducible
     if code is None:
-        result = CheckResult(exercise_id, True, None, message, exercise.points, exercise.points, name)
+        result = CheckResult(exercise_id, True, None, " ".join([message, *probe.notes]), exercise.points, exercise.points, name)
     else:
         _, default_hint, default_fix = advice(exercise, code)
         result = CheckResult(exercise_id, False, code, message, 0, exercise.points, name, hint or default_hint, fix or default_fix, probe.also)

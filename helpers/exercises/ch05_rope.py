@@ -19,7 +19,7 @@ import torch
 
 from helpers import reference
 from helpers.checking import Failure, Probe, advice, close
-from helpers.exercises import structure
+from helpers.exercises import oracle, structure
 from helpers.exercises.common import (
     WRONG_BASE,
     angle_tolerance,
@@ -956,6 +956,7 @@ def check_apply_rope(fn, probe: Probe) -> None:
                 *(() if positions is None else (positions.to(device),)),
             )
         )
+    oracle.llama_apply_rope(probe, fn)  # the second oracle: inside transformers' Llama
 
 
 def bf16_arithmetic(probe: Probe):
@@ -1019,6 +1020,7 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
             expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **tight)
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0))
+    oracle.gptj_interleaved(probe, fn)  # the second oracle: inside transformers' GPT-J
 
 
 # rope_from_shift_matrix: its mistakes take (x, positions, base) -------------------
@@ -1087,6 +1089,7 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
         hint=DEVICE_HINT,
         fix=DEVICE_FIX,
     )
+    oracle.llama_rotary_module(probe, cls)  # the second oracle: inside transformers' Llama
 
 
 def plain_attributes(probe: Probe, module, plain: list[str]) -> None:
@@ -1399,6 +1402,7 @@ def check_apply_partial_rope(fn, probe: Probe) -> None:
                 *(() if positions is None else (positions.to(device),)),
             )
         )
+    oracle.neox_partial_rope(probe, fn)  # the second oracle: inside transformers' GPT-NeoX
 
 
 EXERCISES = [

@@ -11,6 +11,7 @@ import torch
 
 from helpers import reference
 from helpers.checking import STOPS_EVERYTHING, Failure, Probe, advice, close
+from helpers.exercises import oracle
 from helpers.exercises.common import float64_accepted
 from helpers.registry import Exercise
 
@@ -370,10 +371,12 @@ BIAS_HELP = {
 
 def check_alibi_slopes(fn, probe: Probe) -> None:
     alibi_probe(fn, probe, ((8,), (16,), (2,), (1,), (4,), (12,), (6,), (20,)), SLOPES_HELP)
+    oracle.bloom_slopes(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
 def check_alibi_bias(fn, probe: Probe) -> None:
     alibi_probe(fn, probe, ((4, 6), (8, 5), (1, 3), (6, 7), (12, 4)), BIAS_HELP)
+    oracle.bloom_bias(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
 EXERCISES = [

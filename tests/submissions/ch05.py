@@ -1604,3 +1604,86 @@ WRONG += [
     ("rope_cache", "nan_or_inf", cache_nan_sentinel),
     ("RotaryEmbedding", "nan_or_inf", RotaryNormalisedByPosition),
 ]
+
+
+# --- right on the direct probes' fresh tensors, wrong inside a real model (the second oracle) ---------
+
+
+def _write_rows(x, c, s):
+    # clone, flatten to rows, write each half in place: on a contiguous x, reshape is a view of the clone
+    d = x.shape[-1]
+    out = x.float().clone()  # clone keeps a transposed view's strides...
+    rows = out.reshape(-1, d)  # ...so there reshape COPIES, and these writes never reach `out`
+    c, s = c.expand(out.shape).reshape(-1, d), s.expand(out.shape).reshape(-1, d)
+    x1, x2 = rows[:, : d // 2].clone(), rows[:, d // 2 :].clone()
+    rows[:, : d // 2] = x1 * c[:, : d // 2] - x2 * s[:, : d // 2]
+    rows[:, d // 2 :] = x2 * c[:, d // 2 :] + x1 * s[:, d // 2 :]
+    return out.to(x.dtype)
+
+
+def apply_rope_writes_into_reshape(q, k, cos, sin, positions=None):
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return _write_rows(q, c, s), _write_rows(k, c, s)
+
+
+class RotaryWritesIntoReshape(RotaryCached):
+    def forward(self, q, k, positions=None):
+        T = q.shape[2]
+        if positions is None:
+            if T > self.max_len:
+                raise ValueError(f"sequence length {T} exceeds max_len {self.max_len}")
+            positions = torch.arange(T, device=q.device)
+        if positions.max() >= self.max_len:
+            raise ValueError(f"position {int(positions.max())} >= max_len {self.max_len}")
+        c, s = _rows(self.cos_cached, self.sin_cached, T, positions)
+        return _write_rows(q, c, s), _write_rows(k, c, s)
+
+
+def apply_rope_views_heads_flat(q, k, cos, sin, positions=None):
+    # batch and heads merged with .view: fine on fresh tensors, refused on a transposed view
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+
+    def turn(x):
+        B, H, T, d = x.shape
+        flat = x.view(B * H, T, d).float()
+        cc = c.expand(B, H, T, d).reshape(B * H, T, d)
+        ss = s.expand(B, H, T, d).reshape(B * H, T, d)
+        return (flat * cc + rotate_half_hf(flat) * ss).view(B, H, T, d).to(x.dtype)
+
+    return turn(q), turn(k)
+
+
+def interleaved_flat_rows(x, positions=None, base=10000.0):
+    # every (position, pair) as a row of a 2-D view
+    B, H, T, d = x.shape
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    angles = (positions.float()[:, None] * theta).repeat(B * H, 1)  # (B*H*T, d/2)
+    rows = x.view(-1, d).float()
+    even, odd = rows[:, 0::2], rows[:, 1::2]
+    out = torch.stack([even * angles.cos() - odd * angles.sin(), even * angles.sin() + odd * angles.cos()], dim=-1)
+    return out.view(B, H, T, d).to(x.dtype)
+
+
+def partial_views_heads_flat(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+
+    def turn(x):
+        B, H, T, d = x.shape
+        flat = x.view(B * H, T, d)
+        rot = flat[..., :r].float().view(B, H, T, r)
+        turned = (rot * c + rotate_half_hf(rot) * s).to(x.dtype)
+        return torch.cat([turned, flat[..., r:].view(B, H, T, d - r)], dim=-1)
+
+    return turn(q), turn(k)
+
+
+WRONG += [
+    ("apply_rope", "library_mismatch", apply_rope_writes_into_reshape),
+    ("RotaryEmbedding", "library_mismatch", RotaryWritesIntoReshape),
+    ("apply_rope", "library_raised", apply_rope_views_heads_flat),
+    ("rope_interleaved", "library_raised", interleaved_flat_rows),
+    ("apply_partial_rope", "library_raised", partial_views_heads_flat),
+]
