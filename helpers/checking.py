@@ -172,7 +172,10 @@ class TorchState:
 
     @classmethod
     def capture(cls) -> TorchState:
-        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        try:
+            cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        except Exception:  # a GPU broken by an earlier device-side assert: check() says so when it is used
+            cuda = None
         return cls(
             torch.get_default_dtype(),
             torch.get_default_device(),
@@ -201,7 +204,8 @@ class TorchState:
         torch.set_grad_enabled(self.grad_enabled)
         torch.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
-            torch.cuda.set_rng_state_all(self.cuda_rng)
+            with contextlib.suppress(Exception):  # the GPU broke meanwhile: the check's result says so
+                torch.cuda.set_rng_state_all(self.cuda_rng)
 
 
 @contextmanager
@@ -488,10 +492,14 @@ CRASHES = STOPS_EVERYTHING | {"raised", "wrong_type", "forbidden_api", "nan_or_i
 class Probe:
     """Handed to an exercise's `run`; every probe method raises `Failure`."""
 
-    def __init__(self, exercise: registry.Exercise, submission_name: str):
+    def __init__(self, exercise: registry.Exercise, submission_name: str, device: torch.device | None = None):
         self.exercise = exercise
         self.name = submission_name
-        self.device = check_device()
+        self.device = check_device() if device is None else device
+        # The accelerator's pass comes after a passed CPU pass (see check): it compares values on
+        # the GPU and nothing else. No mistake is replayed there (a transposed table indexed past
+        # its end is a device-side assert on CUDA that breaks the process), no meta device pass.
+        self.accelerator_pass = self.device.type not in ("cpu", "meta")
         self.timeout = float(os.environ.get(TIMEOUT_ENV, 10))
         self.memory_mb = int(os.environ.get(MEMORY_ENV, 4096))
         # Inputs the student did not choose, yet the same on every run.
@@ -682,6 +690,8 @@ class Probe:
         (its faces); `index` picks one tensor of each (q_rot of (q_rot, k_rot))."""
 
         def run() -> dict[str, list[Any]]:
+            if self.accelerator_pass:
+                return {}
             found = {}
             for code, mistake in self.exercise.mistakes.items():
                 result = _quietly(mistake, *args, **kwargs)
@@ -711,6 +721,8 @@ class Probe:
            meta tensors (`_FactoriesOnMeta`): the output, or a device clash,
            betrays them even where run 1 could not copy out of meta.
         Correct code that meta cannot run (.item(), .tolist()) gets no verdict."""
+        if self.accelerator_pass:
+            return  # the CPU pass ran it; this pass runs on the real device
         _warm_up_meta()
         message = message or f"`{self.name}` creates a tensor on the CPU whatever its input's device (a torch.arange or torch.zeros without device=); on a GPU this fails."
         for inputs_on, suspect in ((torch.device("meta"), "cpu"), (torch.device("cpu"), "meta")):
@@ -858,7 +870,8 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
     caller's mistake and raises KeyError with the close matches."""
     exercise = exercises.get(exercise_id)
     name = getattr(submission, "__name__", type(submission).__name__)
-    probe = Probe(exercise, name)
+    device = check_device()
+    probe = Probe(exercise, name, torch.device("cpu"))  # first on the CPU: the same diagnosis on every machine
     before = TorchState.capture()
     try:
         what = "a function" if exercise.kind == "function" else "an nn.Module class"
@@ -871,6 +884,8 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
             reference = f"helpers.reference.{built_on[0].__name__}" if built_on else _reference_functions()[submission]
             raise Failure("uses_reference", f"`{name}` is, or is built on, the course's own reference `{reference}`, not code of your own.")
         exercise.check(submission, probe)
+        if device.type != "cpu":
+            on_device(exercise, submission, name, device)
         code, message, hint, fix = None, "All probes passed: shapes, dtypes, devices, values and properties.", "", ""
     except Failure as failure:
         code, message, hint, fix = failure.code, failure.message, failure.hint, failure.fix
@@ -880,7 +895,8 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
         before.restore()
         raise
     except BaseException as error:  # a submission that broke the check itself
-        code, message, hint, fix = "raised", f"checking `{name}` failed with {_last_line(error)}", "", ""
+        said = f"{type(error).__name__}: {error}"
+        code, message, hint, fix = "raised", broken_gpu(said) if gpu_is_broken(said) else f"checking `{name}` failed with {_last_line(error)}", "", ""
     before.restore()  # e.g. the RNG draws of a module's dropout: the notebook's seeds stay reproducible
     if code is None:
         result = CheckResult(exercise_id, True, None, " ".join([message, *probe.notes]), exercise.points, exercise.points, name)
@@ -889,6 +905,32 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
         result = CheckResult(exercise_id, False, code, message, 0, exercise.points, name, hint or default_hint, fix or default_fix, probe.also)
     tracking.record(result)
     return result
+
+
+def on_device(exercise: registry.Exercise, submission: Any, name: str, device: torch.device) -> None:
+    """The check again, its values compared on `device` (a GPU), after it passed on the CPU.
+    Whatever fails here fails only on this device: said so, a device clash as wrong_device."""
+    try:
+        exercise.check(submission, Probe(exercise, name, device))
+    except Failure as failure:
+        if failure.code == "raised" and gpu_is_broken(failure.message):
+            raise Failure("raised", broken_gpu(failure.message)) from None
+        clash = failure.code == "raised" and "device" in failure.message.lower()
+        code = "wrong_device" if clash else failure.code
+        said = f"Your code passes every probe on the CPU, but not on {device} (this machine's GPU): {failure.message}"
+        raise Failure(code, said, "" if clash else failure.hint, "" if clash else failure.fix) from None
+
+
+def gpu_is_broken(said: str) -> bool:
+    return any(sign in said for sign in ("AcceleratorError", "device-side assert", "CUDA error"))
+
+
+def broken_gpu(said: str) -> str:
+    return (
+        f"The GPU reported an error ({said.strip().splitlines()[-1][:300]}). After a device-side assert (usually an index out of range, "
+        "in this cell or an earlier one) CUDA refuses all further work in this process: restart the kernel "
+        "(Kernel → Restart), run the cells again, and look for the index that is out of range."
+    )
 
 
 def solution_or_reference(exercise_id: str, submission: Any) -> Any:

@@ -121,6 +121,8 @@ def inside(probe: Probe, family: Family, make_step: Callable[[torch.nn.Module], 
     fails after the student's code returned, it tells a version whose layout we do not
     know (skip) from the student's output (library_raised). `what` names the student's
     code in the messages; hint and fix are about the model's context."""
+    if probe.accelerator_pass:
+        return  # the models live on the CPU: the CPU pass has run this already
     try:
         model = family.model()
         theirs = their_logits(family)
