@@ -910,3 +910,30 @@ WRONG += [
     ("PositionalEncoding", "low_precision", PositionalEncodingBuiltInHalf),
     ("TokenAndPositionEmbedding", "low_precision", TokenAndPositionBfloat16Table),
 ]
+
+
+# --- issue 16: NaN is the finding, whatever else is wrong with the table ------------------
+
+
+def table_position_over_itself(max_len, d_model, base=10000.0):
+    position = torch.arange(max_len).float()[:, None]
+    div_term = torch.exp(torch.arange(0, d_model, 2).float() * -(math.log(base) / d_model))
+    angles = position * div_term * (position / position)  # "normalised": 0 / 0 at position 0
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)[:, : d_model // 2]
+    return pe
+
+
+def table_position_over_itself_transposed(max_len, d_model, base=10000.0):
+    return table_position_over_itself(max_len, d_model, base).T  # (d_model, max_len) as well
+
+
+def table_position_over_itself_float64(max_len, d_model, base=10000.0):
+    return table_position_over_itself(max_len, d_model, base).double()  # float64 as well
+
+
+WRONG += [
+    ("sinusoidal_encoding", "nan_or_inf", table_position_over_itself),
+    ("sinusoidal_encoding", "nan_or_inf", table_position_over_itself_transposed),
+    ("sinusoidal_encoding", "nan_or_inf", table_position_over_itself_float64),
+]
