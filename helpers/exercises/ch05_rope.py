@@ -25,6 +25,7 @@ from helpers.exercises.common import (
     angle_tolerance,
     expect_then,
     frequencies,
+    half_precision_error,
     module_device_pass,
     plain_tensors,
     refuses,
@@ -539,18 +540,12 @@ def rope_tolerance(x: torch.Tensor, positions: torch.Tensor | None = None, base:
 def precision_first(probe: Probe, out, expected: torch.Tensor, tight: dict, loose: dict, then) -> Callable[[Failure], None]:
     """expect_then's fallback for a float32 result off by more than float32 rounding (`tight`):
     when it is within what half-precision angles or tables would make (`loose`, with the
-    magnitude `size` of what was turned) and that says something, half precision on the way is
-    the finding; otherwise `then` reads the output. It says something where an entry is too far
-    off for float32 while half precision bounds it to less than a quarter of its magnitude (at a
-    large angle half precision allows any error, so those entries prove nothing)."""
+    magnitude `size` of what was turned) and that says something (common.half_precision_error),
+    half precision on the way is the finding; otherwise `then` reads the output."""
 
     def fallback(failure: Failure) -> None:
-        if isinstance(out, torch.Tensor) and out.shape == expected.shape and close(out, expected, rtol=0.0, atol=loose["atol"]):
-            error = (out.detach().to("cpu", torch.float64) - expected.detach().to("cpu", torch.float64)).abs()
-            informative = (error > tight["atol"]) & (loose["atol"] < loose["size"] / 4)
-            if not informative.any():
-                then(failure)
-                return
+        error = half_precision_error(out, expected, tight["atol"], loose["atol"], loose["size"])
+        if error is not None:
             probe.fail(
                 "low_precision_angles",
                 f"{failure.message.split(';')[0]}, by up to {float(error.max()):.1e}: more than float32 arithmetic ever is, and as much as rounding to float16 or bfloat16 makes. Somewhere on the way, the angles, the positions, the frequencies or the cos and sin tables were kept in half precision.",

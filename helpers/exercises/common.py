@@ -94,6 +94,19 @@ def angle_tolerance(
     return magnitude * (ROUNDINGS * eps + ANGLE_ROUNDINGS * angle_eps * growth)
 
 
+def half_precision_error(out: Any, expected: torch.Tensor, tight: torch.Tensor, loose: torch.Tensor, size: torch.Tensor | float = 1.0) -> torch.Tensor | None:
+    """For a result that missed `tight` (float32 rounding, angle_tolerance): its error, entry by
+    entry, when one step through a half dtype explains it, else None. It explains it when every
+    entry is within `loose` (what that step would make) and some entry too far off for float32
+    has a `loose` under a quarter of the `size` of what it bounds: at a large angle half
+    precision allows any error, so those entries prove nothing."""
+    if not (isinstance(out, torch.Tensor) and out.shape == expected.shape and close(out, expected, rtol=0.0, atol=loose)):
+        return None
+    error = (out.detach().to("cpu", torch.float64) - expected.detach().to("cpu", torch.float64)).abs()
+    informative = (error > tight) & (loose < size / 4)
+    return error if bool(informative.any()) else None
+
+
 # Position tables added to x (B, T, d): PositionalEncoding (03) and
 # LearnedPositionalEmbedding (04). Each takes x and the right (max_len, d) table.
 
