@@ -173,7 +173,10 @@ class TorchState:
 
     @classmethod
     def capture(cls) -> TorchState:
-        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        try:
+            cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        except Exception:  # a GPU broken by an earlier device-side assert: check() says so when it is used
+            cuda = None
         return cls(
             torch.get_default_dtype(),
             torch.get_default_device(),
@@ -202,7 +205,8 @@ class TorchState:
         torch.set_grad_enabled(self.grad_enabled)
         torch.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
-            torch.cuda.set_rng_state_all(self.cuda_rng)
+            with contextlib.suppress(Exception):  # the GPU broke meanwhile: the check's result says so
+                torch.cuda.set_rng_state_all(self.cuda_rng)
 
 
 @contextmanager
@@ -450,13 +454,26 @@ TOLERANCES = {  # (rtol, atol) per dtype of the expected result
 }
 
 
-def close(out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, atol: float | None = None) -> bool:
-    """Same shape and values within the expected dtype's tolerance (any dtype, any device)."""
+def _broadcasts(shape: torch.Size, to: torch.Size) -> bool:
+    try:
+        return torch.broadcast_shapes(shape, to) == to
+    except RuntimeError:
+        return False
+
+
+def close(out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, atol: float | torch.Tensor | None = None) -> bool:
+    """Same shape and values within the expected dtype's tolerance (any dtype, any device).
+    `atol` may be a tensor that broadcasts to the result: a tolerance entry by entry."""
     if not isinstance(out, torch.Tensor) or out.shape != expected.shape or out.is_meta or expected.is_meta:
         return False
     default_rtol, default_atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
     a = out.detach().to("cpu", torch.float64)
     b = expected.detach().to("cpu", torch.float64)
+    if isinstance(atol, torch.Tensor) and not _broadcasts(atol.shape, b.shape):
+        atol = float(atol.max())  # entry-by-entry tolerances of the reference, compared with a mistake of another shape: the loosest
+    if isinstance(atol, torch.Tensor):
+        bound = atol.detach().to("cpu", torch.float64) + (default_rtol if rtol is None else rtol) * b.abs()
+        return bool(((a == b) | ((a - b).abs() <= bound) | (a.isnan() & b.isnan())).all())  # a == b: equal infinities
     return bool(
         torch.allclose(
             a,
@@ -483,10 +500,14 @@ CRASHES = STOPS_EVERYTHING | {"raised", "wrong_type", "forbidden_api", "nan_or_i
 class Probe:
     """Handed to an exercise's `run`; every probe method raises `Failure`."""
 
-    def __init__(self, exercise: registry.Exercise, submission_name: str):
+    def __init__(self, exercise: registry.Exercise, submission_name: str, device: torch.device | None = None):
         self.exercise = exercise
         self.name = submission_name
-        self.device = check_device()
+        self.device = check_device() if device is None else device
+        # The accelerator's pass comes after a passed CPU pass (see check): it compares values on
+        # the GPU and nothing else. No mistake is replayed there (a transposed table indexed past
+        # its end is a device-side assert on CUDA that breaks the process), no meta device pass.
+        self.accelerator_pass = self.device.type not in ("cpu", "meta")
         self.timeout = float(os.environ.get(TIMEOUT_ENV, 10))
         self.memory_mb = int(os.environ.get(MEMORY_ENV, 4096))
         # Inputs the student did not choose, yet the same on every run.
@@ -494,6 +515,7 @@ class Probe:
         self.calls_seen: set[Callable] = set()
         self.factories_on_meta = False  # set during device_pass's second run
         self.also: list[str] = []  # further independent mistakes, found after the first
+        self.notes: list[str] = []  # one line each, added to a pass message (a cross-check that was skipped)
         # What the probes reached, for the framework's own tests (tests/test_checks.py):
         self.edges_reached: dict[str, set[str]] = {}  # kind -> the edges ("first", "last") some call received
         self.edges_lost: list[str] = []  # tagged inputs that reached student code without one of their edges
@@ -701,6 +723,7 @@ class Probe:
         values_ok = close(out, expected, rtol, atol)
         if values_ok and out.dtype == expected.dtype and out.device == expected.device:
             return
+        self._no_nan(out, expected, what)  # first: a NaN is the finding, whatever else differs (an expected -inf hides none)
         if not values_ok and mistakes is not None:
             for code, wrong in mistakes().items():  # a mistake may have several faces
                 candidates = wrong if isinstance(wrong, (list, tuple)) else [wrong]
@@ -715,14 +738,25 @@ class Probe:
                 "wrong_device",
                 f"{what} is on {out.device}, but the inputs were on {expected.device}.",
             )
-        # NaN anywhere, or inf where the reference is finite (an expected -inf, a mask, hides neither).
+        # inf where the reference is finite (an expected -inf, a mask, hides none); after the catalogue: a mask on the wrong side is a known mistake.
         got, want = out.detach().to("cpu", torch.float64), expected.detach().to("cpu", torch.float64)
-        bad = got.isnan() & ~want.isnan() | got.isinf() & want.isfinite()
+        bad = got.isinf() & want.isfinite()
         if bad.any():
             where = [int(i) for i in bad.nonzero()[0]]
-            found = "NaN" if bool(got[tuple(where)].isnan()) else "inf"
-            self.fail("nan_or_inf", f"{what} holds {found} at index {where} (and {int(bad.sum()) - 1} more entries), where the reference has a finite number.")
-        self.fail("wrong_values", describe_difference(out, expected, what), hint=hint, fix=fix)
+            self.fail("nan_or_inf", f"{what} holds inf at index {where} (and {int(bad.sum()) - 1} more entries), where the reference has a finite number.")
+        self.fail("wrong_values", describe_difference(out, expected, what, rtol, atol), hint=hint, fix=fix)
+
+    def _no_nan(self, out: torch.Tensor, expected: torch.Tensor, what: str) -> None:
+        """NaN wherever the reference has none is nan_or_inf, before anything else: a NaN
+        beside an expected -inf (a mask made as 0 * -inf) or in a result of the wrong shape too."""
+        if out.is_meta or expected.is_meta or not (out.is_floating_point() or out.is_complex()):
+            return
+        got, want = out.detach().cpu(), expected.detach().cpu()
+        bad = got.isnan() & ~want.isnan() if got.shape == want.shape else got.isnan() if not want.isnan().any() else torch.zeros(())
+        if bad.any():
+            where = [int(i) for i in bad.nonzero()[0]]
+            nearby = f", where the reference has {want[tuple(where)].item():.4g}" if got.shape == want.shape else ""
+            self.fail("nan_or_inf", f"{what} holds NaN at index {where} (and {int(bad.sum()) - 1} more entries){nearby}.")
 
     def known_mistakes(self, *args: Any, index: int | None = None, **kwargs: Any) -> Callable[[], dict[str, list[Any]]]:
         """The exercise's catalogue of mistakes, run on these inputs when `expect` asks
@@ -730,6 +764,8 @@ class Probe:
         (its faces); `index` picks one tensor of each (q_rot of (q_rot, k_rot))."""
 
         def run() -> dict[str, list[Any]]:
+            if self.accelerator_pass:
+                return {}
             found = {}
             for code, mistake in self.exercise.mistakes.items():
                 result = _quietly(mistake, *args, **kwargs)
@@ -759,6 +795,8 @@ class Probe:
            meta tensors (`_FactoriesOnMeta`): the output, or a device clash,
            betrays them even where run 1 could not copy out of meta.
         Correct code that meta cannot run (.item(), .tolist()) gets no verdict."""
+        if self.accelerator_pass:
+            return  # the CPU pass ran it; this pass runs on the real device
         _warm_up_meta()
         message = message or f"`{self.name}` creates a tensor on the CPU whatever its input's device (a torch.arange or torch.zeros without device=); on a GPU this fails."
         for inputs_on, suspect in ((torch.device("meta"), "cpu"), (torch.device("cpu"), "meta")):
@@ -859,13 +897,16 @@ def _quietly(mistake: Callable, *args: Any, **kwargs: Any) -> Any:
         return None
 
 
-def describe_difference(out: torch.Tensor, expected: torch.Tensor, what: str) -> str:
+def describe_difference(out: torch.Tensor, expected: torch.Tensor, what: str, rtol: float | None = None, atol: float | torch.Tensor | None = None) -> str:
     a = out.detach().to("cpu", torch.float64)
     b = expected.detach().to("cpu", torch.float64)
     error = torch.where(a == b, 0.0, (a - b).abs()).nan_to_num(nan=float("inf"))  # equal infinities (a mask) are no error
-    worst = tuple(int(i) for i in torch.unravel_index(error.argmax(), error.shape))
-    rtol, atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
-    wrong = int((error > atol + rtol * b.abs()).sum())
+    default_rtol, default_atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
+    rtol, atol = default_rtol if rtol is None else rtol, default_atol if atol is None else atol
+    bound = (atol.detach().to("cpu", torch.float64) if isinstance(atol, torch.Tensor) else atol) + rtol * b.abs()
+    excess = error - bound  # the worst entry is the one furthest past its own tolerance
+    worst = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
+    wrong = int((error > bound).sum())
     return f"{what} differs from the reference in {wrong} of {error.numel()} entries; the worst is at index {list(worst)}: you have {a[worst].item():.6g}, expected {b[worst].item():.6g}."
 
 
@@ -903,7 +944,8 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
     caller's mistake and raises KeyError with the close matches."""
     exercise = exercises.get(exercise_id)
     name = getattr(submission, "__name__", type(submission).__name__)
-    probe = Probe(exercise, name)
+    device = check_device()
+    probe = Probe(exercise, name, torch.device("cpu"))  # first on the CPU: the same diagnosis on every machine
     before = TorchState.capture()
     try:
         what = "a function" if exercise.kind == "function" else "an nn.Module class"
@@ -916,6 +958,8 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
             reference = f"helpers.reference.{built_on[0].__name__}" if built_on else _reference_functions()[submission]
             raise Failure("uses_reference", f"`{name}` is, or is built on, the course's own reference `{reference}`, not code of your own.")
         exercise.check(submission, probe)
+        if device.type != "cpu":
+            on_device(exercise, submission, name, device)
         code, message, hint, fix = None, "All probes passed: shapes, dtypes, devices, values and properties.", "", ""
     except Failure as failure:
         code, message, hint, fix = failure.code, failure.message, failure.hint, failure.fix
@@ -925,15 +969,42 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
         before.restore()
         raise
     except BaseException as error:  # a submission that broke the check itself
-        code, message, hint, fix = "raised", f"checking `{name}` failed with {_last_line(error)}", "", ""
+        said = f"{type(error).__name__}: {error}"
+        code, message, hint, fix = "raised", broken_gpu(said) if gpu_is_broken(said) else f"checking `{name}` failed with {_last_line(error)}", "", ""
     before.restore()  # e.g. the RNG draws of a module's dropout: the notebook's seeds stay reproducible
     if code is None:
-        result = CheckResult(exercise_id, True, None, message, exercise.points, exercise.points, name)
+        result = CheckResult(exercise_id, True, None, " ".join([message, *probe.notes]), exercise.points, exercise.points, name)
     else:
         _, default_hint, default_fix = advice(exercise, code)
         result = CheckResult(exercise_id, False, code, message, 0, exercise.points, name, hint or default_hint, fix or default_fix, probe.also)
     tracking.record(result)
     return result
+
+
+def on_device(exercise: registry.Exercise, submission: Any, name: str, device: torch.device) -> None:
+    """The check again, its values compared on `device` (a GPU), after it passed on the CPU.
+    Whatever fails here fails only on this device: said so, a device clash as wrong_device."""
+    try:
+        exercise.check(submission, Probe(exercise, name, device))
+    except Failure as failure:
+        if failure.code == "raised" and gpu_is_broken(failure.message):
+            raise Failure("raised", broken_gpu(failure.message)) from None
+        clash = failure.code == "raised" and "device" in failure.message.lower()
+        code = "wrong_device" if clash else failure.code
+        said = f"Your code passes every probe on the CPU, but not on {device} (this machine's GPU): {failure.message}"
+        raise Failure(code, said, "" if clash else failure.hint, "" if clash else failure.fix) from None
+
+
+def gpu_is_broken(said: str) -> bool:
+    return any(sign in said for sign in ("AcceleratorError", "device-side assert", "CUDA error"))
+
+
+def broken_gpu(said: str) -> str:
+    return (
+        f"The GPU reported an error ({said.strip().splitlines()[-1][:300]}). After a device-side assert (usually an index out of range, "
+        "in this cell or an earlier one) CUDA refuses all further work in this process: restart the kernel "
+        "(Kernel → Restart), run the cells again, and look for the index that is out of range."
+    )
 
 
 def solution_or_reference(exercise_id: str, submission: Any) -> Any:

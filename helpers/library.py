@@ -13,6 +13,10 @@ functions for each positional step:
     GPT-2      wte + wpe before the first block, lm_head tied to wte                  learned positions, tying
     BERT       MiniLM's real embedding block (helpers.models)                         learned positions, segments
 
+The *_logits functions run a whole tiny model with one positional step swapped
+for the caller's (a student's function, or the course's reference): "your code,
+dropped into the library's own model, gives the library's own logits".
+
 transformers is imported inside the functions, never by `import helpers`.
 Anything this transformers version lacks (a module, a function, an attribute
 the layout moved) raises LibraryUnavailable with one line saying what is
@@ -21,7 +25,11 @@ missing, so a caller can report "skipped" instead of crashing.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import importlib
+import threading
+from collections.abc import Callable, Iterator
 from functools import cache
 
 import torch
@@ -93,26 +101,47 @@ def rope_base(config) -> float:
     raise LibraryUnavailable(f"transformers {transformers_version()}: {type(config).__name__} states no rope_theta")
 
 
+def left_padding(T: int, pads: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """attention_mask (B, T) with pads[b] pad tokens on the left of row b, and the
+    position_ids generate() derives from it: 0, 1, ... from the first real token (the
+    pads get 1, a dummy: attention masks them out anyway)."""
+    mask = torch.ones(len(pads), T, dtype=torch.long)
+    for b, p in enumerate(pads):
+        mask[b, :p] = 0
+    return mask, (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+
+
+_SWAP_LOCK = threading.RLock()  # one swapped module function at a time, in this process
+
+
+@contextlib.contextmanager
+def swapped(module: str, name: str, replacement: Callable) -> Iterator[None]:
+    """transformers.<module>.<name> replaced for the duration: the attention layers look
+    the function up in their module when they run, so they call the replacement."""
+    found = importlib.import_module(f"transformers.{module}")
+    library_attr(module, name)  # LibraryUnavailable, said in one line, if the layout moved
+    with _SWAP_LOCK:
+        original = getattr(found, name)
+        setattr(found, name, replacement)
+        try:
+            yield
+        finally:
+            setattr(found, name, original)
+
+
 # ---------------------------------------------------------------------------
 # The tiny models, one per process
 # ---------------------------------------------------------------------------
 
 
+# Llama's and GPT-NeoX's configs name their sizes alike: 4 heads of 16 dims, 2 layers
+_LLAMA_LIKE_SIZES = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=MAX_POSITIONS)
+
+
 @cache
 def tiny_llama():
     """LlamaForCausalLM, 4 query heads sharing 2 key/value heads (GQA), head_dim 16."""
-    return _build(
-        "models.llama.modeling_llama",
-        "LlamaForCausalLM",
-        "LlamaConfig",
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=MAX_POSITIONS,
-    )
+    return _build("models.llama.modeling_llama", "LlamaForCausalLM", "LlamaConfig", num_key_value_heads=2, **_LLAMA_LIKE_SIZES)
 
 
 @cache
@@ -124,18 +153,7 @@ def tiny_gptj():
 @cache
 def tiny_neox():
     """GPTNeoXForCausalLM, 4 heads of 16 dims, rotary_pct 0.25: the first 4 dims rotated (half-split)."""
-    return _build(
-        "models.gpt_neox.modeling_gpt_neox",
-        "GPTNeoXForCausalLM",
-        "GPTNeoXConfig",
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        rotary_pct=0.25,
-        max_position_embeddings=MAX_POSITIONS,
-    )
+    return _build("models.gpt_neox.modeling_gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXConfig", rotary_pct=0.25, **_LLAMA_LIKE_SIZES)
 
 
 @cache
@@ -216,6 +234,46 @@ def neox_apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: to
         return torch.cat([q_rot, q[..., r:]], dim=-1), torch.cat([k_rot, k[..., r:]], dim=-1)
 
 
+RopeStep = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def _rope_model_logits(model, module: str, input_ids, attention_mask, position_ids, rope: RopeStep | None) -> torch.Tensor:
+    """logits (B, T, V). With rope, every layer's rotary step is rope(q, k, position_ids)
+    instead of the library's apply_rotary_pos_emb(q, k, cos, sin): the library's cos and
+    sin are ignored, the positions are what the caller's code gets."""
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    if position_ids is None:
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    step = contextlib.nullcontext() if rope is None else swapped(module, "apply_rotary_pos_emb", lambda q, k, cos, sin, *args, **kwargs: rope(q, k, position_ids))
+    with torch.no_grad(), step:
+        return model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
+
+
+def llama_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None, rope: RopeStep | None = None) -> torch.Tensor:
+    """A Llama's logits; rope(q (B, Hq, T, Dh), k (B, Hk, T, Dh), position_ids (B, T)) -> (q, k) replaces its rotary step."""
+    return _rope_model_logits(model, "models.llama.modeling_llama", input_ids, attention_mask, position_ids, rope)
+
+
+def neox_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None, rope: RopeStep | None = None) -> torch.Tensor:
+    """A GPT-NeoX's logits; rope gets whole heads (B, H, T, Dh) and must turn only the first rotary_ndims dims."""
+    return _rope_model_logits(model, "models.gpt_neox.modeling_gpt_neox", input_ids, attention_mask, position_ids, rope)
+
+
+def meta_layout_llama(model):
+    """A copy of a Llama with every q_proj and k_proj in Meta's interleaved row order
+    (what Meta's checkpoints hold): run with interleaved RoPE, it gives the original's logits."""
+    meta = copy.deepcopy(model)
+    config = meta.config
+    for layer in range(config.num_hidden_layers):
+        attention = _path(meta, f"model.layers.{layer}.self_attn")
+        for projection, heads in (("q_proj", config.num_attention_heads), ("k_proj", config.num_key_value_heads)):
+            weight = _path(attention, f"{projection}.weight")
+            with torch.no_grad():
+                weight.copy_(interleave_projection_rows(weight, heads))
+    return meta
+
+
 # ---------------------------------------------------------------------------
 # GPT-J: interleaved RoPE on the first rotary_dim dims
 # ---------------------------------------------------------------------------
@@ -243,6 +301,25 @@ def gptj_rotary(model, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Ten
     sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)  # (B, T, rotary_dim/2) each
     rotated = apply(x[..., :rotary_dim], sin, cos)
     return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
+
+
+def gptj_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None, rope: Callable | None = None) -> torch.Tensor:
+    """A GPT-J's logits; rope(x (1, H, T, rotary_dim), positions (T,)) -> x replaces its
+    rotary step, one sequence at a time (each row of a left-padded batch has its own
+    positions). GPT-J cuts the first rotary_dim dims of q and k itself and passes the rest."""
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    if position_ids is None:
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+    def rotary_step(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
+        x = x.transpose(1, 2)  # GPT-J's (B, T, H, r) to the course's (B, H, T, r)
+        rows = [rope(x[b : b + 1], position_ids[b]) for b in range(len(x))]
+        return torch.cat(rows).transpose(1, 2)
+
+    step = contextlib.nullcontext() if rope is None else swapped("models.gptj.modeling_gptj", "apply_rotary_pos_emb", rotary_step)
+    with torch.no_grad(), step:
+        return model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
 
 
 # ---------------------------------------------------------------------------
@@ -307,6 +384,33 @@ def bloom_first_layer_attention(model, input_ids: torch.Tensor, attention_mask: 
     return out.attentions[0], q, k
 
 
+def bloom_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, slopes: Callable | None = None, bias: Callable | None = None) -> torch.Tensor:
+    """A BLOOM's logits, with its ALiBi from the caller's code:
+    slopes(n_heads) -> (n_heads,): BLOOM's own row-constant form m_h · j, j counted from each row's first real token;
+    bias(n_heads, T) -> (n_heads, T, T): the textbook -m_h · (i - j), -inf above the diagonal, added whole.
+    BLOOM's causal and padding mask is added on top in both cases. Neither: the library's own."""
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    transformer = _path(model, "transformer")
+    _path(transformer, "build_alibi_tensor")  # the hook point: LibraryUnavailable if this version has none
+
+    def build(mask: torch.Tensor, num_heads: int, dtype: torch.dtype) -> torch.Tensor:
+        B, T = mask.shape
+        if bias is not None:  # (H, T, T) for every sequence: -m·(i - j) needs no first-real-token offset
+            return bias(num_heads, T).to(dtype).expand(B, num_heads, T, T).reshape(B * num_heads, T, T)
+        key_positions = ((mask.cumsum(-1) - 1) * mask)[:, None, :]  # (B, 1, T), as BLOOM counts them
+        return (slopes(num_heads)[None, :, None] * key_positions).reshape(B * num_heads, 1, T).to(dtype)
+
+    with torch.no_grad():
+        if slopes is None and bias is None:
+            return model(input_ids=input_ids, attention_mask=attention_mask).logits
+        transformer.build_alibi_tensor = build  # an instance attribute: this model only, removed after
+        try:
+            return model(input_ids=input_ids, attention_mask=attention_mask).logits
+        finally:
+            del transformer.build_alibi_tensor
+
+
 # ---------------------------------------------------------------------------
 # GPT-2: learned positions and the tied head
 # ---------------------------------------------------------------------------
@@ -337,3 +441,25 @@ def gpt2_final_hidden_and_logits(model, input_ids: torch.Tensor) -> tuple[torch.
         hidden = _path(model, "transformer")(input_ids=input_ids).last_hidden_state
         logits = model(input_ids=input_ids).logits
     return hidden, logits
+
+
+def gpt2_logits(model, input_ids: torch.Tensor, positions: Callable | None = None, head: Callable | None = None) -> torch.Tensor:
+    """A GPT-2's logits, (B, T, V), with the caller's steps:
+    positions(x (B, T, d)) -> x + P[:T], applied to wte(ids) in place of the library's wte + wpe;
+    head(h (B, T, d)) -> logits, in place of lm_head."""
+    wte = _path(model, "transformer.wte")
+    block = _path(model, "transformer.h.0")
+
+    def own_positions(module, args, kwargs):  # the first block's input, rebuilt from the caller's step
+        x = positions(wte(input_ids))
+        return ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": x})
+
+    hook = block.register_forward_pre_hook(own_positions, with_kwargs=True) if positions is not None else None
+    try:
+        with torch.no_grad():
+            if head is None:
+                return model(input_ids=input_ids).logits
+            return head(_path(model, "transformer")(input_ids=input_ids).last_hidden_state)
+    finally:
+        if hook is not None:
+            hook.remove()

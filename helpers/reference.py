@@ -284,6 +284,16 @@ def apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.T
     return rotate(q), rotate(k)  # Hq and Hk may differ (GQA): cos, sin broadcast over heads
 
 
+def apply_partial_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Partial RoPE, as GPT-NeoX (rotary_pct) and GPT-J (rotary_dim) do it: only the first
+    r = cos.shape[-1] dims of each head are turned (half-split within those r: pair i is
+    (x[i], x[i + r/2])), with an r-dim head's frequencies; the other Dh - r dims carry
+    no position at all and pass through unchanged."""
+    r = cos.shape[-1]  # the tables are built for the rotated part: rope_cache(r, max_len)
+    q_rot, k_rot = apply_rope(q[..., :r], k[..., :r], cos, sin, positions)
+    return torch.cat([q_rot, q[..., r:]], dim=-1), torch.cat([k_rot, k[..., r:]], dim=-1)
+
+
 def rope_interleaved(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
     """RoPE in the interleaved layout of Meta's Llama and GPT-J: pair i is
     (x[2i], x[2i+1]), turned by m·θ_i. x: (B, H, T, Dh); positions: None or (T,)."""

@@ -28,6 +28,7 @@ DIAGNOSES: dict[str, str] = {
     "wrong_dtype": "the result has the wrong dtype",
     "wrong_device": "the result, or a tensor made inside, is on the wrong device",
     "nan_or_inf": "the result holds NaN or infinity",
+    "low_precision": "a float32 result carries half-precision (float16 or bfloat16) rounding from somewhere on the way",
     "mutated_input": "the code changed one of its inputs in place",
     "timeout": "the code ran past the time limit (an endless loop?)",
     "out_of_memory": "the code tried to allocate far more memory than the task needs",
@@ -91,10 +92,18 @@ DIAGNOSES: dict[str, str] = {
     "rope_ignores_positions": "the given positions are ignored",
     "low_precision_angles": "the angles are computed in the input's low precision instead of float32",
     "cache_is_parameter": "the cos/sin cache is a Parameter or a persistent buffer",
+    # apply_partial_rope (GPT-NeoX's rotary_pct, GPT-J's rotary_dim)
+    "partial_rope_whole_head": "the whole head is rotated where only its first rotary_dim dims should be",
+    "partial_rope_pairs_across_head": "pairs span the whole head (i, i + head_dim/2) instead of the rotated part (i, i + rotary_dim/2)",
+    "partial_rope_last_dims": "the rotated part sits in the last rotary_dim dims of the head instead of the first",
+    "partial_rope_pass_dropped": "the dims past rotary_dim are dropped or zeroed instead of passed through",
     # ALiBi
     "non_power_of_two": "the slopes for a head count that is not a power of two do not follow Press et al.'s rule",
     "wrong_sign": "the bias rewards distance (or the slopes are negative) instead of penalising it",
     "missing_causal_mask": "keys after the query are not masked with -inf",
+    # the library as a second oracle (helpers/exercises/oracle.py)
+    "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",
+    "library_raised": "the code raised inside transformers' own model, on inputs as the model makes them (non-contiguous views, GQA, left padding)",
 }
 
 
@@ -130,6 +139,10 @@ GENERIC_ADVICE: dict[str, tuple[str, str]] = {
     "nan_or_inf": (
         "NaN comes from 0/0, inf - inf, 0 * inf or the log of a negative number; uninitialised memory (torch.empty) holds anything.",
         "Find the first intermediate tensor with NaN (`torch.isnan(t).any()`) and guard the division or fill the tensor you left empty.",
+    ),
+    "low_precision": (
+        "float32 keeps 24 bits of mantissa, bfloat16 8 and float16 11: one step through a half dtype rounds every value to 2 or 3 significant digits, and casting back to float32 does not bring them back.",
+        "Find the `.half()`, `.bfloat16()` or `dtype=torch.float16` / `torch.bfloat16` on the way (or a tensor made from one) and keep that step in float32.",
     ),
     "mutated_input": (
         "In-place operations (`+=`, `.mul_()`, `x[...] = ...`) write into the caller's tensor, and the caller may still need it.",

@@ -154,7 +154,7 @@ def test_inputs_are_made_on_the_check_device(monkeypatch):
 
 
 def test_device_pass_flags_cpu_tensors_and_stays_quiet_on_missing_meta_kernels():
-    probe = checking.Probe(get("lookup"), "x")
+    probe = checking.Probe(get("lookup"), "x", torch.device("cpu"))  # the CPU pass: the one that runs device passes
     with pytest.raises(checking.Failure) as caught:
         probe.device_pass(lambda device: probe.call(lambda: torch.arange(3) + torch.zeros(3, device=device)))
     assert caught.value.code == "wrong_device"

@@ -46,17 +46,6 @@ def randn(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-def left_padded_position_ids(T: int, padding: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """attention_mask (B, T) with padding[b] pad tokens on the left of row b, and the
-    position_ids that generate() derives from it: 0, 1, ... from the first real token
-    (the pads get 1, a dummy: they are masked out of attention anyway)."""
-    mask = torch.ones(len(padding), T, dtype=torch.long)
-    for b, p in enumerate(padding):
-        mask[b, :p] = 0
-    position_ids = mask.cumsum(-1) - 1
-    return mask, position_ids.masked_fill(mask == 0, 1)
-
-
 PADDINGS = {"no padding": (0, 0), "left padding": (0, 3)}
 
 
@@ -105,7 +94,7 @@ def test_rope_matches_llama(padding):
     config = model.config
     Hq, Hk, Dh, T = config.num_attention_heads, config.num_key_value_heads, library.llama_head_dim(model), 9
     assert Hk < Hq  # GQA: q and k have different head counts, cos/sin must broadcast over both
-    _, position_ids = left_padded_position_ids(T, padding)  # (B, T)
+    _, position_ids = library.left_padding(T, padding)  # (B, T)
     q, k = randn(2, Hq, T, Dh, seed=1), randn(2, Hk, T, Dh, seed=2)
 
     cos_lib, sin_lib = library.llama_cos_sin(model, position_ids)  # (B, T, Dh)
@@ -140,7 +129,7 @@ def test_rope_interleaved_matches_gptj(padding):
     H, r, T = config.n_head, config.rotary_dim, 9
     Dh = config.n_embd // H
     assert r < Dh  # partial rotary: the last Dh - r dims of every head carry no position
-    _, position_ids = left_padded_position_ids(T, padding)
+    _, position_ids = library.left_padding(T, padding)
     position_ids = position_ids + 5  # as after a cached prefix of 5 tokens: no row starts at 0
     x = randn(2, T, H, Dh, seed=3)  # GPT-J's own layout for q and k: heads after positions
 
@@ -166,7 +155,7 @@ def test_partial_rope_matches_neox(padding):
     H, T = config.num_attention_heads, 9
     Dh, r = config.hidden_size // H, library.neox_rotary_ndims(model)
     assert r == Dh // 4  # rotary_pct = 0.25
-    _, position_ids = left_padded_position_ids(T, padding)
+    _, position_ids = library.left_padding(T, padding)
     q, k = randn(2, H, T, Dh, seed=4), randn(2, H, T, Dh, seed=5)
 
     # The frequencies are those of an r-dim head, θ_i = base^(-2i/r), not of the whole Dh-dim head.
@@ -271,7 +260,7 @@ def test_bloom_attention_matches_alibi_bias():
     model = library.tiny_bloom()
     H, T = model.config.n_head, 8
     padding = (0, 3)
-    mask, _ = left_padded_position_ids(T, padding)
+    mask, _ = library.left_padding(T, padding)
     ids = torch.randint(0, model.config.vocab_size, (2, T), generator=torch.Generator().manual_seed(8))
     probs, q, k = library.bloom_first_layer_attention(model, ids, mask)  # (B, H, T, T), (B, H, T, Dh) x 2
     Dh = q.shape[-1]
@@ -313,3 +302,100 @@ def test_tied_head_matches_gpt2():
     hidden, logits = library.gpt2_final_hidden_and_logits(model, ids)  # after ln_f, and lm_head's output
     with torch.no_grad():
         assert_close(head(hidden), logits)
+
+
+# ---------------------------------------------------------------------------
+# Whole models: the reference's step swapped into the library's model gives its logits
+# ---------------------------------------------------------------------------
+
+
+def real_tokens(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return logits[mask.bool()]  # the pads' logits are nobody's prediction
+
+
+def left_padded_batch(model, T: int = 9) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    mask, position_ids = library.left_padding(T, (0, 3))
+    ids = torch.randint(0, model.config.vocab_size, (2, T), generator=torch.Generator().manual_seed(11))
+    return ids, mask, position_ids
+
+
+@needs_library
+def test_llama_logits_with_the_reference_rotary():
+    model = library.tiny_llama()
+    config = model.config
+    ids, mask, position_ids = left_padded_batch(model)
+    theirs = library.llama_logits(model, ids, mask, position_ids)
+    rotary = reference.RotaryEmbedding(library.llama_head_dim(model), config.max_position_embeddings, library.rope_base(config))
+    ours = library.llama_logits(model, ids, mask, position_ids, rope=rotary)
+    assert_close(real_tokens(ours, mask), real_tokens(theirs, mask))
+    # the swap is real: the interleaved rotation on HF's rows gives other logits
+    wrong = library.llama_logits(model, ids, mask, position_ids, rope=lambda q, k, p: (reference.rope_interleaved(q, p[0]), reference.rope_interleaved(k, p[0])))
+    assert not torch.allclose(wrong, theirs, atol=1e-4)
+
+
+@needs_library
+def test_meta_layout_llama_gives_the_same_logits_with_interleaved_rope():
+    """Meta's row order + interleaved RoPE == HF's row order + half-split RoPE, on the whole model."""
+    model = library.tiny_llama()
+    base = library.rope_base(model.config)
+    ids, mask, position_ids = left_padded_batch(model)
+
+    def interleaved(q, k, positions):
+        turn = lambda x: torch.cat([reference.rope_interleaved(x[b : b + 1], positions[b], base) for b in range(len(x))])  # noqa: E731
+        return turn(q), turn(k)
+
+    theirs = library.llama_logits(model, ids, mask, position_ids)
+    ours = library.llama_logits(library.meta_layout_llama(model), ids, mask, position_ids, rope=interleaved)
+    assert_close(real_tokens(ours, mask), real_tokens(theirs, mask))
+    assert not torch.allclose(library.llama_logits(model, ids, mask, position_ids, rope=interleaved), theirs, atol=1e-4)
+
+
+@needs_library
+def test_neox_logits_with_the_reference_partial_rope():
+    model = library.tiny_neox()
+    r = library.neox_rotary_ndims(model)
+    ids, mask, position_ids = left_padded_batch(model)
+    cos, sin = reference.rope_cache(r, model.config.max_position_embeddings, library.rope_base(model.config))
+    theirs = library.neox_logits(model, ids, mask, position_ids)
+    ours = library.neox_logits(model, ids, mask, position_ids, rope=lambda q, k, p: reference.apply_partial_rope(q, k, cos, sin, p))
+    assert_close(real_tokens(ours, mask), real_tokens(theirs, mask))
+    whole = reference.rope_cache(library.llama_head_dim(model), 64)  # the whole head turned: not NeoX
+    assert not torch.allclose(library.neox_logits(model, ids, mask, position_ids, rope=lambda q, k, p: reference.apply_rope(q, k, *whole, p)), theirs, atol=1e-4)
+
+
+@needs_library
+def test_gptj_logits_with_the_reference_interleaved_rope():
+    model = library.tiny_gptj()
+    ids, mask, position_ids = left_padded_batch(model)
+    theirs = library.gptj_logits(model, ids, mask, position_ids)
+    ours = library.gptj_logits(model, ids, mask, position_ids, rope=reference.rope_interleaved)
+    assert_close(real_tokens(ours, mask), real_tokens(theirs, mask))
+    half_split = lambda x, p: reference.apply_rope(x, x, *reference.rope_cache(x.shape[-1], 64), p)[0]  # noqa: E731
+    assert not torch.allclose(library.gptj_logits(model, ids, mask, position_ids, rope=half_split), theirs, atol=1e-4)
+
+
+@needs_library
+def test_bloom_logits_with_the_reference_slopes_and_bias():
+    """Both forms give BLOOM's logits: its row-constant m·j from the slopes, and the
+    textbook -m·(i - j) bias, equal under softmax's shift-invariance."""
+    model = library.tiny_bloom()
+    ids, mask, _ = left_padded_batch(model)
+    theirs = library.bloom_logits(model, ids, mask)
+    assert_close(real_tokens(library.bloom_logits(model, ids, mask, slopes=reference.alibi_slopes), mask), real_tokens(theirs, mask))
+    assert_close(real_tokens(library.bloom_logits(model, ids, mask, bias=reference.alibi_bias), mask), real_tokens(theirs, mask))
+    flipped = library.bloom_logits(model, ids, mask, slopes=lambda n: -reference.alibi_slopes(n))
+    assert not torch.allclose(flipped, theirs, atol=1e-4)
+    assert "build_alibi_tensor" not in vars(model.transformer)  # the swap is undone: the class's own method again
+
+
+@needs_library
+def test_gpt2_logits_with_the_reference_positions_and_tied_head():
+    model = library.tiny_gpt2()
+    wte, wpe, _ = library.gpt2_tables(model)
+    ids, _, _ = left_padded_batch(model)
+    learned = reference.LearnedPositionalEmbedding(*wpe.weight.shape)
+    learned.load_state_dict({"position_embeddings.weight": wpe.weight})
+    theirs = library.gpt2_logits(model, ids)
+    assert_close(library.gpt2_logits(model, ids, positions=learned, head=reference.TiedLMHead(wte)), theirs)
+    shifted = lambda x: x + wpe.weight[1 : x.shape[1] + 1]  # noqa: E731  positions counted from 1
+    assert not torch.allclose(library.gpt2_logits(model, ids, positions=shifted), theirs, atol=1e-4)

@@ -31,6 +31,7 @@ def test_environment_yml_has_the_same_packages_as_pyproject():
     assert pinned["torch"] == "torch==2.13.0", "environment.yml must pin the same torch as course.py"
     library = next(r for r in project["dependencies"] if requirement_name(r) == "transformers")
     assert pinned["transformers"] == library, "environment.yml must pin the transformers range pyproject.toml does"
+    assert ">=" in library and "<" in library.replace("<=", ""), "a tested range, lower bound and upper bound, not one version"
 
 
 def test_course_py_pins_the_cpu_torch():

@@ -13,6 +13,7 @@ from torch import nn
 
 from helpers import reference
 from helpers.checking import Failure, Probe, close
+from helpers.exercises import oracle
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
     SCALE_MISTAKES,
@@ -361,6 +362,7 @@ def check_tied_lm_head(cls, probe: Probe) -> None:
         )
 
     probe.independent(tie, logits, bias, gradient, device)
+    oracle.gpt2_head(probe, cls)  # the second oracle: inside transformers' GPT-2
 
 
 EXERCISES = [

@@ -19,11 +19,12 @@ import torch
 from torch import nn
 
 from helpers import reference
-from helpers.checking import Failure, Probe
+from helpers.checking import Failure, Probe, advice
 from helpers.exercises.common import (
     POSITION_ADDING_MISTAKES,
     SCALE_MISTAKES,
     WRONG_BASE,
+    angle_tolerance,
     expect_dropout,
     expect_gradient,
     expect_no_dropout_in_eval,
@@ -32,6 +33,7 @@ from helpers.exercises.common import (
     fitted_scale,
     float64_accepted,
     frequencies,
+    half_precision_error,
     module_device_pass,
     name_of,
     name_the_scale,
@@ -44,10 +46,6 @@ from helpers.exercises.common import (
 from helpers.exercises.structure import name_what_is_wrong, sinusoidal_findings
 from helpers.registry import Exercise
 
-# Right tables computed in float32 (pow or exp-log) differ from the float64
-# reference by ~2e-5 at the positions checked (< 300); every mistake in the
-# catalogue is off by O(1) somewhere.
-TABLE_TOLERANCE = {"rtol": 0.0, "atol": 1e-4}
 TABLE_LAYOUT = "Row pos, column 2i holds sin(pos / base^(2i/d_model)); column 2i+1 holds cos of the same angle."
 
 
@@ -59,6 +57,62 @@ def _right_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Ten
 def right_table(max_len: int, d_model: int, base: float = 10000.0, device=None) -> torch.Tensor:
     """The reference table, computed once per size: a check asks for the same few again and again."""
     return _right_table(max_len, d_model, base).clone().to(device or "cpu")
+
+
+def table_angles(max_len: int, d_model: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(angles (max_len, d), ω (d,)) in float64: column j holds the angle of its sin or cos, pos·ω_{j // 2}."""
+    omega = frequencies(d_model, base).repeat_interleave(2)[:d_model]
+    return torch.arange(max_len, dtype=torch.float64)[:, None] * omega, omega
+
+
+def table_tolerance(max_len: int, d_model: int, base: float = 10000.0, rtol: float = 0.0) -> dict:
+    """Entry by entry, what float32 rounding makes of a right table's angle (common.angle_tolerance):
+    2e-7 at position 0, up to 5e-5 at 50 and 2e-3 at 2000. Measured on the right tables in
+    tests/submissions (pow, exp-log, matmul, loop, float64 then cast): at most a quarter of it; a
+    float16 table is 1000 times over it at position 0. `rtol`: room for the rounding of what a
+    module adds the table to."""
+    angles, omega = table_angles(max_len, d_model, base)
+    return {"rtol": rtol, "atol": angle_tolerance(torch.float32, angles, omega)}
+
+
+# A module's output is its input (x, or scaled token rows) plus the table: float32 additions round
+# relative to the sum, so the table's own tolerance gets the float32 default rtol on top.
+OUTPUT_RTOL = 1e-5
+# Which rows of its table a module added (common.rows_read): neighbouring rows differ by O(0.1).
+ROWS_READ_ATOL = 1e-4
+
+
+PRECISION_FIX = (
+    "Build the table in float32, or in float64 and cast once at the end: the positions `torch.arange(max_len, dtype=torch.float32)` "
+    "(float16 holds the integers only up to 2048), the frequencies and the angles in float32, and no `.half()`, `.bfloat16()` or "
+    "`dtype=torch.float16` on the way, buffers included."
+)
+
+
+def precision_first(probe: Probe, out, expected: torch.Tensor, args: tuple, then: Callable[[Failure], None]) -> Callable[[Failure], None]:
+    """expect_then's fallback for a table (`args` = max_len, d_model[, base]) off by more than
+    float32 rounding: within what one step through bfloat16 or float16 makes (of the positions,
+    the frequencies, the angles or the table) it is low_precision, not a wrong formula; else `then`."""
+
+    def fallback(failure: Failure) -> None:
+        angles, _ = table_angles(*args)
+        tight = table_tolerance(*args)["atol"]
+        loose = angle_tolerance(torch.bfloat16, angles, torch.ones(()), 1.0, torch.bfloat16)  # ω rounded after it was made: no |ln ω|
+        error = half_precision_error(out, expected, tight, loose)
+        if error is None:
+            then(failure)
+            return
+        worst = [int(i) for i in torch.unravel_index(error.argmax(), error.shape)][-2:]
+        _, hint, _ = advice(probe.exercise, "low_precision")
+        probe.fail(
+            "low_precision",
+            f"{failure.message.split(';')[0]}, by up to {float(error.max()):.1e} (at row {worst[0]}, column {worst[1]}): more than float32 rounding ever makes there, "
+            "and as much as one step through float16 or bfloat16 makes. Somewhere on the way the positions, the frequencies, the angles or the table itself were held in half precision.",
+            hint=hint,
+            fix=PRECISION_FIX,
+        )
+
+    return fallback
 
 
 def structurally(probe: Probe, table, base: float = 10000.0) -> Callable[[Failure], None]:
@@ -344,8 +398,9 @@ TOKEN_AND_POSITION_MISTAKES = {
 
 
 def check_sinusoidal_encoding(fn, probe: Probe) -> None:
-    # A non-default base catches a hard-coded 10000; max_len = 1, a table of one row, the shortest there is.
-    for max_len, *args in ((50, 16), (37, 12, 500.0), (1, 16)):
+    # A non-default base catches a hard-coded 10000; 2100 positions, float16 ones (2049 is 2048 there);
+    # max_len = 1, a table of one row, the shortest there is.
+    for max_len, *args in ((50, 16), (37, 12, 500.0), (2100, 8), (1, 16)):
         args = (probe.length(max_len), *args)
         call = f"sinusoidal_encoding({', '.join(repr(a) for a in args)})"
         out = probe.call(fn, *args, what=f"`{call}`")
@@ -353,19 +408,19 @@ def check_sinusoidal_encoding(fn, probe: Probe) -> None:
         hint = "The table is (max_len, d_model): one row per position." if isinstance(out, torch.Tensor) and out.shape == expected.shape[::-1] else TABLE_LAYOUT
         expect_then(
             probe,
-            structurally(probe, out, args[2] if len(args) > 2 else 10000.0),
+            precision_first(probe, out, expected, args, structurally(probe, out, args[2] if len(args) > 2 else 10000.0)),
             out,
             expected,
             what=f"the table of `{call}`",
             mistakes=probe.known_mistakes(*args),
             hint=hint,
-            **TABLE_TOLERANCE,
+            **table_tolerance(*args),
         )
     # An odd d_model: ceil(d/2) sin columns, floor(d/2) cos columns, the last one a sin.
     call = "sinusoidal_encoding(20, 7)"
     try:
         out = probe.call(fn, probe.length(20), 7, what=f"`{call}`")
-        probe.expect(out, right_table(20, 7), what=f"the table of `{call}`", **TABLE_TOLERANCE)
+        probe.expect(out, right_table(20, 7), what=f"the table of `{call}`", **table_tolerance(20, 7))
     except Failure as failure:
         if failure.code not in ("raised", "wrong_shape", "wrong_values", "nan_or_inf"):
             raise
@@ -377,6 +432,12 @@ def check_sinusoidal_encoding(fn, probe: Probe) -> None:
             fix="Make one frequency per even column, `torch.arange(0, d_model, 2)` (4 of them for d_model = 7), "
             "and cut the cos block to the odd columns there are: `pe[:, 1::2] = torch.cos(angles)[:, : d_model // 2]`.",
         )
+
+
+def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict:
+    """Entry by entry, what float32 rounding makes of the turn k·ω_i of each 2×2 block (rows 2i, 2i+1)."""
+    omega = frequencies(d_model, base).repeat_interleave(2)[:d_model, None]  # (d, 1): one per row, broadcast over the columns
+    return {"rtol": 0.0, "atol": angle_tolerance(torch.float32, k * omega, omega)}
 
 
 def check_relative_shift_matrix(fn, probe: Probe) -> None:
@@ -392,7 +453,7 @@ def check_relative_shift_matrix(fn, probe: Probe) -> None:
             what=what,
             mistakes=probe.known_mistakes(*args),
             hint=hint,
-            **TABLE_TOLERANCE,
+            **shift_tolerance(*args),
         )
 
 
@@ -419,11 +480,11 @@ def stored_table(module: nn.Module, max_len: int, d: int, exclude: Callable[[tor
     found = position_tables(module, max_len, d, exclude)
     if not found:
         return None
-    right = right_table(max_len, d)
+    right, tolerance = right_table(max_len, d).double(), table_tolerance(max_len, d)["atol"]
     for name, _, table, how in found:
-        rows = table.detach().to("cpu", torch.float32)
-        starts = ((rows[: len(rows) - max_len + 1] - right[0]).abs().amax(1) < TABLE_TOLERANCE["atol"]).nonzero().flatten().tolist()
-        start = next((k for k in starts if torch.allclose(rows[k : k + max_len], right, **TABLE_TOLERANCE)), None)
+        rows = table.detach().to("cpu", torch.float64)
+        starts = ((rows[: len(rows) - max_len + 1] - right[0]).abs() <= tolerance[0]).all(1).nonzero().flatten().tolist()
+        start = next((k for k in starts if ((rows[k : k + max_len] - right).abs() <= tolerance).all()), None)
         if start is not None:
             return StoredTable(name, table.detach()[start : start + max_len], how, table.detach(), start)
     name, _, table, how = found[0]
@@ -475,7 +536,8 @@ def expect_table(probe: Probe, table: torch.Tensor | None, what: str, mistakes: 
         return
     max_len, d = table.shape
     expected = right_table(max_len, d, device=table.device)
-    expect_then(probe, structurally(probe, table), table[None], expected[None], what=what, mistakes=mistakes(expected), hint=TABLE_LAYOUT, **TABLE_TOLERANCE)
+    fallback = precision_first(probe, table[None], expected[None], (max_len, d), structurally(probe, table))
+    expect_then(probe, fallback, table[None], expected[None], what=what, mistakes=mistakes(expected), hint=TABLE_LAYOUT, **table_tolerance(max_len, d))
 
 
 def expect_trained_dropout(probe: Probe, out, expected: torch.Tensor, p: float, what: str, total: str) -> None:
@@ -534,11 +596,11 @@ def check_positional_encoding(cls, probe: Probe) -> None:
             expect_no_dropout_in_eval(probe, out, expected)
             what = f"the output for x of shape (3, {T}, 12) in eval mode" + ("" if table is None else f", x + the first {T} row{'s' if T > 1 else ''} of your own table,")
             try:
-                probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(x_T, own), **TABLE_TOLERANCE)
+                probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(x_T, own), **table_tolerance(T, d, rtol=OUTPUT_RTOL))
             except Failure as failure:
                 if found is not None:
                     added = out - x_T if isinstance(out, torch.Tensor) and out.shape == x_T.shape else None
-                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"x of shape (3, {T}, 12)", TABLE_TOLERANCE["atol"])
+                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"x of shape (3, {T}, 12)", ROWS_READ_ATOL)
                 raise
 
     def length() -> None:  # T = max_len works, T = max_len + 1 is refused
@@ -560,7 +622,7 @@ def check_positional_encoding(cls, probe: Probe) -> None:
         probe.call(default, long_x),
         long_x + right_table(300, d),
         what=f"`{probe.name}({d})` (default max_len and dropout) on x of shape (2, 300, 12) in eval mode",
-        **TABLE_TOLERANCE,
+        **table_tolerance(300, d, rtol=OUTPUT_RTOL),
     )
     # Device: the table must move with the module.
     inputs = lambda device: (probe.randn(3, 7, d, device=device),)
@@ -614,12 +676,12 @@ def check_token_and_position(cls, probe: Probe) -> None:
             scale = fitted_scale(out - own[:T] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids_T])
             what = f"the output for ids of shape (3, {T}) in eval mode" + ("" if table is None else f" (with the first {T} row{'s' if T > 1 else ''} of your own positional table)")
             try:
-                probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight, ids_T, own, scale), **TABLE_TOLERANCE)
+                probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight, ids_T, own, scale), **table_tolerance(T, d, rtol=OUTPUT_RTOL))
             except Failure as failure:
                 name_the_scale(probe, failure, scale, d)
                 if found is not None:
                     added = out - reference.scaled_embedding(weight, ids_T) if isinstance(out, torch.Tensor) and out.shape == expected.shape else None
-                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"ids of shape (3, {T})", TABLE_TOLERANCE["atol"])
+                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"ids of shape (3, {T})", ROWS_READ_ATOL)
                 raise
         values_right.append(True)
 

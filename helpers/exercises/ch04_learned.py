@@ -17,6 +17,7 @@ from torch import nn
 
 from helpers import reference
 from helpers.checking import Failure, Probe, close
+from helpers.exercises import oracle
 from helpers.exercises.common import (
     POSITION_ADDING_MISTAKES,
     dense_grad,
@@ -397,6 +398,7 @@ def check_learned_positions(cls, probe: Probe) -> None:
         )
 
     probe.independent(trainable, values, length, gradient, device)
+    oracle.gpt2_positions(probe, cls)  # the second oracle: inside transformers' GPT-2
 
 
 # A small config with non-default values everywhere: hard-coded sizes, eps,

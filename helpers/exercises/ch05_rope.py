@@ -6,23 +6,26 @@ The mistakes of each exercise share its arguments and return what the mistaken c
     rotate_half       (x) -> the turned x
     apply_rope        (q, k, cos, sin, positions) -> (q_rot, k_rot)
     rope_interleaved  (x, positions, base) -> the rotated x
-    RotaryEmbedding   (x, positions, base) -> x rotated as the module would (q and k alike)"""
+    RotaryEmbedding   (x, positions, base) -> x rotated as the module would (q and k alike)
+    apply_partial_rope  as apply_rope"""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
 from helpers import reference
 from helpers.checking import Failure, Probe, advice, close
-from helpers.exercises import structure
+from helpers.exercises import oracle, structure
 from helpers.exercises.common import (
     WRONG_BASE,
+    angle_tolerance,
     expect_then,
     frequencies,
+    half_precision_error,
     module_device_pass,
     plain_tensors,
     raised,
@@ -490,11 +493,11 @@ def rotary_low_precision(x, positions=None, base=10000.0):
 
 # Every check runs at positions in the thousands (few of them, small heads, so
 # it stays fast) and once in bfloat16, where computing angles in low precision
-# shows. Float32 results computed in different right ways (float64 tables,
-# exp-log, complex numbers) differ by ~1e-4 at position 4000: the tolerances
-# allow that and nothing more. Every mistake in the catalogue is off by O(1).
-ROPE_TOLERANCE = {torch.float32: {"rtol": 1e-3, "atol": 1e-3}, torch.bfloat16: {"rtol": 1.6e-2, "atol": 4e-2}}
-CACHE_TOLERANCE = {"rtol": 0.0, "atol": 5e-4}
+# shows. Float32 results are compared with RoPE computed in float64, entry by entry
+# within common.angle_tolerance: float32 arithmetic is off by ~1e-4 at position 4000
+# with θ_0 = 1, but by ~1e-7 where the angle is small, which is where cos/sin tables
+# stored in float16 (~5e-4 everywhere) show. Every mistake in the catalogue is off by O(1).
+HALF_TOLERANCE = {"rtol": 1.6e-2, "atol": 4e-2}  # a bfloat16 result: 2 units of its rounding, ~5 on |x| ≤ 4
 ROPE_MAX_LEN = 4000  # positions in the thousands; 8 × 4000 floats stay under torch's threading grain
 
 
@@ -504,8 +507,67 @@ def reference_tables(head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor
     return reference.rope_cache(head_dim, ROPE_MAX_LEN, base)
 
 
-def rope_tolerance(x: torch.Tensor) -> dict[str, float]:
-    return ROPE_TOLERANCE.get(x.dtype, ROPE_TOLERANCE[torch.float32])
+def rope_angles(T: int, d: int, positions: torch.Tensor | None, base: float, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(angles, θ) in float64 on the CPU, laid out over the d columns as `layout` pairs them:
+    angles (T, d), or (B, 1, T, d) for positions (B, T); θ (d,), each pair's frequency per column."""
+    theta = frequencies(d, base)  # (d/2,) float64
+    theta = torch.cat([theta, theta]) if layout == "half" else theta.repeat_interleave(2)
+    m = torch.arange(T) if positions is None else positions.detach().cpu()
+    angles = m.double()[..., None] * theta  # (T, d) or (B, T, d)
+    return (angles[:, None] if angles.dim() == 3 else angles), theta
+
+
+def rope64(x: torch.Tensor, positions: torch.Tensor | None, base: float, layout: str = "half") -> torch.Tensor:
+    """The float64 RoPE the checks compare with (on the CPU: MPS has no float64), in x's dtype and device."""
+    angles, _ = rope_angles(x.shape[-2], x.shape[-1], positions, base, layout)
+    x64 = x.detach().to("cpu", torch.float64)
+    turn = _rotate_half if layout == "half" else _rotate_adjacent
+    return (x64 * angles.cos() + turn(x64) * angles.sin()).to(x.device, x.dtype)
+
+
+def rope_tolerance(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0, layout: str = "half", half: bool = False) -> dict:
+    """rtol and atol for x rotated: a float32 (or float64) result entry by entry within what
+    rounding makes of its angle (common.angle_tolerance, on |x| at that position); a half one
+    within its own rounding. half=True: what positions, frequencies, angles or tables rounded
+    to bfloat16 (or float16) would make, frequencies rounded after being computed (no |ln θ|)."""
+    if x.dtype not in (torch.float32, torch.float64) and not half:
+        return HALF_TOLERANCE
+    angles, theta = rope_angles(x.shape[-2], x.shape[-1], positions, base, layout)
+    size = x.detach().to("cpu", torch.float64).norm(dim=-1, keepdim=True)  # (..., T, 1): a pair is no larger than its vector
+    if half:
+        return {"atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), size, torch.bfloat16), "size": size}
+    return {"rtol": 0.0, "atol": angle_tolerance(x.dtype, angles, theta, size)}
+
+
+def precision_first(probe: Probe, out, expected: torch.Tensor, tight: dict, loose: dict, then) -> Callable[[Failure], None]:
+    """expect_then's fallback for a float32 result off by more than float32 rounding (`tight`):
+    when it is within what half-precision angles or tables would make (`loose`, with the
+    magnitude `size` of what was turned) and that says something (common.half_precision_error),
+    half precision on the way is the finding; otherwise `then` reads the output."""
+
+    def fallback(failure: Failure) -> None:
+        error = half_precision_error(out, expected, tight["atol"], loose["atol"], loose["size"])
+        if error is not None:
+            probe.fail(
+                "low_precision_angles",
+                f"{failure.message.split(';')[0]}, by up to {float(error.max()):.1e}: more than float32 arithmetic ever is, and as much as rounding to float16 or bfloat16 makes. Somewhere on the way, the angles, the positions, the frequencies or the cos and sin tables were kept in half precision.",
+                hint=PRECISION_HINT,
+                fix=PRECISION_FIX,
+            )
+        then(failure)
+
+    return fallback
+
+
+PRECISION_HINT = (
+    "float32 keeps 24 bits, float16 11 and bfloat16 8. A cos/sin table stored in float16 is off by up to 5e-4 even at position 0, and an angle "
+    "m·θ rounded in half precision is off by more and more as m grows (float16 cannot even hold the integers past 2048). Turned in float32, "
+    "such a result still looks float32, but it carries the half-precision error."
+)
+PRECISION_FIX = (
+    "Keep everything before the final cast in float32: positions `.float()`, θ and the angles in float32, and the cos/sin tables (buffers "
+    "included) stored in float32: no `.half()`, `.bfloat16()` or `dtype=torch.float16` on the way; cast only the result, `.to(x.dtype)`."
+)
 
 
 @contextlib.contextmanager
@@ -720,26 +782,29 @@ def check_rope_cache(fn, probe: Probe) -> None:
         args = (head_dim, probe.length(max_len), *base)
         call = f"rope_cache({', '.join(repr(a) for a in args)})"
         tables = two_tensors(probe, probe.call(fn, *args, what=f"`{call}`"), f"`{call}`", "(cos, sin)")
-        expected = reference.rope_cache(*args)
-        if all(close(t, e, **CACHE_TOLERANCE) for t, e in zip(tables, expected[::-1])):
+        expected = reference.rope_cache(*args)  # float64, cast to float32 at the end
+        base = args[2] if len(args) > 2 else 10000.0
+        angles, theta = rope_angles(args[1], args[0], None, base, "half")
+        tight = {"rtol": 0.0, "atol": angle_tolerance(torch.float32, angles, theta)}
+        loose = {"atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), angle_dtype=torch.bfloat16), "size": 1.0}
+        if all(close(t, e, **tight) for t, e in zip(tables, expected[::-1])):
             probe.fail(
                 "wrong_values",
                 f"`{call}` returns the sin table first and the cos table second.",
                 hint="The docstring's order is (cos, sin), as HF's rotary embeddings return them: row 0 of the first table must be all ones.",
                 fix="Swap the two in your return statement: `return cos, sin`.",
             )
-        base = args[2] if len(args) > 2 else 10000.0
         for index, name in enumerate(("cos", "sin")):
             mistakes = probe.known_mistakes(*args, index=index)
             with helped(CACHE_HELP), further_findings(probe, lambda tables=tables, base=base: structure.rope_findings(*tables, base)):
                 expect_then(
                     probe,
-                    cache_structure(probe, tables, base),
+                    precision_first(probe, tables[index], expected[index], tight, loose, cache_structure(probe, tables, base)),
                     tables[index],
                     expected[index],
                     what=f"the {name} table of {call}",
                     mistakes=mistakes,
-                    **CACHE_TOLERANCE,
+                    **tight,
                 )
 
 
@@ -859,7 +924,7 @@ def check_apply_rope(fn, probe: Probe) -> None:
                 )
             raise
         out = two_tensors(probe, out, f"`{probe.name}`", "(q_rot, k_rot)")
-        expected = reference.apply_rope(*args)
+        expected = rope64(q, positions, 10000.0), rope64(k, positions, 10000.0)  # the tables' base
 
         for index, name in enumerate(("q_rot", "k_rot")):
 
@@ -868,7 +933,9 @@ def check_apply_rope(fn, probe: Probe) -> None:
 
             mistakes = probe.known_mistakes(*args, index=index)
             shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
-            fallback = bf16_arithmetic(probe) if dtype == torch.bfloat16 else rope_properties(probe, rotate, d)
+            x = args[index]
+            tight, loose = rope_tolerance(x, positions), rope_tolerance(x, positions, half=True)
+            fallback = bf16_arithmetic(probe) if dtype == torch.bfloat16 else precision_first(probe, out[index], expected[index], tight, loose, rope_properties(probe, rotate, d))
             with helped(APPLY_ROPE_OWN_HELP):
                 expect_then(
                     probe,
@@ -877,7 +944,7 @@ def check_apply_rope(fn, probe: Probe) -> None:
                     expected[index],
                     what=f"{name} {shape}, {what},",
                     mistakes=mistakes,
-                    **rope_tolerance(q),
+                    **tight,
                 )
     # Device: tables, positions and q, k on the device; anything made on the CPU inside shows.
     for positions in (None, torch.arange(5)):
@@ -890,6 +957,7 @@ def check_apply_rope(fn, probe: Probe) -> None:
                 *(() if positions is None else (positions.to(device),)),
             )
         )
+    oracle.llama_apply_rope(probe, fn)  # the second oracle: inside transformers' Llama
 
 
 def bf16_arithmetic(probe: Probe):
@@ -942,17 +1010,20 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
     )
     for what, x, extra in cases:
         out = probe.call(fn, x, *extra)
-        expected = reference.rope_interleaved(x, *extra)
+        positions, base = (list(extra) + [None, 10000.0][len(extra) :])[:2]
+        expected = rope64(x, positions, base, "adjacent")
         mistakes = probe.known_mistakes(x, *extra)
 
         def rotate(x, p, fn=fn):
             return probe.call(fn, x, p)
 
-        fallback = low_precision(probe) if x.dtype == torch.bfloat16 else rope_properties(probe, rotate, x.shape[-1], "adjacent")
+        tight, loose = rope_tolerance(x, positions, base, "adjacent"), rope_tolerance(x, positions, base, "adjacent", half=True)
+        fallback = low_precision(probe) if x.dtype == torch.bfloat16 else precision_first(probe, out, expected, tight, loose, rope_properties(probe, rotate, x.shape[-1], "adjacent"))
         with helped(INTERLEAVED_HELP):
-            expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **rope_tolerance(x))
+            expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **tight)
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0))
+    oracle.gptj_interleaved(probe, fn)  # the second oracle: inside transformers' GPT-J
 
 
 # rope_from_shift_matrix: its mistakes take (x, positions, base) -------------------
@@ -1023,6 +1094,7 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
         hint=DEVICE_HINT,
         fix=DEVICE_FIX,
     )
+    oracle.llama_rotary_module(probe, cls)  # the second oracle: inside transformers' Llama
 
 
 def plain_attributes(probe: Probe, module, plain: list[str]) -> None:
@@ -1057,8 +1129,7 @@ def rotary_values(cls, probe: Probe, module) -> None:
         extra = () if positions is None else (positions,)
         call = f"`{made}` called with {what}"
         out = two_tensors(probe, probe.call(built, q, k, *extra, what=call), call, "(q_rot, k_rot)")
-        tables = (t.to(probe.device) for t in reference_tables(head_dim, base))
-        expected = reference.apply_rope(q, k, *tables, *extra)
+        expected = rope64(q, positions, base), rope64(k, positions, base)
 
         for index, (x, got, want, name) in enumerate(zip((q, k), out, expected, ("q_rot", "k_rot"))):
 
@@ -1066,7 +1137,8 @@ def rotary_values(cls, probe: Probe, module) -> None:
                 return probe.call(built, x, x, p)[index]
 
             mistakes = probe.known_mistakes(x, positions, base)
-            fallback = low_precision(probe) if dtype == torch.bfloat16 else rope_properties(probe, rotate, head_dim, base=base)
+            tight, loose = rope_tolerance(x, positions, base), rope_tolerance(x, positions, base, half=True)
+            fallback = low_precision(probe) if dtype == torch.bfloat16 else precision_first(probe, got, want, tight, loose, rope_properties(probe, rotate, head_dim, base=base))
             with helped(APPLY_ROPE_HELP):  # the same outputs as apply_rope
                 expect_then(
                     probe,
@@ -1075,7 +1147,7 @@ def rotary_values(cls, probe: Probe, module) -> None:
                     want,
                     what=f"{name} {tuple(want.shape)} from {made} with {what},",
                     mistakes=mistakes,
-                    **rope_tolerance(x),
+                    **tight,
                 )
 
 
@@ -1119,6 +1191,233 @@ def length_checked(cls, probe: Probe) -> None:
     # positions=None: T = max_len = 16 tokens must work, 17 must be refused.
     tokens = lambda T, H: probe.sequence(probe.randn(1, H, T, 8, device="cpu"), 16, dim=-2)  # noqa: E731
     refuses_past_max_len(probe, lambda T: probe.call(small, tokens(T, 2), tokens(T, 1)), 16, hint=LENGTH_HINT, fix=LENGTH_FIX)
+
+
+# apply_partial_rope: its mistakes take apply_rope's arguments ----------------------
+# Partial RoPE (GPT-NeoX's rotary_pct, GPT-J's rotary_dim): only the first r =
+# cos.shape[-1] dims of each head turn, half-split within them; the rest pass through.
+
+
+def _partial(q, k, cos, sin, positions, **knobs):
+    """The right partial RoPE with one of _table_rope's knobs turned on the rotated part."""
+    r = cos.shape[-1]
+    turned = _table_rope(q[..., :r], k[..., :r], cos, sin, positions, **knobs)
+    return tuple(torch.cat([y, x[..., r:]], dim=-1) for y, x in zip(turned, (q, k)))
+
+
+def partial_interleaved(q, k, cos, sin, positions=None):
+    """Your code turns adjacent pairs (x[2i], x[2i+1]) within the rotated part:
+    that is the interleaved (Meta/GPT-J) layout, and this exercise uses the
+    half-split (GPT-NeoX) one.
+
+    Hint: with r = cos.shape[-1] rotated dims, half-split pair i is components i
+    and i + r/2, and the given tables already hold angle i in columns i and
+    i + r/2.
+
+    Fix: turn `x[..., :r]` with the tables as they come,
+    `x_rot * cos + rotate_half(x_rot) * sin`: no 0::2 / 1::2 slicing, no
+    repeat_interleave."""
+    return _partial(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
+
+
+def partial_sign_flip(q, k, cos, sin, positions=None):
+    """Your rotation of the first r dims goes the wrong way: position m turns by
+    -m·θ_i, as `x_rot * cos - rotate_half(x_rot) * sin` does.
+
+    Hint: a mirrored turn keeps norms and the offset-only dependence, so it
+    hides; but q_m·k_n then depends on n − m instead of m − n.
+
+    Fix: a plus sign, `x_rot * cos + rotate_half(x_rot) * sin` (the minus lives
+    inside rotate_half)."""
+    return _partial(q, k, cos, sin, positions, sign=-1.0)
+
+
+def partial_mixed_pairing(q, k, cos, sin, positions=None):
+    """Your code pairs the rotated components in one layout and takes the angles
+    in the other: the two members of a pair turn by different angles, so norms
+    change.
+
+    Hint: the tables hold angle i in columns i and i + r/2, exactly the two
+    components rotate_half pairs within the r rotated dims.
+
+    Fix: keep the tables as given and turn `x_rot = x[..., :r]` with
+    `x_rot * cos + rotate_half(x_rot) * sin`."""
+    return [
+        _partial(q, k, cos, sin, positions, pairing="adjacent", angle_layout="half"),
+        _partial(q, k, cos, sin, positions, pairing="half", angle_layout="adjacent"),
+    ]
+
+
+def partial_ignores_positions(q, k, cos, sin, positions=None):
+    """Your code ignores `positions` and always uses rows 0..T-1 of the tables.
+
+    Hint: in a left-padded batch or while decoding with a cache, a token sits at
+    the position given for it, not at its index t.
+
+    Fix: gather `cos[positions]` and `sin[positions]`, then `.unsqueeze(1)` when
+    positions is (B, T); slice `[:T]` only when positions is None."""
+    return _partial(q, k, cos, sin, positions, ignore_positions=True)
+
+
+def partial_whole_head(q, k, cos, sin, positions=None):
+    """Your code turns the whole head, every one of its head_dim dims, where only
+    the first r = cos.shape[-1] should turn and the other head_dim - r pass
+    through unchanged.
+
+    Hint: partial RoPE (GPT-NeoX's rotary_pct, GPT-J's rotary_dim) puts position
+    into part of each head only; the tables you are handed are r wide, built
+    with an r-dim head's frequencies, and no column of them belongs to the rest.
+
+    Fix: split each head: `x_rot, x_pass = x[..., :r], x[..., r:]` with
+    `r = cos.shape[-1]`; turn x_rot only, then `torch.cat([x_rot_turned,
+    x_pass], dim=-1)`."""
+    r, d, T = cos.shape[-1], q.shape[-1], cos.shape[0]
+    if d % r:
+        return []
+    tiled = (cos.repeat(1, d // r), sin.repeat(1, d // r))  # the r-wide tables repeated to fit the head
+    own = reference.rope_cache(d, T)  # the head's own frequencies, as if r were head_dim
+    return [_table_rope(q, k, *tables, positions) for tables in (tiled, own)]
+
+
+def partial_pairs_across_head(q, k, cos, sin, positions=None):
+    """Your pairs span the whole head: component i is paired with i + head_dim/2,
+    where within the r rotated dims it must be paired with i + r/2.
+
+    Hint: `rotate_half` splits whatever it is given in two halves: given the whole
+    head it pairs i with i + head_dim/2, given the first r dims it pairs i with
+    i + r/2. Which one did your code hand it?
+
+    Fix: slice first, rotate after: `x_rot = x[..., :r]`, then
+    `x_rot * cos + rotate_half(x_rot) * sin`, never `rotate_half(x)[..., :r]`."""
+    r, d = cos.shape[-1], q.shape[-1]
+    if 2 * r > d or d % 2:
+        return []
+    c, s = _gather(cos, sin, q.shape[-2], positions)
+    pairs = torch.cat([torch.arange(r // 2), d // 2 + torch.arange(r // 2)]).to(q.device)  # (i, i + d/2), i < r/2
+
+    def sliced_after(x):  # rotate_half of the whole head, cut to r
+        return torch.cat([(x[..., :r].float() * c + _rotate_half(x.float())[..., :r] * s).to(x.dtype), x[..., r:]], dim=-1)
+
+    def spread(x):  # the pairs (i, i + d/2) turned, i < r/2, the rest left
+        out = x.clone()
+        picked = x[..., pairs].float()
+        out[..., pairs] = (picked * c + _rotate_half(picked) * s).to(x.dtype)
+        return out
+
+    return [(sliced_after(q), sliced_after(k)), (spread(q), spread(k))]
+
+
+def partial_last_dims(q, k, cos, sin, positions=None):
+    """The turned part of your output sits in the last r dims of each head: you
+    rotated `x[..., -r:]`, or put the turned part after the pass-through one.
+
+    Hint: GPT-NeoX and GPT-J rotate the first r = cos.shape[-1] dims of each
+    head and leave them in front: `torch.cat` keeps the order you give it.
+
+    Fix: rotate `x[..., :r]` and join in that order,
+    `torch.cat([x_rot_turned, x[..., r:]], dim=-1)`."""
+    r = cos.shape[-1]
+    if r == q.shape[-1]:
+        return []
+    in_place = _table_rope(q[..., -r:], k[..., -r:], cos, sin, positions)
+    at_end = _table_rope(q[..., :r], k[..., :r], cos, sin, positions)
+    return [
+        tuple(torch.cat([x[..., :-r], y], dim=-1) for x, y in zip((q, k), in_place)),
+        tuple(torch.cat([x[..., r:], y], dim=-1) for x, y in zip((q, k), at_end)),
+    ]
+
+
+def partial_pass_dropped(q, k, cos, sin, positions=None):
+    """Your output loses the last head_dim - r dims of each head: they are
+    dropped (the output is r wide) or zeroed, where they must pass through
+    unchanged.
+
+    Hint: those dims carry no position, but they carry the rest of the head's
+    content: attention still needs them, exactly as they came in.
+
+    Fix: join them back after the turned part:
+    `torch.cat([x_rot_turned, x[..., r:]], dim=-1)`, for q and for k."""
+    r = cos.shape[-1]
+    turned = _table_rope(q[..., :r], k[..., :r], cos, sin, positions)
+    zeroed = tuple(torch.cat([y, torch.zeros_like(x[..., r:])], dim=-1) for x, y in zip((q, k), turned))
+    return [turned, zeroed]
+
+
+PARTIAL_HELP = {
+    **APPLY_ROPE_OWN_HELP,
+    "wrong_shape": (
+        "Each output has its input's shape, q (B, Hq, T, Dh) and k (B, Hk, T, Dh): the first r = cos.shape[-1] dims turned, the other Dh - r as they came.",
+        "Join the two parts back: `torch.cat([x_rot_turned, x[..., r:]], dim=-1)`, with the cos and sin rows (T, r), or (B, 1, T, r) for positions (B, T).",
+    ),
+}
+
+
+def pass_through_kept(probe: Probe, x: torch.Tensor, got: torch.Tensor, r: int, inner):
+    """When no known mistake reproduces the output: first the dims past r, which must
+    come out as they went in; then `inner`, the reading of the turned part."""
+
+    def fallback(failure: Failure) -> None:
+        if got.shape == x.shape and not close(got[..., r:], x[..., r:], **rope_tolerance(x)):
+            probe.fail(
+                "wrong_values",
+                f"{failure.message} Dims {r}..{x.shape[-1] - 1} of each head, which must pass through unchanged, changed.",
+                hint="Only the first r = cos.shape[-1] dims of each head turn; the other head_dim - r carry no position and come out exactly as they went in.",
+                fix="Split each head, `x_rot, x_pass = x[..., :r], x[..., r:]`, turn x_rot only, and `torch.cat([x_rot_turned, x_pass], dim=-1)`.",
+            )
+        inner(failure)
+
+    return fallback
+
+
+def turned_part(probe: Probe, fn, index: int, d: int, cos: torch.Tensor, sin: torch.Tensor):
+    """The student's rotation of the first r dims alone, for rope_properties: rotate(x (..., r), positions)."""
+    r = cos.shape[-1]
+
+    def rotate(part, p):
+        whole = torch.cat([part, part.new_zeros(*part.shape[:-1], d - r)], dim=-1)  # the dims past r: zeros
+        return probe.call(fn, whole, whole, cos, sin, p)[index][..., :r]
+
+    return rotate
+
+
+def check_apply_partial_rope(fn, probe: Probe) -> None:
+    """apply_rope's cases (GQA, positions None / offset / (T,) / (B, T), bfloat16) with
+    GPT-NeoX's split, a quarter of each head turned; then half (GPT-J's share) and all of it."""
+    B, Hq, Hk, T = 3, 4, 2, 5
+    runs = [(16, 4, case) for case in rope_cases(probe, B, T)]
+    runs += [(16, 8, ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T))), (8, 8, ("positions=None", torch.float32, None))]
+    for d, r, (what, dtype, positions) in runs:
+        cos, sin = (t.to(probe.device, copy=True) for t in reference_tables(r))
+        length = T if positions is None else positions.shape[-1]
+        q, k = (probe.sequence(probe.randn(B, H, length, d, dtype=dtype), None, dim=-2) for H in (Hq, Hk))
+        args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
+        out = two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")
+        expected = reference.apply_partial_rope(*args)
+        for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
+            inner = bf16_arithmetic(probe) if dtype == torch.bfloat16 else rope_properties(probe, turned_part(probe, fn, index, d, cos, sin), r)
+            shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
+            with helped(PARTIAL_HELP):
+                expect_then(
+                    probe,
+                    pass_through_kept(probe, x, out[index], r, inner),
+                    out[index],
+                    expected[index],
+                    what=f"{name} {shape} with rotary_dim r = {r} of head_dim {d}, {what},",
+                    mistakes=probe.known_mistakes(*args, index=index),
+                    **rope_tolerance(x),
+                )
+    # Device: tables, positions and q, k on the device; anything made on the CPU inside shows.
+    for positions in (None, torch.arange(T)):
+        probe.device_pass(
+            lambda device, positions=positions: probe.call(
+                fn,
+                probe.randn(B, Hq, T, 16, device=device),
+                probe.randn(B, Hk, T, 16, device=device),
+                *(t.to(device) for t in reference_tables(4)),
+                *(() if positions is None else (positions.to(device),)),
+            )
+        )
+    oracle.neox_partial_rope(probe, fn)  # the second oracle: inside transformers' GPT-NeoX
 
 
 EXERCISES = [
@@ -1230,6 +1529,28 @@ EXERCISES = [
         difficulty=2,
         importance=1,
         minutes=15,
+        edges=("positions", "lengths"),
+    ),
+    Exercise(
+        id="apply_partial_rope",
+        chapter=5,
+        points=2,
+        kind="function",
+        reference=reference.apply_partial_rope,
+        check=check_apply_partial_rope,
+        mistakes={
+            "partial_rope_whole_head": partial_whole_head,
+            "partial_rope_pairs_across_head": partial_pairs_across_head,
+            "partial_rope_last_dims": partial_last_dims,
+            "partial_rope_pass_dropped": partial_pass_dropped,
+            "rope_interleaved_convention": partial_interleaved,
+            "rope_sign_flip": partial_sign_flip,
+            "rope_mixed_pairing": partial_mixed_pairing,
+            "rope_ignores_positions": partial_ignores_positions,
+        },
+        difficulty=2,
+        importance=2,
+        minutes=10,
         edges=("positions", "lengths"),
     ),
 ]

@@ -11,6 +11,7 @@ import torch
 
 from helpers import reference
 from helpers.checking import STOPS_EVERYTHING, Failure, Probe, advice, close
+from helpers.exercises import oracle
 from helpers.exercises.common import float64_accepted
 from helpers.registry import Exercise
 
@@ -224,6 +225,41 @@ def bias_findings(probe: Probe, out: torch.Tensor, n_heads: int, seq_len: int) -
     return found
 
 
+HALF = (torch.bfloat16, torch.float16)
+
+
+def precision_finding(out: torch.Tensor, expected: torch.Tensor, call: str) -> Failure | None:
+    """A float32 result that misses float32's tolerance but is within two roundings of a
+    half dtype (-inf where -inf belongs): the precision is the finding, not the rule it
+    computes. The dtype is named when every value is one that dtype can hold."""
+    if not (isinstance(out, torch.Tensor) and out.dtype == torch.float32 and out.shape == expected.shape and not out.is_meta):
+        return None
+    half_eps = torch.finfo(torch.bfloat16).eps  # the coarser of the two: float16 rounding fits within it too
+    if not close(out, expected, rtol=2 * half_eps, atol=1e-6):
+        return None
+    got = out.detach().cpu()
+    held = [str(dtype).replace("torch.", "") for dtype in HALF if bool((got.to(dtype).float() == got).all())]
+    error = torch.where(got == expected.cpu(), 0.0, (got - expected.cpu()).abs()).nan_to_num(nan=float("inf"))
+    worst = [int(i) for i in torch.unravel_index(error.argmax(), error.shape)]
+    said = f"every value of it is a {held[0]} number" if held else "its errors are the size that rounding to bfloat16 or float16 makes"
+    return Failure(
+        "low_precision",
+        f"the result of {call} is off by up to {float(error.max()):.2g} (at index {worst}: {got[tuple(worst)].item():.6g}, expected {expected.cpu()[tuple(worst)].item():.6g}), "
+        f"far more than float32 rounding and about one rounding of a half dtype: {said}. Part of the computation ran in half precision.",
+    )
+
+
+def right_for(probe: Probe, fn, args: tuple) -> bool:
+    """Run the student's code on these arguments: is its result right (the mask read as in alibi_probe)?"""
+    try:
+        out = float64_accepted(probe.call(fn, *args))
+    except Failure:
+        return False
+    if isinstance(out, torch.Tensor) and out.is_floating_point():
+        out = out.masked_fill(out <= MASKED, float("-inf"))
+    return close(out, probe.exercise.reference(*args))
+
+
 def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dict[str, tuple[str, str]]) -> None:
     """Each case is the arguments of one call, head count first; powers of two come
     first. Every case runs (unless one stops everything), so that mistakes that only
@@ -247,6 +283,10 @@ def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dic
             if close(out, expected):
                 passed.append(n_heads)
                 continue
+            imprecise = precision_finding(out, expected, call)
+            if imprecise is not None:
+                findings.append(imprecise)
+                continue
             if expected.dim() >= 2 and close(out, expected.transpose(-1, -2)):
                 probe.fail("wrong_values", f"the result of {call} is the right bias transposed: its -inf mask lies below the diagonal, above it the penalties.")
             read = []
@@ -259,12 +299,18 @@ def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dic
         except Failure as failure:
             if failure.code in STOPS_EVERYTHING:
                 raise
-            if passed and not power_of_two(n_heads) and failure.code in ("raised", "wrong_shape", "wrong_values", "nan_or_inf"):
+            closest = 2 ** math.floor(math.log2(n_heads))
+            # n's slopes are made of those of closest and 2·closest heads: both run, both right, before the rule is blamed
+            if (
+                passed
+                and not power_of_two(n_heads)
+                and failure.code in ("raised", "wrong_shape", "wrong_values", "nan_or_inf")
+                and all(right_for(probe, fn, (n, *args[1:])) for n in (closest, 2 * closest))
+            ):
                 _, hint, fix = advice(probe.exercise, "non_power_of_two")
-                right = ", ".join(str(n) for n in sorted(passed)[:-1]) + f" and {max(passed)}" if len(passed) > 1 else str(passed[0])
                 failure = Failure(
                     "non_power_of_two",
-                    f"{failure.message.rstrip('.')}. Your code is right for {right} heads but not for {n_heads}, which is not a power of two.",
+                    f"{failure.message.rstrip('.')}. Your code is right for {closest} and {2 * closest} heads, whose slopes make up those of {n_heads}, but not for {n_heads}, which is not a power of two.",
                     hint=hint,
                     fix=fix,
                 )
@@ -325,11 +371,13 @@ BIAS_HELP = {
 
 def check_alibi_slopes(fn, probe: Probe) -> None:
     alibi_probe(fn, probe, ((8,), (16,), (2,), (1,), (4,), (12,), (6,), (20,)), SLOPES_HELP)
+    oracle.bloom_slopes(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
 def check_alibi_bias(fn, probe: Probe) -> None:
     cases = ((4, 6), (8, 5), (1, 3), (2, 1), (6, 7), (12, 4))  # (2, 1): one query, one key, the shortest sequence
     alibi_probe(fn, probe, tuple((n_heads, probe.length(seq_len)) for n_heads, seq_len in cases), BIAS_HELP)
+    oracle.bloom_bias(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
 EXERCISES = [

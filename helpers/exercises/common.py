@@ -58,6 +58,55 @@ def frequencies(d: int, base: float, exponent: str = "2i/d", dtype: torch.dtype 
     return base ** exponents[exponent]
 
 
+# ---------------------------------------------------------------------------
+# Tolerances from the dtype and the size of the computation
+# ---------------------------------------------------------------------------
+
+# sin and cos of an angle a = m·ω, with ω = base^(-2i/d), computed in float32 are off by
+# about eps·|a|·(1 + |ln ω|): the product m·ω rounds once, and ω inherits the rounding of
+# its exponent times |ln ω|. The result is rounded once more to its own dtype. Measured
+# against float64, at positions up to 3999 (head_dim 8, base 10000), in units of
+# eps(float32)·|x|·(1 + |a|·(1 + |ln ω|)): right implementations (float64 then cast,
+# float32 pow or exp-log, the angles by a matmul or in another order, complex numbers, a
+# loop) 0.14 to 0.5; float16 cos/sin tables in a float32 pipeline 250 to 960, bfloat16
+# tables 3000 to 6000, angles, positions or frequencies in float16 240 to 1800. The
+# margins below sit between the two, a factor of 4 to 16 from the right side and 30
+# from the wrong one. On CUDA this assumes PyTorch's default, TF32 off for matmuls
+# (torch.backends.cuda.matmul.allow_tf32 = False): TF32 rounds a matmul's inputs to 10
+# bits, positions past 2048 included, and angles made that way are low precision indeed.
+ROUNDINGS = 2.0  # units of eps(result dtype) on each entry's magnitude
+ANGLE_ROUNDINGS = 8.0  # units of eps(angle dtype) on |a|·(1 + |ln ω|)
+
+
+def angle_tolerance(
+    dtype: torch.dtype,
+    angles: torch.Tensor,
+    frequencies: torch.Tensor,
+    magnitude: torch.Tensor | float = 1.0,
+    angle_dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """Entry by entry, the absolute error a right computation of a result in `dtype` built
+    from sin and cos of `angles` (= positions × `frequencies`, broadcast alike) may make,
+    with the angles worked out in `angle_dtype`; `magnitude` is the size of what is turned
+    (1 for a table, |x| for a rotated x). Use it with rtol=0, against a float64 reference."""
+    eps, angle_eps = torch.finfo(dtype).eps, torch.finfo(angle_dtype).eps
+    growth = angles.abs() * (1 + frequencies.abs().log().abs())
+    return magnitude * (ROUNDINGS * eps + ANGLE_ROUNDINGS * angle_eps * growth)
+
+
+def half_precision_error(out: Any, expected: torch.Tensor, tight: torch.Tensor, loose: torch.Tensor, size: torch.Tensor | float = 1.0) -> torch.Tensor | None:
+    """For a result that missed `tight` (float32 rounding, angle_tolerance): its error, entry by
+    entry, when one step through a half dtype explains it, else None. It explains it when every
+    entry is within `loose` (what that step would make) and some entry too far off for float32
+    has a `loose` under a quarter of the `size` of what it bounds: at a large angle half
+    precision allows any error, so those entries prove nothing."""
+    if not (isinstance(out, torch.Tensor) and out.shape == expected.shape and close(out, expected, rtol=0.0, atol=loose)):
+        return None
+    error = (out.detach().to("cpu", torch.float64) - expected.detach().to("cpu", torch.float64)).abs()
+    informative = (error > tight) & (loose < size / 4)
+    return error if bool(informative.any()) else None
+
+
 # Position tables added to x (B, T, d): PositionalEncoding (03) and
 # LearnedPositionalEmbedding (04). Each takes x and the right (max_len, d) table.
 

@@ -474,3 +474,16 @@ WRONG += [
     ("lookup", "frozen_rows", lookup_last_row_through_data),
     ("one_hot_lookup", "frozen_rows", one_hot_without_the_pad_column),
 ]
+
+
+# --- issue 16: NaN is the finding, whatever else is wrong with the result ---------------
+
+
+def one_hot_masked_softmax_flat(weight, ids):
+    # "every row but the chosen one masked out": (1 - one_hot) * -inf is 0 * -inf = NaN on the chosen row,
+    # and the batch flattened to (B*T, d) on top
+    scores = (1 - F.one_hot(ids.flatten(), weight.shape[0]).to(weight.dtype)) * float("-inf")
+    return scores.softmax(-1) @ weight
+
+
+WRONG += [("one_hot_lookup", "nan_or_inf", one_hot_masked_softmax_flat)]

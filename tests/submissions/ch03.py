@@ -1100,3 +1100,111 @@ WRONG += [
     ("PositionalEncoding", "position_offset", PositionalEncodingPaddingRowsUnskipped),
     ("TokenAndPositionEmbedding", "position_offset", TokenAndPositionOffsetThree),
 ]
+
+
+# --- issue 16: precision. Right tables that stress the float32 tolerance (judged entry by
+# entry against float64, from each angle), wrong ones that went through half precision ------
+
+
+def table_matmul_angles(max_len, d_model, base=10000.0):
+    """The angles by a matmul, (max_len, 1) @ (1, ceil(d/2)), float32 exp-log frequencies."""
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
+    angles = torch.arange(max_len, dtype=torch.float32)[:, None] @ inv_freq[None, :]
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()[:, : d_model // 2]
+    return pe
+
+
+def table_divides_by_pow(max_len, d_model, base=10000.0):
+    """Another order: positions divided by base^(2i/d), a float32 pow, no reciprocal."""
+    angles = torch.arange(max_len).float()[:, None] / torch.pow(base, torch.arange(0, d_model, 2).float() / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)[:, : d_model // 2]
+    return pe
+
+
+def table_float64_then_cast(max_len, d_model, base=10000.0):
+    """float64 throughout (angles as 2i·ln(base)/d in the exponent of exp), one cast at the end."""
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * torch.exp(-two_i * math.log(base) / d_model)
+    return torch.stack([angles.sin(), angles.cos()], -1).flatten(1)[:, :d_model].to(torch.float32)
+
+
+def table_in_float16(max_len, d_model, base=10000.0):
+    return table_exp_log(max_len, d_model, base).half().float()  # "half is enough for numbers in [-1, 1]"
+
+
+def table_in_bfloat16(max_len, d_model, base=10000.0):
+    pe = torch.zeros(max_len, d_model, dtype=torch.bfloat16)  # the table allocated in bfloat16, filled from float32
+    angles = torch.arange(max_len).float()[:, None] * base ** (-torch.arange(0, d_model, 2).float() / d_model)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)[:, : d_model // 2]
+    return pe.float()
+
+
+def table_float16_positions(max_len, d_model, base=10000.0):
+    position = torch.arange(max_len, dtype=torch.float16)[:, None]  # 2049 is 2048 in float16
+    div_term = torch.exp(torch.arange(0, d_model, 2).float() * -(math.log(base) / d_model))
+    angles = position.float() * div_term
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)[:, : d_model // 2]
+    return pe
+
+
+def table_half_div_term(max_len, d_model, base=10000.0):
+    div_term = torch.exp(torch.arange(0, d_model, 2).half() * -(math.log(base) / d_model))  # the frequencies in float16
+    angles = torch.arange(max_len).float()[:, None] * div_term.float()
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)[:, : d_model // 2]
+    return pe
+
+
+class PositionalEncodingBuiltInHalf(PositionalEncodingAnnotated):
+    """The table made in float16 "to save memory", registered as float32."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.pe = self.pe.half().float()
+
+
+class TokenAndPositionBfloat16Table(_TokenAndPosition):
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.pe = self.pe.bfloat16().float()
+
+
+RIGHT["sinusoidal_encoding"] += [table_matmul_angles, table_divides_by_pow, table_float64_then_cast]
+WRONG += [
+    ("sinusoidal_encoding", "low_precision", table_in_float16),
+    ("sinusoidal_encoding", "low_precision", table_in_bfloat16),
+    ("sinusoidal_encoding", "low_precision", table_float16_positions),
+    ("sinusoidal_encoding", "low_precision", table_half_div_term),
+    ("PositionalEncoding", "low_precision", PositionalEncodingBuiltInHalf),
+    ("TokenAndPositionEmbedding", "low_precision", TokenAndPositionBfloat16Table),
+]
+
+
+# --- issue 16: NaN is the finding, whatever else is wrong with the table ------------------
+
+
+def table_position_over_itself(max_len, d_model, base=10000.0):
+    position = torch.arange(max_len).float()[:, None]
+    div_term = torch.exp(torch.arange(0, d_model, 2).float() * -(math.log(base) / d_model))
+    angles = position * div_term * (position / position)  # "normalised": 0 / 0 at position 0
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)[:, : d_model // 2]
+    return pe
+
+
+def table_position_over_itself_transposed(max_len, d_model, base=10000.0):
+    return table_position_over_itself(max_len, d_model, base).T  # (d_model, max_len) as well
+
+
+def table_position_over_itself_float64(max_len, d_model, base=10000.0):
+    return table_position_over_itself(max_len, d_model, base).double()  # float64 as well
+
+
+WRONG += [
+    ("sinusoidal_encoding", "nan_or_inf", table_position_over_itself),
+    ("sinusoidal_encoding", "nan_or_inf", table_position_over_itself_transposed),
+    ("sinusoidal_encoding", "nan_or_inf", table_position_over_itself_float64),
+]

@@ -1280,3 +1280,438 @@ WRONG += [
     ("RotaryEmbedding", "length_check_off_by_one", RotaryRefusesLastPosition),
     ("RotaryEmbedding", "length_check_off_by_one", RotaryRefusesFullLength),
 ]
+
+
+# --- apply_partial_rope: GPT-NeoX's rotary_pct, only the first r = cos.shape[-1] dims turn ---------
+
+
+def _rows(cos, sin, T, positions):
+    c, s = (cos[:T], sin[:T]) if positions is None else (cos[positions], sin[positions])
+    return (c[:, None], s[:, None]) if c.dim() == 3 else (c, s)
+
+
+def partial_neox(q, k, cos, sin, positions=None):
+    # transformers' modeling_gpt_neox: slice, turn the rotary part, concatenate the pass-through back
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    q_rot, q_pass = q[..., :r], q[..., r:]
+    k_rot, k_pass = k[..., :r], k[..., r:]
+    q_embed = (q_rot.float() * c + rotate_half_hf(q_rot.float()) * s).to(q.dtype)
+    k_embed = (k_rot.float() * c + rotate_half_hf(k_rot.float()) * s).to(k.dtype)
+    return torch.cat([q_embed, q_pass], dim=-1), torch.cat([k_embed, k_pass], dim=-1)
+
+
+def partial_loop_over_pairs(q, k, cos, sin, positions=None):
+    # one pair (i, i + r/2) at a time, in float64; the dims past r copied as they are
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+
+    def turn(x):
+        out = x.double().clone()
+        for i in range(r // 2):
+            a, b = x[..., i].double(), x[..., i + r // 2].double()
+            out[..., i] = a * c[..., i].double() - b * s[..., i].double()
+            out[..., i + r // 2] = b * c[..., i].double() + a * s[..., i].double()
+        return out.to(x.dtype)
+
+    return turn(q), turn(k)
+
+
+def partial_complex(q, k, cos, sin, positions=None):
+    # the pairs (x[i], x[i + r/2]) as complex numbers times e^(i·angle), angle read back from the tables
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    cis = torch.complex(c[..., : r // 2], s[..., : r // 2])
+
+    def turn(x):
+        z = torch.complex(x[..., : r // 2].float(), x[..., r // 2 : r].float()) * cis
+        return torch.cat([z.real.to(x.dtype), z.imag.to(x.dtype), x[..., r:]], dim=-1)
+
+    return turn(q), turn(k)
+
+
+def partial_index_select(q, k, cos, sin, positions=None):
+    # the partner of every rotated dim picked with index_select, a sign vector, and torch.split
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    partner = torch.cat([torch.arange(r // 2, r), torch.arange(r // 2)]).to(q.device)
+    sign = torch.cat([-torch.ones(r // 2), torch.ones(r // 2)]).to(q.device)
+
+    def turn(x):
+        rot, rest = torch.split(x, [r, x.shape[-1] - r], dim=-1)
+        turned = rot.float() * c + rot.float().index_select(-1, partner) * sign * s
+        return torch.cat([turned.to(x.dtype), rest], dim=-1)
+
+    return turn(q), turn(k)
+
+
+def partial_tiles_tables(q, k, cos, sin, positions=None):
+    # "the tables are r wide and the head is wider": repeated until they fit, the whole head turned
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    times = q.shape[-1] // cos.shape[-1]
+    c, s = c.repeat(*([1] * (c.dim() - 1)), times), s.repeat(*([1] * (s.dim() - 1)), times)
+    return tuple((x.float() * c + rotate_half_hf(x.float()) * s).to(x.dtype) for x in (q, k))
+
+
+def partial_rotate_half_then_slice(q, k, cos, sin, positions=None):
+    # rotate_half on the whole head, cut to r afterwards: pairs (i, i + Dh/2)
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x.float())[..., :r] * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+
+
+def partial_padded_tables(q, k, cos, sin, positions=None):
+    # cos padded with ones and sin with zeros to the head's width, then rotate_half on the whole head
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    rest = q.shape[-1] - cos.shape[-1]
+    c = torch.cat([c, torch.ones_like(c[..., :1]).expand(*c.shape[:-1], rest)], dim=-1)
+    s = torch.cat([s, torch.zeros_like(s[..., :1]).expand(*s.shape[:-1], rest)], dim=-1)
+    return tuple((x.float() * c + rotate_half_hf(x.float()) * s).to(x.dtype) for x in (q, k))
+
+
+def partial_pass_first(q, k, cos, sin, positions=None):
+    # the right turn, joined in the wrong order
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple(torch.cat([x[..., r:], (x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype)], dim=-1) for x in (q, k))
+
+
+def partial_forgets_pass(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple((x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype) for x in (q, k))
+
+
+def partial_gptj_within(q, k, cos, sin, positions=None):
+    # GPT-J's rotate_every_two on the rotary part, the tables re-laid out for adjacent pairs
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    c, s = c[..., : r // 2].repeat_interleave(2, -1), s[..., : r // 2].repeat_interleave(2, -1)
+    return tuple(torch.cat([(x[..., :r].float() * c + rotate_every_two_gptj(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+
+
+def partial_minus_sin(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple(torch.cat([(x[..., :r].float() * c - rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+
+
+def partial_repeat_interleaved_tables(q, k, cos, sin, positions=None):
+    # rotate_half's pairs, with the angles laid out for adjacent ones
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    c, s = c[..., : r // 2].repeat_interleave(2, -1), s[..., : r // 2].repeat_interleave(2, -1)
+    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+
+
+def partial_first_rows(q, k, cos, sin, positions=None):
+    T, r = q.shape[-2], cos.shape[-1]
+    c, s = cos[:T], sin[:T]
+    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+
+
+def partial_stays_float32(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple(torch.cat([x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s, x[..., r:].float()], dim=-1) for x in (q, k))
+
+
+def partial_sign_on_cpu(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    sign = torch.cat([-torch.ones(r // 2), torch.ones(r // 2)])  # made on the CPU
+
+    def turn(x):
+        rot = x[..., :r].float()
+        return torch.cat([(rot * c + rot.roll(r // 2, -1) * sign * s).to(x.dtype), x[..., r:]], dim=-1)
+
+    return turn(q), turn(k)
+
+
+def partial_scales_pass(q, k, cos, sin, positions=None):
+    # the pass-through dims multiplied by the first cos column, "so every dim is treated alike"
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), (x[..., r:].float() * c[..., :1]).to(x.dtype)], dim=-1) for x in (q, k))
+
+
+RIGHT["apply_partial_rope"] = [partial_neox, partial_loop_over_pairs, partial_complex, partial_index_select]
+WRONG += [
+    ("apply_partial_rope", "partial_rope_whole_head", partial_tiles_tables),
+    ("apply_partial_rope", "partial_rope_pairs_across_head", partial_rotate_half_then_slice),
+    ("apply_partial_rope", "partial_rope_pairs_across_head", partial_padded_tables),
+    ("apply_partial_rope", "partial_rope_last_dims", partial_pass_first),
+    ("apply_partial_rope", "partial_rope_pass_dropped", partial_forgets_pass),
+    ("apply_partial_rope", "rope_interleaved_convention", partial_gptj_within),
+    ("apply_partial_rope", "rope_sign_flip", partial_minus_sin),
+    ("apply_partial_rope", "rope_mixed_pairing", partial_repeat_interleaved_tables),
+    ("apply_partial_rope", "rope_ignores_positions", partial_first_rows),
+    ("apply_partial_rope", "wrong_dtype", partial_stays_float32),
+    ("apply_partial_rope", "wrong_device", partial_sign_on_cpu),
+    ("apply_partial_rope", "wrong_values", partial_scales_pass),
+]
+
+
+# --- issue 16: precision. Right ones that stress the float32 tolerance, wrong ones whose
+# half precision (tables, angles, positions) passed a blanket 1e-3 tolerance before ----------
+
+
+def cache_matmul_angles(head_dim, max_len, base=10000.0):
+    # angles by a matmul, the frequencies by exp-log, in float32
+    theta = torch.exp(torch.arange(0, head_dim, 2, dtype=torch.float32) * (-math.log(base) / head_dim))
+    angles = torch.arange(max_len, dtype=torch.float32)[:, None] @ theta[None, :]  # (max_len, 1) @ (1, d/2)
+    return torch.cat([angles.cos(), angles.cos()], -1), torch.cat([angles.sin(), angles.sin()], -1)
+
+
+def interleaved_other_order(x, positions=None, base=10000.0):
+    # positions divided by base^(2i/d) instead of multiplied by its inverse, all in float32
+    T, d = x.shape[-2:]
+    positions = torch.arange(T, device=x.device) if positions is None else positions
+    angles = positions.float()[:, None] / base ** (torch.arange(0, d, 2, device=x.device).float() / d)
+    c, s = angles.cos(), angles.sin()
+    x0, x1 = x.float()[..., 0::2], x.float()[..., 1::2]
+    return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], -1).flatten(-2).to(x.dtype)
+
+
+class RotaryFloat64ThenCast(nn.Module):
+    # float64 tables and arithmetic throughout, the result cast to q's dtype
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.max_len = max_len
+        theta = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        angles = torch.arange(max_len, dtype=torch.float64)[:, None] * theta
+        self.register_buffer("cos64", angles.cos().repeat(1, 2), persistent=False)
+        self.register_buffer("sin64", angles.sin().repeat(1, 2), persistent=False)
+
+    def forward(self, q, k, positions=None):
+        if positions is None:
+            positions = torch.arange(q.shape[-2], device=q.device)
+        if int(positions.max()) >= self.max_len:
+            raise ValueError(f"position {int(positions.max())} is past max_len={self.max_len}")
+        c, s = self.cos64[positions], self.sin64[positions]
+        if c.dim() == 3:
+            c, s = c[:, None], s[:, None]
+        return tuple((x.double() * c + _rotate_half(x.double()) * s).to(x.dtype) for x in (q, k))
+
+
+class RotaryLoopOverPositions(nn.Module):
+    # a Python loop over the positions, math.cos and math.sin on Python floats
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.max_len, self.thetas = max_len, [base ** (-2 * i / head_dim) for i in range(head_dim // 2)]
+        self.register_buffer("anchor", torch.zeros(0), persistent=False)  # no table to keep
+
+    def forward(self, q, k, positions=None):
+        T = q.shape[-2]
+        rows = torch.arange(T) if positions is None else positions.cpu()
+        if int(rows.max()) >= self.max_len:
+            raise ValueError(f"position {int(rows.max())} is past max_len={self.max_len}")
+        cos = torch.tensor([[math.cos(int(m) * t) for t in self.thetas] * 2 for m in rows.flatten()]).view(*rows.shape, -1)
+        sin = torch.tensor([[math.sin(int(m) * t) for t in self.thetas] * 2 for m in rows.flatten()]).view(*rows.shape, -1)
+        cos, sin = cos.to(q.device), sin.to(q.device)
+        if cos.dim() == 3:
+            cos, sin = cos[:, None], sin[:, None]
+        return tuple((x.float() * cos + _rotate_half(x.float()) * sin).to(x.dtype) for x in (q, k))
+
+
+RIGHT["rope_cache"].append(cache_matmul_angles)
+RIGHT["rope_interleaved"].append(interleaved_other_order)
+RIGHT["RotaryEmbedding"] += [RotaryFloat64ThenCast, RotaryLoopOverPositions]
+
+
+def cache_float16_tables(head_dim, max_len, base=10000.0):
+    cos, sin = cache_hf_float32(head_dim, max_len, base)
+    return cos.half().float(), sin.half().float()  # stored in half "to save memory", handed back as float32
+
+
+def cache_bfloat16_tables(head_dim, max_len, base=10000.0):
+    cos, sin = cache_hf_float32(head_dim, max_len, base)
+    return cos.bfloat16().float(), sin.bfloat16().float()
+
+
+def apply_rope_half_tables(q, k, cos, sin, positions=None):
+    cos, sin = cos.half(), sin.half()  # "the tables are small, half is enough"
+    return apply_rope_hf(q, k, cos.float(), sin.float(), positions)
+
+
+def apply_rope_bfloat16_tables(q, k, cos, sin, positions=None):
+    return apply_rope_hf(q, k, cos.bfloat16().float(), sin.bfloat16().float(), positions)
+
+
+def interleaved_half_tables(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = torch.arange(T, device=x.device) if positions is None else positions
+    theta = base ** (-torch.arange(0, d, 2, device=x.device).float() / d)
+    angles = positions.float()[:, None] * theta
+    c, s = angles.cos().half().float(), angles.sin().half().float()  # the tables rounded to float16
+    x0, x1 = x.float()[..., 0::2], x.float()[..., 1::2]
+    return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], -1).flatten(-2).to(x.dtype)
+
+
+def interleaved_half_angles(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = torch.arange(T, device=x.device) if positions is None else positions
+    theta = base ** (-torch.arange(0, d, 2, device=x.device).float() / d)
+    angles = (positions.half()[:, None] * theta.half()).float()  # angles computed in float16, then cast up
+    c, s = angles.cos(), angles.sin()
+    x0, x1 = x.float()[..., 0::2], x.float()[..., 1::2]
+    return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], -1).flatten(-2).to(x.dtype)
+
+
+class RotaryFloat16Buffers(RotaryCached):
+    # float32 angles, but the cos/sin buffers stored in float16 "to halve the memory"
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+        self.cos_cached, self.sin_cached = self.cos_cached.half(), self.sin_cached.half()
+
+    def forward(self, q, k, positions=None):
+        T = q.shape[2]
+        rows = torch.arange(T, device=q.device) if positions is None else positions
+        if int(rows.max()) >= self.max_len:
+            raise ValueError(f"position {int(rows.max())} >= max_len {self.max_len}")
+        cos, sin = self.cos_cached[rows].float(), self.sin_cached[rows].float()
+        if cos.dim() == 3:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return tuple((x.float() * cos + _rotate_half(x.float()) * sin).to(x.dtype) for x in (q, k))
+
+
+class RotaryBfloat16Buffers(RotaryFloat16Buffers):
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        RotaryCached.__init__(self, head_dim, max_len, base)
+        self.cos_cached, self.sin_cached = self.cos_cached.bfloat16(), self.sin_cached.bfloat16()
+
+
+class RotaryHalfPositions(RotaryOnTheFly):
+    # positions cast to float16 before the angles: past 2048 float16 holds only even integers
+    def forward(self, q, k, positions=None):
+        if positions is None:
+            positions = torch.arange(q.shape[-2], device=q.device)
+        if bool((positions >= self.max_len).any()):
+            raise ValueError(f"positions must be < max_len={self.max_len}")
+        angles = positions.half().float()[..., None] * self.inv_freq
+        angles = torch.cat([angles, angles], dim=-1)
+        if angles.dim() == 3:
+            angles = angles[:, None]
+        return tuple((x.float() * angles.cos() + _rotate_half(x.float()) * angles.sin()).to(x.dtype) for x in (q, k))
+
+
+WRONG += [
+    ("rope_cache", "low_precision_angles", cache_float16_tables),
+    ("rope_cache", "low_precision_angles", cache_bfloat16_tables),
+    ("apply_rope", "low_precision_angles", apply_rope_half_tables),
+    ("apply_rope", "low_precision_angles", apply_rope_bfloat16_tables),
+    ("rope_interleaved", "low_precision_angles", interleaved_half_tables),
+    ("rope_interleaved", "low_precision_angles", interleaved_half_angles),
+    ("RotaryEmbedding", "low_precision_angles", RotaryFloat16Buffers),
+    ("RotaryEmbedding", "low_precision_angles", RotaryBfloat16Buffers),
+    ("RotaryEmbedding", "low_precision_angles", RotaryHalfPositions),
+]
+
+
+def cache_nan_sentinel(head_dim, max_len, base=10000.0):
+    # tables filled with NaN "to see what is missing", then only the first half written
+    cos, sin = torch.full((max_len, head_dim), float("nan")), torch.full((max_len, head_dim), float("nan"))
+    inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2).float() / head_dim)
+    angles = torch.outer(torch.arange(max_len).float(), inv_freq)
+    cos[:, : head_dim // 2], sin[:, : head_dim // 2] = angles.cos(), angles.sin()
+    return cos, sin
+
+
+class RotaryNormalisedByPosition(RotaryCached):
+    # q rotated, then "normalised" by its position: 0 / 0 at position 0
+    def forward(self, q, k, positions=None):
+        q_rot, k_rot = super().forward(q, k, positions)
+        m = torch.arange(q.shape[-2], device=q.device) if positions is None else positions
+        scale = (m / m).float()[..., None]  # NaN at position 0
+        if scale.dim() == 3:
+            scale = scale[:, None]
+        return q_rot * scale, k_rot * scale
+
+
+WRONG += [
+    ("rope_cache", "nan_or_inf", cache_nan_sentinel),
+    ("RotaryEmbedding", "nan_or_inf", RotaryNormalisedByPosition),
+]
+
+
+# --- right on the direct probes' fresh tensors, wrong inside a real model (the second oracle) ---------
+
+
+def _write_rows(x, c, s):
+    # clone, flatten to rows, write each half in place: on a contiguous x, reshape is a view of the clone
+    d = x.shape[-1]
+    out = x.float().clone()  # clone keeps a transposed view's strides...
+    rows = out.reshape(-1, d)  # ...so there reshape COPIES, and these writes never reach `out`
+    c, s = c.expand(out.shape).reshape(-1, d), s.expand(out.shape).reshape(-1, d)
+    x1, x2 = rows[:, : d // 2].clone(), rows[:, d // 2 :].clone()
+    rows[:, : d // 2] = x1 * c[:, : d // 2] - x2 * s[:, : d // 2]
+    rows[:, d // 2 :] = x2 * c[:, d // 2 :] + x1 * s[:, d // 2 :]
+    return out.to(x.dtype)
+
+
+def apply_rope_writes_into_reshape(q, k, cos, sin, positions=None):
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    return _write_rows(q, c, s), _write_rows(k, c, s)
+
+
+class RotaryWritesIntoReshape(RotaryCached):
+    def forward(self, q, k, positions=None):
+        T = q.shape[2]
+        if positions is None:
+            if T > self.max_len:
+                raise ValueError(f"sequence length {T} exceeds max_len {self.max_len}")
+            positions = torch.arange(T, device=q.device)
+        if positions.max() >= self.max_len:
+            raise ValueError(f"position {int(positions.max())} >= max_len {self.max_len}")
+        c, s = _rows(self.cos_cached, self.sin_cached, T, positions)
+        return _write_rows(q, c, s), _write_rows(k, c, s)
+
+
+def apply_rope_views_heads_flat(q, k, cos, sin, positions=None):
+    # batch and heads merged with .view: fine on fresh tensors, refused on a transposed view
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+
+    def turn(x):
+        B, H, T, d = x.shape
+        flat = x.view(B * H, T, d).float()
+        cc = c.expand(B, H, T, d).reshape(B * H, T, d)
+        ss = s.expand(B, H, T, d).reshape(B * H, T, d)
+        return (flat * cc + rotate_half_hf(flat) * ss).view(B, H, T, d).to(x.dtype)
+
+    return turn(q), turn(k)
+
+
+def interleaved_flat_rows(x, positions=None, base=10000.0):
+    # every (position, pair) as a row of a 2-D view
+    B, H, T, d = x.shape
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    angles = (positions.float()[:, None] * theta).repeat(B * H, 1)  # (B*H*T, d/2)
+    rows = x.view(-1, d).float()
+    even, odd = rows[:, 0::2], rows[:, 1::2]
+    out = torch.stack([even * angles.cos() - odd * angles.sin(), even * angles.sin() + odd * angles.cos()], dim=-1)
+    return out.view(B, H, T, d).to(x.dtype)
+
+
+def partial_views_heads_flat(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+
+    def turn(x):
+        B, H, T, d = x.shape
+        flat = x.view(B * H, T, d)
+        rot = flat[..., :r].float().view(B, H, T, r)
+        turned = (rot * c + rotate_half_hf(rot) * s).to(x.dtype)
+        return torch.cat([turned, flat[..., r:].view(B, H, T, d - r)], dim=-1)
+
+    return turn(q), turn(k)
+
+
+WRONG += [
+    ("apply_rope", "library_mismatch", apply_rope_writes_into_reshape),
+    ("RotaryEmbedding", "library_mismatch", RotaryWritesIntoReshape),
+    ("apply_rope", "library_raised", apply_rope_views_heads_flat),
+    ("rope_interleaved", "library_raised", interleaved_flat_rows),
+    ("apply_partial_rope", "library_raised", partial_views_heads_flat),
+]

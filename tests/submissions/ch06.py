@@ -295,3 +295,62 @@ ALSO = [
     ("alibi_bias", "wrong_sign", "non_power_of_two", bias_plus_sign_stretched),
     ("alibi_bias", "missing_causal_mask", "wrong_values", bias_mpt_port),
 ]
+
+
+# --- issue 16: half precision is named as such, never as the rule for a head count;
+# NaN behind the expected -inf is nan_or_inf ---------------------------------------------
+
+
+def slopes_in_bfloat16(n_heads):
+    return slopes_official(n_heads).bfloat16().float()  # "slopes are small numbers": rounded to 8 bits
+
+
+def slopes_in_float16(n_heads):
+    return torch.tensor([2 ** (-8 * (h + 1) / n_heads) for h in range(n_heads)], dtype=torch.float16).float()
+
+
+def bias_in_bfloat16(n_heads, seq_len):
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    bias = slopes_official(n_heads).bfloat16()[:, None, None] * (j - i).bfloat16()  # the whole bias in bfloat16
+    return bias.float().masked_fill(j > i, float("-inf"))
+
+
+def bias_in_float16_finfo_mask(n_heads, seq_len):
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    bias = slopes_official(n_heads).half()[:, None, None] * (j - i).half()
+    return bias.float().masked_fill(j > i, torch.finfo(torch.float32).min)  # HF's mask value
+
+
+def bias_slopes_in_bfloat16(n_heads, seq_len):
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return (slopes_official(n_heads).bfloat16().float()[:, None, None] * (j - i)).masked_fill(j > i, float("-inf"))
+
+
+def bias_zero_times_inf_mask(n_heads, seq_len):
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    mask = (j > i).float() * float("-inf")  # 0 * -inf is NaN: every entry on and below the diagonal
+    return slopes_official(n_heads)[:, None, None] * (j - i) + mask
+
+
+def bias_inf_times_distance(n_heads, seq_len):
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    future = float("-inf") * (j - i).clamp(min=0)  # -inf for j > i, but -inf * 0 = NaN on the diagonal
+    return torch.where(j < i, slopes_official(n_heads)[:, None, None] * (j - i), future.expand(n_heads, -1, -1))
+
+
+def bias_where_inf_mask(n_heads, seq_len):
+    # a right mask made with torch.where, no arithmetic on the infinity: no NaN
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return torch.where(j > i, torch.tensor(float("-inf")), slopes_official(n_heads)[:, None, None] * (j - i))
+
+
+RIGHT["alibi_bias"].append(bias_where_inf_mask)
+WRONG += [
+    ("alibi_slopes", "low_precision", slopes_in_bfloat16),
+    ("alibi_slopes", "low_precision", slopes_in_float16),
+    ("alibi_bias", "low_precision", bias_in_bfloat16),
+    ("alibi_bias", "low_precision", bias_in_float16_finfo_mask),
+    ("alibi_bias", "low_precision", bias_slopes_in_bfloat16),
+    ("alibi_bias", "nan_or_inf", bias_zero_times_inf_mask),
+    ("alibi_bias", "nan_or_inf", bias_inf_times_distance),
+]
