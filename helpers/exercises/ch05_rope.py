@@ -1077,8 +1077,12 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
         try:
             rotary_values(cls, probe, module)
         except Failure as failure:
-            if raised(failure, "ValueError"):
-                length_checked(cls, probe)  # a position the tables hold was refused: an off-by-one there says why
+            if raised(failure, "ValueError"):  # a position the tables hold was refused: an off-by-one there says why
+                try:
+                    length_checked(cls, probe)
+                except Failure as found:  # anything else it finds, its own probe below says
+                    if found.code == "length_check_off_by_one":
+                        raise found from None
             if not (plain and failure.code == "raised" and "device" in failure.message.lower()):
                 raise  # a device clash from the plain attributes is that finding, said once
 
@@ -1124,7 +1128,7 @@ def rotary_values(cls, probe: Probe, module) -> None:
         )
     )
     for built, head_dim, base, max_len, made, (what, dtype, positions) in runs:
-        length = (T if max_len == ROPE_MAX_LEN else max_len) if positions is None else positions.shape[-1]
+        length = (T if max_len == ROPE_MAX_LEN else max_len) if positions is None else positions.shape[-1]  # the small module: T = max_len
         q, k = (probe.sequence(probe.randn(B, H, length, head_dim, dtype=dtype), max_len, dim=-2) for H in (Hq, Hk))
         extra = () if positions is None else (positions,)
         call = f"`{made}` called with {what}"
