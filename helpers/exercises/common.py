@@ -311,7 +311,7 @@ def expect_gradient(
             hint=NO_GRADIENT_HINT,
             fix=fix or f"Compute the output from `{name}` itself, with no .detach(), .data, copy or torch.no_grad() on the way.",
         )
-    got = torch.zeros_like(should) if grad is None else rows_of(rows(grad)).abs().amax(1) > 0
+    got = torch.zeros_like(should) if grad is None else (rows_of(rows(grad)).abs().amax(1) > 0).to(should.device)
     frozen = (should & ~got).nonzero().flatten().cpu()
     if len(frozen):
         whole, one = len(frozen) == int(should.sum()) and len(frozen) > 1, len(frozen) == 1
