@@ -463,3 +463,41 @@ def gpt2_logits(model, input_ids: torch.Tensor, positions: Callable | None = Non
     finally:
         if hook is not None:
             hook.remove()
+
+
+# ---------------------------------------------------------------------------
+# For the notebooks: a cell that uses the library, and what it prints
+# ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def skip_if_unavailable() -> Iterator[None]:
+    """`with library.skip_if_unavailable():` around a notebook cell's library part: where this
+    transformers lacks something, the cell prints one line "skipped: ..." instead of a traceback."""
+    try:
+        yield
+    except LibraryUnavailable as error:
+        print(f"skipped: {error}")
+
+
+def compare_logits(label: str, mine: torch.Tensor, theirs: torch.Tensor, *, equal: bool = True) -> bool:
+    """Print one line: are `mine` and the library's `theirs` equal to float32 tolerance
+    (torch.testing.assert_close's: the tiny models' logits are small, a loose tolerance
+    would let a wrong step through)? ✓ when that is what `equal` expects: a cell shows a
+    wrong step with equal=False. A difference below 1e-6 is printed as such: its exact
+    value depends on the CPU, and the notebooks' outputs must not. Returns the verdict."""
+    difference = (mine - theirs).abs().max().item()
+    same = torch.allclose(mine, theirs, rtol=1.3e-6, atol=1e-5)
+    shown = "< 1e-6" if difference < 1e-6 else f"{difference:.1e}"
+    verdict = "equal to float32 tolerance" if same else "different"
+    print(f"{'✓' if same == equal else '✗'} {label}: max |difference| {shown}, {verdict}")
+    return same
+
+
+@cache
+def gpt2_small_shapes():
+    """GPT-2 small at full size (GPT2Config()'s defaults: wte 50257 × 768, wpe 1024 × 768,
+    12 blocks) on the meta device: every shape and the tying, in milliseconds, without the
+    ~1 GB and ~2 s that its 124M random weights take on this machine."""
+    with torch.device("meta"):
+        return _build("models.gpt2.modeling_gpt2", "GPT2LMHeadModel", "GPT2Config")
