@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 
 import pytest
 import torch
@@ -399,3 +400,43 @@ def test_gpt2_logits_with_the_reference_positions_and_tied_head():
     assert_close(library.gpt2_logits(model, ids, positions=learned, head=reference.TiedLMHead(wte)), theirs)
     shifted = lambda x: x + wpe.weight[1 : x.shape[1] + 1]  # noqa: E731  positions counted from 1
     assert not torch.allclose(library.gpt2_logits(model, ids, positions=shifted), theirs, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------
+# The notebooks' helpers: a library cell skips in one line, and says ✓ or ✗ rightly
+# ---------------------------------------------------------------------------
+
+
+def test_a_library_cell_without_the_model_skips_in_one_line(monkeypatch, capsys):
+    """What a notebook cell meets when this transformers has no BLOOM module: one printed line."""
+    monkeypatch.setitem(sys.modules, "transformers.models.bloom.modeling_bloom", None)  # import fails
+    with library.skip_if_unavailable():
+        library.bloom_alibi(torch.ones(1, 4, dtype=torch.long), 4)
+        raise AssertionError("unreachable: the library call above must raise LibraryUnavailable")
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 1 and printed[0].startswith("skipped: ") and "modeling_bloom" in printed[0]
+
+
+def test_skip_if_unavailable_lets_other_errors_through():
+    with pytest.raises(ValueError), library.skip_if_unavailable():
+        raise ValueError("a bug in the cell is not a missing library")
+
+
+def test_compare_logits_says_equal_only_to_float32_tolerance(capsys):
+    theirs = randn(3, 5) * 0.1  # the tiny models' logits are this small
+    assert library.compare_logits("same", theirs.clone(), theirs)
+    assert not library.compare_logits("a wrong step's size of difference", theirs + 4e-3, theirs)
+    assert not library.compare_logits("shown as a control", theirs + 4e-3, theirs, equal=False)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("✓ same: max |difference| < 1e-6")
+    assert lines[1].startswith("✗ a wrong step's") and "4.0e-03" in lines[1]
+    assert lines[2].startswith("✓ shown as a control") and lines[2].endswith("different")
+
+
+@needs_library
+def test_gpt2_small_shapes_are_gpt2_small():
+    model = library.gpt2_small_shapes()
+    wte, wpe, lm_head = library.gpt2_tables(model)
+    assert tuple(wte.weight.shape) == (50257, 768) and tuple(wpe.weight.shape) == (1024, 768)
+    assert lm_head.weight is wte.weight and wte.weight.device.type == "meta"
+    assert sum(p.numel() for p in model.parameters()) == 124_439_808  # GPT-2 small's 124M, the tied matrix once
