@@ -559,6 +559,9 @@ def sandbox_env(scratch: Scratch) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in SANDBOX_ENV or k.startswith(SANDBOX_ENV_PREFIXES)}
     home = str(scratch.work)
     env.update(KERNEL_ENV, HOME=home, TMPDIR="/tmp", MPLCONFIGDIR=f"{home}/.matplotlib", PYTHONPATH=str(PACKAGE_DIR.parent))
+    # Run as root, the kernel's user has no passwd entry: getpass.getuser() (torch's compile caches
+    # ask it on a GPU machine) reads these first, instead of failing in pwd.getpwuid().
+    env.update(USER="student", LOGNAME="student")
     env.setdefault("PATH", os.defpath)
     return env
 
@@ -1070,17 +1073,15 @@ def read_cells(data: bytes) -> tuple[list[tuple[int, str]], list[str]]:
 
 
 def detect_chapters(sources: list[str], filename: str, exercises: list[ExerciseInfo]) -> set[int]:
-    """Which chapters a notebook is: those whose exercises it defines or checks;
-    else the NN_ prefix of its file name; else every chapter."""
+    """Which chapters a notebook is: those whose exercises it checks; else those whose
+    exercises it defines; else the NN_ prefix of its file name; else every chapter.
+    Checks come first: a chapter pastes in an earlier chapter's function to build on it
+    (chapter 05 defines chapter 03's relative_shift_matrix) without being that chapter."""
     text = "\n".join(sources)
-    found = set()
-    for exercise in exercises:
-        name = re.escape(exercise.id)
-        pattern = rf"\b(def|class)\s+{name}\b|^{name}\s*=|\b(check|solution_or_reference)\(\s*['\"]{name}['\"]"
-        if re.search(pattern, text, re.MULTILINE):
-            found.add(exercise.chapter)
-    if found:
-        return found
+    for pattern in (r"\b(check|solution_or_reference)\(\s*['\"]{name}['\"]", r"\b(def|class)\s+{name}\b|^{name}\s*="):
+        found = {e.chapter for e in exercises if re.search(pattern.format(name=re.escape(e.id)), text, re.MULTILINE)}
+        if found:
+            return found
     match = re.match(r"(\d+)_", filename)
     chapters = {e.chapter for e in exercises}
     if match and int(match.group(1)) in chapters:

@@ -252,6 +252,8 @@ def test_chapter_detection():
     assert grade.detect_chapters(['check("ScaledEmbedding", X)'], "bob.ipynb", table) == {2}
     assert grade.detect_chapters(["lookup = lambda w, i: w[i]", "class ScaledEmbedding(nn.Module): ..."], "x.ipynb", table) == {1, 2}
     assert grade.detect_chapters(["print('nothing')"], "02_scaling.ipynb", table) == {2}
+    # a chapter that pastes in an earlier chapter's function to build on it is still only itself
+    assert grade.detect_chapters(["def lookup(w, ids):\n    ...", 'check("ScaledEmbedding", ScaledEmbedding)'], "02_scaling.ipynb", table) == {2}
     assert grade.detect_chapters([], "empty.ipynb", table) == {1, 2}  # unknown: every chapter counts
 
 

@@ -424,3 +424,17 @@ def test_without_the_sandbox_a_checker_rewritten_on_disk_still_grades_right(tmp_
     for name in ("a_rewrites", "b_later"):  # yet the checks came from what the grader read when it started
         lookup = by_id(json.loads((out / f"{name}.json").read_text()))["lookup"]
         assert (lookup["score"], lookup["diagnosis"]) == (0, "transposed_weight"), lookup
+
+
+def test_the_kernels_user_has_a_name(tmp_path):
+    """Run as root, the sandbox's kernel is a user without a passwd entry; getpass.getuser()
+    (torch's compile caches call it on a GPU machine) must still answer, not raise KeyError."""
+    import sys
+
+    scratch = grade.Scratch("probe.ipynb", b"{}", sandboxed=True)
+    try:
+        said = subprocess.run([*grade.bwrap_command(scratch), sys.executable, "-c", "import getpass; print(getpass.getuser())"], capture_output=True, text=True, timeout=60)
+    finally:
+        scratch.remove()
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.strip() == "student"
