@@ -21,6 +21,7 @@ from torch import nn
 from helpers import reference
 from helpers.checking import Failure, Probe, advice
 from helpers.exercises.common import (
+    NO_GRADIENT_HINT,
     POSITION_ADDING_MISTAKES,
     SCALE_MISTAKES,
     WRONG_BASE,
@@ -638,7 +639,6 @@ def check_positional_encoding(cls, probe: Probe) -> None:
     )
 
 
-GRADIENT_HINT = "Autograd records only the torch operations applied to the table itself; .detach(), .data, torch.no_grad(), a copy of the table or a trip through NumPy each end that record."
 GRADIENT_FIX = "Look the ids up in the registered table itself, `self.embedding(ids) * math.sqrt(self.d_model)`, with no .detach() or torch.no_grad() on the way."
 
 
@@ -695,7 +695,7 @@ def check_token_and_position(cls, probe: Probe) -> None:
             probe.fail(
                 "no_gradient",
                 f"`{probe.name}`'s output does not require grad although its token table does: it is cut off from the table's gradient, so the embedding could never learn.",
-                hint=GRADIENT_HINT,
+                hint=NO_GRADIENT_HINT,
                 fix=GRADIENT_FIX,
             )
         probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
@@ -703,7 +703,7 @@ def check_token_and_position(cls, probe: Probe) -> None:
             probe.fail(
                 "no_gradient",
                 f"After backward, `{probe.name}`'s token table has no gradient: the output is not computed from it.",
-                hint=GRADIENT_HINT,
+                hint=NO_GRADIENT_HINT,
                 fix=GRADIENT_FIX,
             )
         if not values_right:

@@ -19,6 +19,7 @@ from helpers import reference
 from helpers.checking import Failure, Probe, close
 from helpers.exercises import oracle
 from helpers.exercises.common import (
+    NO_GRADIENT_HINT,
     POSITION_ADDING_MISTAKES,
     dense_grad,
     expect_dropout,
@@ -244,7 +245,6 @@ class NoRandomInit(torch.overrides.TorchFunctionMode):
 
 
 TRAINABLE_HINT = "Learned positions are weights like the token table: the optimizer updates only the module's Parameters with requires_grad=True, and .to(device) moves only registered tensors."
-GRADIENT_HINT = "Autograd records only the torch operations applied to the weight itself; .detach(), .data, torch.no_grad() and a trip through NumPy each end that record."
 
 
 def learned_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> tuple[str, torch.Tensor]:
@@ -336,7 +336,7 @@ def check_learned_positions(cls, probe: Probe) -> None:
             probe.fail(
                 "positions_not_trainable",
                 f"`{probe.name}`'s output does not require grad although the table `{name}` does: it is cut off from the table's gradient, so the table could never learn.",
-                hint=GRADIENT_HINT,
+                hint=NO_GRADIENT_HINT,
                 fix=f"Add the rows of `{name}` to x with torch operations only: drop the .detach(), the torch.no_grad() block or the round trip through NumPy.",
             )
         probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
@@ -344,7 +344,7 @@ def check_learned_positions(cls, probe: Probe) -> None:
             probe.fail(
                 "positions_not_trainable",
                 f"`{probe.name}`'s output does not reach the table `{name}`: after backward it has no gradient.",
-                hint=GRADIENT_HINT,
+                hint=NO_GRADIENT_HINT,
                 fix=f"Compute the output from `{name}` itself, `x + ` its first T rows, not from a copy of it or from another tensor.",
             )
         if not values_right:
@@ -607,7 +607,7 @@ def check_bert_embeddings(cls, probe: Probe) -> None:
         probe.fail(
             "no_gradient",
             f"`{probe.name}`'s output does not require grad although its weights do: it is cut off from their gradient, so it could never be fine-tuned.",
-            hint=GRADIENT_HINT,
+            hint=NO_GRADIENT_HINT,
             fix=BERT_GRADIENT_FIX,
         )
     upstream = probe.randn(*out.shape)
@@ -647,7 +647,7 @@ def expect_bert_gradients(probe: Probe, module: nn.Module, reference_module: nn.
             probe.fail(
                 "no_gradient",
                 f"`{probe.name}`'s output does not reach `word_embeddings.weight`: after backward it has no gradient.",
-                hint=GRADIENT_HINT,
+                hint=NO_GRADIENT_HINT,
                 fix=BERT_GRADIENT_FIX,
             )
         if word_pad_trained:

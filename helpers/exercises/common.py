@@ -241,9 +241,7 @@ def expect_then(probe: Probe, fallback: Callable[[Failure], None], *args: Any, *
 
 
 # Codes that say "the code broke", not what is wrong with it: met again by a later probe they add nothing.
-NO_GRADIENT_HINT = (
-    "Autograd records only the torch operations applied to the Parameter itself; .detach(), .data, a copy and torch.no_grad() each end that record, and the optimizer then never sees a gradient."
-)
+NO_GRADIENT_HINT = "Autograd records only the torch operations applied to the Parameter itself; .detach(), .data, torch.no_grad(), a copy or a trip through NumPy each end that record, and the optimizer then never sees a gradient."
 
 
 def backward_reaches(probe: Probe, out: torch.Tensor, upstream: torch.Tensor | None, table: torch.Tensor, whose: str, fix: str) -> None:
