@@ -26,6 +26,7 @@ from helpers.exercises.common import (
     SCALE_MISTAKES,
     WRONG_BASE,
     angle_tolerance,
+    backward_reaches,
     expect_dropout,
     expect_gradient,
     expect_no_dropout_in_eval,
@@ -698,14 +699,7 @@ def check_token_and_position(cls, probe: Probe) -> None:
                 hint=NO_GRADIENT_HINT,
                 fix=GRADIENT_FIX,
             )
-        probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
-        if weight.grad is None:
-            probe.fail(
-                "no_gradient",
-                f"After backward, `{probe.name}`'s token table has no gradient: the output is not computed from it.",
-                hint=NO_GRADIENT_HINT,
-                fix=GRADIENT_FIX,
-            )
+        backward_reaches(probe, out, None, weight, "its token table", GRADIENT_FIX)
         if not values_right:
             return  # a wrong scale gives a wrong gradient: the values said it already
         uses = torch.bincount(every.flatten(), minlength=V).to(weight.grad.dtype)  # out.sum(): sqrt(d) per use of a row
