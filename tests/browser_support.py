@@ -461,8 +461,17 @@ class Lab:
         browser.locator(".jp-BreadCrumbs-home").click()
         *folders, name = path.split("/")
         for folder in folders:
-            browser.locator(".jp-DirListing-item", has=self.page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(folder)}$"))).dblclick()
-            self.page.wait_for_function(f"() => document.querySelector('.jp-FileBrowser .jp-BreadCrumbs').innerText.includes({json.dumps(folder)})")
+            entered = f"() => document.querySelector('.jp-FileBrowser .jp-BreadCrumbs').innerText.includes({json.dumps(folder)})"
+            for attempt in range(3):  # under load a double click can land while the listing redraws: it is then lost
+                if attempt and self.page.evaluate(entered):
+                    break  # the earlier click got there, late
+                browser.locator(".jp-DirListing-item", has=self.page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(folder)}$"))).dblclick()
+                try:
+                    self.page.wait_for_function(entered, timeout=10_000)
+                    break
+                except Exception:  # playwright's TimeoutError
+                    if attempt == 2:
+                        raise
         item = browser.locator(".jp-DirListing-item", has=self.page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(name)}$")))
         if open_with is None:
             item.dblclick()
