@@ -22,6 +22,7 @@ Nothing in here raises because of a submission: every failure becomes a
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import functools
 import html
@@ -48,6 +49,11 @@ from helpers import exercises, registry, tracking
 TIMEOUT_ENV = "COURSE_CHECK_TIMEOUT"  # seconds per call into student code
 MEMORY_ENV = "COURSE_CHECK_MEMORY_MB"  # extra memory student code may take
 DEVICE_ENV = "COURSE_DEVICE"  # force "cpu", "cuda", "cuda:1", "mps", ...
+# Set by the grader (helpers.grading): the student's code runs in another process, which this session
+# (a helpers.grading.remote.Session) calls; the checks run here, on the data it sends back.
+REMOTE: contextvars.ContextVar[Any] = contextvars.ContextVar("course_remote", default=None)
+# Set by the grader: mixed into every probe's seed, so that a submission cannot know its inputs in advance.
+SEED_SALT: contextvars.ContextVar[int] = contextvars.ContextVar("course_seed_salt", default=0)
 
 
 # --------------------------------------------------------------------------
@@ -338,11 +344,12 @@ class _ReferenceWatch:
         if _REACHED:  # whatever the block raised or returned: the result is not the student's
             reached = _REACHED[0]
             _REACHED.clear()
-            raise Failure(
-                "uses_reference",
-                f"{self.what} ran the course's own reference `{reached}`: the reference and solution_or_reference are for the cells after an exercise, not for the exercise itself.",
-            )
+            raise Failure("uses_reference", ran_reference(self.what, reached))
         return False
+
+
+def ran_reference(what: str, reached: str) -> str:
+    return f"{what} ran the course's own reference `{reached}`: the reference and solution_or_reference are for the cells after an exercise, not for the exercise itself."
 
 
 def _student_code(frame) -> bool:
@@ -406,12 +413,21 @@ class _Watch(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def _torch_path(func: Callable) -> str:
+    """Where a torch function lives, as a graded kernel finds it again (helpers.grading.serve.resolve)."""
+    if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return f"torch.ops.{func}"
+    return f"{getattr(func, '__module__', None) or 'torch'}.{func.__name__}"
+
+
 def _qualified_name(func: Callable) -> str:
     module = getattr(func, "__module__", None) or "torch"
     return f"{module.replace('torch.nn.functional', 'F')}.{getattr(func, '__name__', func)}"
 
 
 def _is_out_of_memory(error: BaseException) -> bool:
+    if hasattr(error, "out_of_memory"):  # raised in a graded kernel: it said so (helpers.grading.remote)
+        return bool(error.out_of_memory)
     if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
         return True
     text = str(error)
@@ -422,6 +438,8 @@ def _stub_that_raised(error: NotImplementedError) -> str | None:
     """The name of the student's function whose stub raised (PositionalEncoding's
     __init__ may call a sinusoidal_encoding still unfilled), or None when torch
     raised it ("this op has no meta kernel")."""
+    if hasattr(error, "stub"):  # raised in a graded kernel, which looked (helpers.grading.remote)
+        return error.stub
     frames = traceback.extract_tb(error.__traceback__)
     if not frames or frames[-1].filename.startswith(_NOT_STUDENT_CODE[0]):
         return None
@@ -429,6 +447,8 @@ def _stub_that_raised(error: NotImplementedError) -> str | None:
 
 
 def _last_line(error: BaseException) -> str:
+    if hasattr(error, "last_line"):  # raised in a graded kernel: its own last line
+        return error.last_line
     return "".join(traceback.format_exception_only(type(error), error)).strip().splitlines()[-1]
 
 
@@ -511,7 +531,7 @@ class Probe:
         self.timeout = float(os.environ.get(TIMEOUT_ENV, 10))
         self.memory_mb = int(os.environ.get(MEMORY_ENV, 4096))
         # Inputs the student did not choose, yet the same on every run.
-        self.generator = torch.Generator().manual_seed(zlib.crc32(exercise.id.encode()))
+        self.generator = torch.Generator().manual_seed(zlib.crc32(exercise.id.encode()) ^ SEED_SALT.get())
         self.calls_seen: set[Callable] = set()
         self.factories_on_meta = False  # set during device_pass's second run
         self.also: list[str] = []  # further independent mistakes, found after the first
@@ -638,14 +658,9 @@ class Probe:
         saved = [t.detach().clone() for _, t in originals]
         watch = _Watch(self.exercise.forbidden)
         state = TorchState.capture()
+        session = REMOTE.get()
         try:
-            with (
-                time_limit(self.timeout),
-                memory_cap(self.memory_mb, self.device),
-                watch,
-                _FactoriesOnMeta() if self.factories_on_meta else contextlib.nullcontext(),
-                _ReferenceWatch(what),  # innermost: only the student's own call is watched
-            ):
+            with self._remote_settings(session) if session is not None else self._safety_net(watch, what):
                 result = fn(*args, **kwargs)
         except Failure:
             raise
@@ -659,6 +674,8 @@ class Probe:
                 "forbidden_api",
                 f"{what} called {call.name} (directly, or through a module such as nn.Embedding that uses it), which this exercise asks you to do without.",
             )
+        except ReferenceReached as reached:  # in a graded kernel (locally, _ReferenceWatch says it)
+            self.fail("uses_reference", ran_reference(what, str(reached)))
         except NotImplementedError as error:
             stub = _stub_that_raised(error)
             if stub is not None:
@@ -675,13 +692,15 @@ class Probe:
                 )
             self.fail("raised", f"{what} raised {_last_line(error)}")
         finally:
-            changed = TorchState.capture().changes_since(state)
+            changed = TorchState.capture().changes_since(state) + (session.take_changed() if session is not None else [])
             state.restore()
         if changed:
             self.fail(
                 "changed_global_state",
                 f"{what} changed torch's global settings ({'; '.join(changed)}). We put them back.",
             )
+        if session is not None:
+            watch.seen |= session.take_seen()
         self.calls_seen |= watch.seen
         for (name, live), snapshot in zip(originals, saved):
             if not live.is_meta and (live.shape != snapshot.shape or not torch.equal(live, snapshot)):
@@ -690,6 +709,26 @@ class Probe:
                     f"{what} changed its input `{name}` in place (an `+=`, a `.mul_()`, an assignment into it...).",
                 )
         return result
+
+    def _safety_net(self, watch: _Watch, what: str) -> contextlib.ExitStack:
+        """Around student code in this process: a time limit, a memory cap, the torch functions
+        it calls watched, the course's reference tripwired."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(time_limit(self.timeout))
+        stack.enter_context(memory_cap(self.memory_mb, self.device))
+        stack.enter_context(watch)
+        if self.factories_on_meta:
+            stack.enter_context(_FactoriesOnMeta())
+        stack.enter_context(_ReferenceWatch(what))  # innermost: only the student's own call is watched
+        return stack
+
+    @contextmanager
+    def _remote_settings(self, session: Any) -> Iterator[None]:
+        """Student code runs in a graded kernel: the same net is put up there, for every call
+        into it that this block makes (helpers.grading.serve.run_student_code)."""
+        forbidden = [_torch_path(f) for f in self.exercise.forbidden]
+        with session.settings_for(self.timeout, self.memory_mb, str(self.device), forbidden, self.factories_on_meta):
+            yield
 
     def build(self, cls: Any, *args: Any, **kwargs: Any) -> torch.nn.Module:
         """Instantiate a student's nn.Module class and move it to the check device."""
@@ -937,13 +976,18 @@ def advice(exercise: registry.Exercise, code: str) -> tuple[str, str, str]:
 # --------------------------------------------------------------------------
 
 
+GRADED_OUTSIDE = "This notebook is being graded: the grader checks `{}` itself, outside this kernel, once every cell has run."
+
+
 def check(exercise_id: str, submission: Any) -> CheckResult:
     """Check a student's function or nn.Module class against exercise `exercise_id`.
 
     Never raises because of the submission; an unknown exercise id is the
     caller's mistake and raises KeyError with the close matches."""
-    exercise = exercises.get(exercise_id)
     name = getattr(submission, "__name__", type(submission).__name__)
+    if not exercises.AVAILABLE:  # a kernel being graded: the grader checks, outside it
+        return CheckResult(exercise_id, False, "not_implemented", GRADED_OUTSIDE.format(exercise_id), 0, 0, name)
+    exercise = exercises.get(exercise_id)
     device = check_device()
     probe = Probe(exercise, name, torch.device("cpu"))  # first on the CPU: the same diagnosis on every machine
     before = TorchState.capture()
@@ -977,7 +1021,8 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
     else:
         _, default_hint, default_fix = advice(exercise, code)
         result = CheckResult(exercise_id, False, code, message, 0, exercise.points, name, hint or default_hint, fix or default_fix, probe.also)
-    tracking.record(result)
+    if REMOTE.get() is None:  # the grader's checks are no student's progress
+        tracking.record(result)
     return result
 
 
@@ -1010,6 +1055,8 @@ def broken_gpu(said: str) -> str:
 def solution_or_reference(exercise_id: str, submission: Any) -> Any:
     """For the cells that *use* an exercise: the student's version once it
     passes, else the reference, clearly labelled, so the chapter still runs."""
+    if not exercises.AVAILABLE:  # a kernel being graded: no reference to fall back on
+        return submission
     exercise = exercises.get(exercise_id)
     if check(exercise_id, submission).passed:
         return submission

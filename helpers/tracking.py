@@ -168,8 +168,11 @@ def progress(chapter: int | str | None = None) -> Progress | None:
     """The exercises of a chapter (default: the one this kernel checked last;
     "all" for the whole course) with their points, difficulty, time and status:
     this kernel's checks first, then what the progress file remembers."""
-    from helpers.exercises import all_exercises
+    from helpers.exercises import AVAILABLE, all_exercises
 
+    if not AVAILABLE:  # a kernel being graded (helpers/grading/stand_ins)
+        print("This notebook is being graded: the grader checks every exercise itself, outside this kernel.")
+        return None
     exercises = list(all_exercises().values())
     if chapter is None and _latest:
         chapter = exercises[[e.id for e in exercises].index(list(_latest)[-1])].chapter

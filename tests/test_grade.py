@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
-from helpers import grade
+from helpers import bench, grade
 from tests.grading_support import (
     HEAD,
     NO_SANDBOX,
@@ -77,6 +78,7 @@ TAMPER_SHADOW = """\
 import importlib.abc
 import importlib.util
 import os
+import re
 import sys
 
 os.makedirs("helpers", exist_ok=True)
@@ -156,7 +158,9 @@ def test_unfilled_chapter_scores_zero_with_not_implemented(batch):
     report = batch["reports"]["chapters__01_lookup_tables"]
     assert report["score"] == 0 and report["max_score"] > 0
     assert {ex["diagnosis"] for ex in report["exercises"]} == {"not_implemented"}
-    assert report["errors"] == []  # the unfilled chapter runs top to bottom
+    # It runs top to bottom; only the cells that use an exercise's result stop at the stub: a graded
+    # kernel has no reference to fall back on (solution_or_reference hands back the student's own).
+    assert {(e["type"], e["message"]) for e in report["errors"]} <= {("NotImplementedError", "NotImplementedError: your code here")}
 
 
 def test_a_perfect_tiny_notebook_scores_full_marks(batch):
@@ -164,13 +168,16 @@ def test_a_perfect_tiny_notebook_scores_full_marks(batch):
     assert passed(report) == {"lookup", "one_hot_lookup"} and report["score"] == 4, report
 
 
-@pytest.mark.parametrize("name, diagnosis", [("tamper_check", "transposed_weight"), ("tamper_registry", "changed_global_state"), ("tamper_shadow", "transposed_weight")])
-def test_tampering_earns_nothing(batch, name, diagnosis):
+@pytest.mark.parametrize("name", ["tamper_check", "tamper_registry", "tamper_shadow"])
+def test_tampering_earns_nothing(batch, name):
+    """The checks run in the grader's process: what a kernel patches, shadows or prints changes
+    nothing, and the wrong lookup is judged for what it computes."""
     report = batch["reports"][name]
     lookup, one_hot = by_id(report)["lookup"], by_id(report)["one_hot_lookup"]
-    assert (lookup["passed"], lookup["score"], lookup["diagnosis"]) == (False, 0, diagnosis), lookup
+    assert (lookup["passed"], lookup["score"], lookup["diagnosis"]) == (False, 0, "transposed_weight"), lookup
     assert one_hot["passed"], one_hot  # the grader still works in a tampered kernel
-    assert report["errors"] == [], report["errors"]
+    # The catalogue is not even there to tamper with: the sandbox holds a stand-in without it.
+    assert report["errors"] == ([{"cell": 4, "type": "AttributeError", "message": "AttributeError: module 'helpers.exercises' has no attribute '_catalogue'"}] if name == "tamper_registry" else []), report["errors"]
     assert report["warnings"], "cells that reach into the machinery are flagged for a person"
 
 
@@ -221,7 +228,7 @@ def test_summary_shows_scores_pass_rates_and_the_common_mistake(batch):
 
 
 def test_endless_cells_are_interrupted_or_killed_and_gradescope_output(tmp_path, monkeypatch):
-    monkeypatch.setattr(grade, "INTERRUPT_GRACE", 1.0)
+    monkeypatch.setattr("helpers.grading.kernel.INTERRUPT_GRACE", 1.0)
     stubborn = "import signal\n\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
     path = write_notebook(tmp_path / "endless.ipynb", [HEAD, RIGHT_LOOKUP, "while True:\n    pass", RIGHT_ONE_HOT, stubborn, "x = 1"])
     before = fingerprint([path])
@@ -238,7 +245,7 @@ def test_endless_cells_are_interrupted_or_killed_and_gradescope_output(tmp_path,
 
 def test_measure_overhead_reports_the_ratio(tmp_path):
     path = write_notebook(tmp_path / "tiny.ipynb", [RIGHT_LOOKUP])
-    measured = grade.measure_overhead(path, sandbox=not NO_SANDBOX)
+    measured = bench.measure_overhead(path, sandbox=not NO_SANDBOX)
     assert set(measured) >= {"execute_s", "grade_s", "ratio", "budget", "within_budget"}
     assert measured["execute_s"] > 0 and measured["ratio"] > 0 and measured["score"] == 2 and measured["max_score"] > 2
 
@@ -260,7 +267,9 @@ def test_chapter_detection():
 def test_report_names_stay_unique(tmp_path):
     paths = [tmp_path / "alice" / "01.ipynb", tmp_path / "bob" / "01.ipynb", tmp_path / "bob" / "notes.ipynb"]
     assert grade.report_names(paths) == ["alice__01", "bob__01", "notes"]
-    assert grade.report_names([tmp_path / "a b.ipynb", tmp_path / "c.ipynb"]) == ["a_b", "c"]
+    safe = grade.report_names([tmp_path / "a b.ipynb", tmp_path / "c.ipynb", tmp_path / "summary.ipynb"])
+    assert re.fullmatch(r"a_b-[0-9a-f]{8}", safe[0]) and safe[1] == "c"  # changed: a hash keeps it apart
+    assert re.fullmatch(r"summary-[0-9a-f]{8}", safe[2])  # never the class summary's name
 
 
 REPORT = {
@@ -286,20 +295,6 @@ def test_markdown_and_gradescope_formats():
     results = json.loads(grade.report_gradescope(REPORT))
     assert results["score"] == 2
     assert results["tests"][1] == {"name": "one_hot_lookup", "score": 0, "max_score": 2, "status": "failed", "output": "transposed_weight: You read the table | as (d, V)."}
-
-
-def test_only_the_nonce_tagged_verdict_counts():
-    submission = grade.Submission([], [], cell_timeout=1, notebook_timeout=1)
-    exercise = grade.ExerciseInfo("lookup", 1, 2)
-
-    def reply(verdict):
-        return {"user_expressions": {"verdict": {"status": "ok", "data": {"text/plain": repr(repr(verdict))}}}}
-
-    good = {"nonce": submission.nonce, "id": "lookup", "passed": True, "diagnosis": None, "message": "ok"}
-    assert submission.parse(exercise, reply(good))["score"] == 2
-    for fake in ({**good, "nonce": "0" * 32}, {**good, "id": "one_hot_lookup"}, {**good, "passed": "yes"}):
-        assert submission.parse(exercise, reply(fake))["score"] == 0
-    assert submission.parse(exercise, {"user_expressions": {}})["diagnosis"] == "raised"
 
 
 def test_an_unreadable_submission_scores_zero_without_a_kernel(tmp_path):
@@ -339,7 +334,7 @@ def test_collect_reports_links_odd_files_and_one_file_under_two_paths(tmp_path):
 
 def test_without_a_sandbox_the_grader_says_so_in_one_line_and_stops(tmp_path, monkeypatch, capsys):
     write_notebook(tmp_path / "01_a.ipynb", [RIGHT_LOOKUP])
-    monkeypatch.setattr(grade, "sandbox_problem", lambda: "bubblewrap (bwrap) is not installed: install bubblewrap")
+    monkeypatch.setattr("helpers.grading.__main__.sandbox_problem", lambda: "bubblewrap (bwrap) is not installed: install bubblewrap")
     assert grade.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == ["grade: bubblewrap (bwrap) is not installed: install bubblewrap"]
     assert not (tmp_path / "out").exists()  # nothing graded, silently or not

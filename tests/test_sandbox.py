@@ -242,9 +242,10 @@ def copy_helpers(root: Path) -> Path:
 def run_the_attacks(root: Path) -> dict:
     monkeypatch = pytest.MonkeyPatch()
     package = copy_helpers(root)
-    monkeypatch.setattr(grade, "PACKAGE_DIR", package)
-    monkeypatch.setattr(grade, "PROCESS_LIMIT", PROCESSES)
-    monkeypatch.setattr(grade, "FILE_MB", FILE_MB)
+    monkeypatch.setattr("helpers.grading.sandbox.PACKAGE_DIR", package)
+    monkeypatch.setattr("helpers.grading.sandbox.STAND_INS", package / "grading" / "stand_ins")
+    monkeypatch.setattr("helpers.grading.submission.PROCESS_LIMIT", PROCESSES)
+    monkeypatch.setattr("helpers.grading.submission.FILE_MB", FILE_MB)
     victims, school, out = root / "victims", root / "class", root / "out"
     victims.mkdir()
     school.mkdir()
@@ -397,7 +398,7 @@ get_ipython().kernel.shell_handlers["execute_request"] = lambda *args, **kwargs:
 
 
 def test_the_notebook_limit_bounds_execution_and_grading(tmp_path, monkeypatch):
-    monkeypatch.setattr(grade, "INTERRUPT_GRACE", 1.0)
+    monkeypatch.setattr("helpers.grading.kernel.INTERRUPT_GRACE", 1.0)
     path = write_notebook(tmp_path / "01_hang.ipynb", [HEAD, RIGHT_LOOKUP, BREAK_THE_HANDLER, RIGHT_ONE_HOT, "x = 1"])
     out = tmp_path / "out"
     assert grade.main([str(path), "--out", str(out), "--timeout", "4", "--notebook-timeout", "12", "--quiet"]) == 0

@@ -17,6 +17,8 @@ import importlib
 
 from helpers.registry import Exercise
 
+AVAILABLE = True  # a graded kernel gets a stand-in of this package that says False (helpers/grading/stand_ins)
+
 CHAPTER_MODULES = (
     "ch01_lookup_tables",
     "ch02_scaling",

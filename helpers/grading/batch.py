@@ -1,0 +1,167 @@
+"""Grading one notebook, and a class of them, N at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from helpers.grading.collect import NOT_GRADED, Found, detect_chapters, read_cells, read_submission, report_names, suspicious
+from helpers.grading.escape import path_text, plain
+from helpers.grading.limits import CELL_TIMEOUT, NOTEBOOK_TIMEOUT
+from helpers.grading.reports import RENDER, for_students, summary_csv, summary_markdown, summarize
+from helpers.grading.submission import ExerciseInfo, Submission, exercise_table
+
+
+def cpu_share(slot: int, jobs: int) -> list[int] | None:
+    """The cores of the `slot`-th of `jobs` sandboxes: the machine's cores dealt out evenly
+    (None: one job, or a machine that cannot say which cores this process may use)."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    if jobs <= 1 or len(cores) < 2:
+        return None
+    share = max(1, len(cores) // jobs)
+    start = (slot * share) % len(cores)
+    return cores[start : start + share]
+
+
+async def grade_notebook_async(
+    path: str | Path,
+    *,
+    name: str | None = None,
+    chapters: set[int] | None = None,
+    cell_timeout: float = CELL_TIMEOUT,
+    notebook_timeout: float = NOTEBOOK_TIMEOUT,
+    memory_mb: int = 0,
+    exercises: list[ExerciseInfo] | None = None,
+    sandbox: bool = True,
+    found: Found | None = None,
+    cpus: list[int] | None = None,
+) -> dict[str, Any]:
+    """Execute and grade one notebook; the report as a dict (see `report_json`).
+    `found` is the submission as `collect` read it; without it, `path` is read here."""
+    path = Path(path)
+    found = found or read_submission(path)
+    exercises = exercises if exercises is not None else exercise_table()
+    started = time.monotonic()
+    cells: list[tuple[int, str]] = []
+    sources: list[str] = []
+    problem = found.problem
+    if problem is None:
+        try:
+            cells, sources = read_cells(found.data or b"")
+        except Exception as error:  # noqa: BLE001  (not a notebook: graded as empty)
+            problem = ("NotebookFormatError", plain(f"the submission could not be read as a notebook: {type(error).__name__}: {error}", 500))
+    wanted = chapters or detect_chapters(sources, path.name, exercises)
+    selected = [e for e in exercises if e.chapter in wanted]
+    copy = (re.sub(r"[^A-Za-z0-9._-]+", "_", path.name).lstrip(".")[-100:] or "submission") + ("" if path.name.endswith(".ipynb") else ".ipynb")
+    limits = {"cell_timeout": cell_timeout, "notebook_timeout": notebook_timeout, "memory_mb": memory_mb}
+    submission = Submission(cells, selected, **limits, sandboxed=sandbox, notebook_name=copy, data=found.data or b"", cpus=cpus)
+    graded = True
+    try:
+        if problem is not None:  # nothing to run
+            submission.error(None, *problem)
+            results = [Submission.verdict(e, False, "not_implemented", f"Not graded: {problem[1]}.") for e in selected]
+        else:
+            results = await submission.run()
+    except Exception as error:  # noqa: BLE001  (no sandbox, the kernel did not start, ...: not the student's fault)
+        graded = False
+        submission.error(None, "GraderError", f"{type(error).__name__}: {error}"[:500])
+        results = [Submission.verdict(e, False, "raised", "Not graded: the grader failed (see the errors).") for e in selected]
+    return {
+        "submission": name or path_text(path),
+        "score": sum(r["score"] for r in results),
+        "max_score": sum(r["max_score"] for r in results),
+        "exercises": results,
+        "errors": submission.errors,
+        "warnings": [{"cell": None, "message": note} for note in found.notes] + suspicious(cells),
+        "flag": problem[0] if problem and problem[0] in NOT_GRADED else None,
+        "chapters": sorted(wanted),
+        "graded": graded,
+        "seconds": round(time.monotonic() - started, 2),
+        "timings": {k: round(v, 2) for k, v in submission.timings.items()},
+    }
+
+
+def grade_notebook(path: str | Path, **kwargs: Any) -> dict[str, Any]:
+    """Synchronous `grade_notebook_async`."""
+    return asyncio.run(grade_notebook_async(path, **kwargs))
+
+async def grade_many(
+    submissions: list[Found],
+    out: Path,
+    *,
+    fmt: str = "json",
+    feedback: str = "hint",
+    jobs: int = 1,
+    chapters: set[int] | None = None,
+    cell_timeout: float = CELL_TIMEOUT,
+    notebook_timeout: float = NOTEBOOK_TIMEOUT,
+    memory_mb: int = 0,
+    sandbox: bool = True,
+    skipped: list[dict[str, str]] | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Grade `submissions` (as `collect` found them), N at a time, each in its own kernel; write
+    each report as soon as its sandbox is gone, and the class summary at the end."""
+    from tqdm import tqdm
+
+    out.mkdir(parents=True, exist_ok=True)
+    exercises = exercise_table()
+    names = report_names([s.path for s in submissions])
+    suffix, render = RENDER[fmt]
+    single_gradescope = fmt == "gradescope" and len(submissions) == 1  # what a Gradescope autograder expects
+    slots = asyncio.Queue()  # each sandbox gets cores of its own: a busy loop slows only its own notebook
+    for slot in range(max(1, jobs)):
+        slots.put_nowait(cpu_share(slot, max(1, jobs)))
+    cwd = Path.cwd()
+
+    def shown(path: Path) -> str:
+        absolute = Path(os.path.abspath(path))
+        return path_text(absolute.relative_to(cwd) if absolute.is_relative_to(cwd) else path)
+
+    async def one(found: Found, name: str) -> dict[str, Any]:
+        cpus = await slots.get()
+        try:
+            report = await grade_notebook_async(
+                found.path,
+                name=shown(found.path),
+                chapters=chapters,
+                cell_timeout=cell_timeout,
+                notebook_timeout=notebook_timeout,
+                memory_mb=memory_mb,
+                exercises=exercises,
+                sandbox=sandbox,
+                found=found,
+                cpus=cpus,
+            )
+        finally:
+            slots.put_nowait(cpus)
+        target = out / "results.json" if single_gradescope else out / f"{name}{suffix}"
+        try:
+            target.write_text(render(for_students(report, feedback)), encoding="utf-8")
+        except (OSError, ValueError) as error:  # one report that cannot be written costs that report only
+            report["errors"].append({"cell": None, "type": "ReportNotWritten", "message": plain(f"{target.name}: {error}", 500)})
+        return report
+
+    tasks = [asyncio.ensure_future(one(s, n)) for s, n in zip(submissions, names)]
+    with tqdm(total=len(tasks), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:
+        for finished in asyncio.as_completed(tasks):
+            report = await finished
+            bar.set_postfix_str(f"{plain(Path(report['submission']).name, 40)}: {report['score']:g}/{report['max_score']:g}")
+            bar.update()
+    reports = [t.result() for t in tasks]  # in the order given
+    summary = summarize(reports, skipped)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "summary.md").write_text(summary_markdown(summary), encoding="utf-8")
+    (out / "summary.csv").write_text(summary_csv(summary), encoding="utf-8")
+    return reports
+
+

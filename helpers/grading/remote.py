@@ -1,0 +1,471 @@
+"""The grader's half: stand-ins for a notebook's objects, whose every call goes to its kernel.
+
+`Session.stand_in(name)` gives what `check()` is handed in place of the
+student's object: a function, a class, or a module whose forward, .to(),
+.train(), state_dict() and load_state_dict() run in the kernel (`serve`),
+while its parameters, buffers and submodules are mirrored here as plain
+tensors and modules after every call. A backward through a result asks the
+kernel for the gradients. So the checks, the mistake catalogue and the
+comparisons run unchanged in the grader's own process, on data alone.
+
+What happened in the kernel comes back as the exceptions a call in a notebook
+would raise (CheckTimeout, ForbiddenCall, NotImplementedError, ...), so that
+`Probe.call` words the failure exactly as it does for `check()` in a notebook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import keyword
+import re
+from collections import namedtuple
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from helpers import checking
+from helpers.grading import wire
+from helpers.grading.serve import put, state_key
+
+MISSING = object()  # the notebook does not define the name
+
+
+class StudentError(Exception):
+    """What the student's code raised in the kernel, as its last traceback line."""
+
+    def __init__(self, line: str, oom: bool = False):
+        super().__init__(line)
+        self.last_line, self.out_of_memory = line, oom
+
+
+class StudentNotImplemented(NotImplementedError):
+    def __init__(self, line: str, stub: str | None):
+        super().__init__(line)
+        self.last_line, self.stub = line, stub
+
+
+class StudentExit(SystemExit):
+    def __init__(self, line: str):
+        super().__init__(line)
+        self.last_line = line
+
+
+@dataclass
+class Settings:
+    """What Probe.call sets for the calls into student code made inside it (see checking.Probe.call)."""
+
+    timeout: float = 10.0
+    memory_mb: int = 4096
+    device: str = "cpu"
+    forbidden: list[tuple[str, str]] = field(default_factory=list)
+    factories_on_meta: bool = False
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A torch function the student's code called in the kernel (Probe.calls_seen holds functions)."""
+
+    __name__: str
+
+
+def identifier(name: Any, default: str = "submission") -> str:
+    name = re.sub(r"\W", "_", str(name))[:80]
+    return name if name.isidentifier() and not keyword.iskeyword(name) else default
+
+
+class Session:
+    """One kernel, one submission: `send(request, timeout) -> reply` is the transport."""
+
+    def __init__(self, send: Callable[[bytes, float], bytes], devices: set[str] | None = None):
+        self.send = send
+        self.devices = devices or {"cpu", "meta", checking.check_device().type}
+        self.settings = Settings()
+        self.seen: set[Seen] = set()
+        self.changed: list[str] = []
+        self.reset()
+
+    def reset(self) -> None:
+        """Between two exercises: the kernel forgets the last check's objects, and so do we."""
+        self.local: dict[str, Any] = {}  # token -> local tensor or module
+        self.token_of: dict[int, str] = {}  # id(local object) -> token
+        self.synced: dict[str, tuple] = {}  # token -> state key when the kernel last had its values
+        self.modules: list[str] = []  # tokens of the modules the kernel reports after every call
+
+    @contextlib.contextmanager
+    def active(self, salt: int) -> Iterator[Session]:
+        """check() in this block calls into the kernel, with probes drawn from `salt`'s seeds."""
+        remote, seeds = checking.REMOTE.set(self), checking.SEED_SALT.set(salt)
+        try:
+            yield self
+        finally:
+            checking.REMOTE.reset(remote)
+            checking.SEED_SALT.reset(seeds)
+
+    @contextlib.contextmanager
+    def settings_for(self, timeout: float, memory_mb: int, device: str, forbidden: list, factories_on_meta: bool) -> Iterator[None]:
+        saved, self.settings = self.settings, Settings(timeout, memory_mb, device, forbidden, factories_on_meta)
+        try:
+            yield
+        finally:
+            self.settings = saved
+
+    def take_changed(self) -> list[str]:
+        changed, self.changed = self.changed, []
+        return changed
+
+    def take_seen(self) -> set[Seen]:
+        seen, self.seen = self.seen, set()
+        return seen
+
+    # ---- transport -------------------------------------------------------
+    def ask(self, tree: dict, tensors: dict[str, torch.Tensor] | None = None) -> dict:
+        reply, values = wire.unpack(self.send(wire.pack(tree, tensors or {}), self.settings.timeout + 5.0))
+        if not isinstance(reply, dict):
+            raise wire.ProtocolError("a reply that is not a record")
+        if "state" in reply:
+            self.refresh(reply["state"], values)
+        reply["_tensors"] = values
+        return reply
+
+    def release(self) -> None:
+        self.ask({"op": "release"})
+        self.reset()
+
+    # ---- what the notebook holds ------------------------------------------
+    def stand_in(self, name: str) -> Any:
+        found = self.ask({"op": "describe", "name": name})
+        kind = found.get("kind")
+        label = identifier(found.get("name", name), identifier(name))
+        if kind == "missing":
+            return MISSING
+        if kind == "none":
+            return None
+        if kind == "module":
+            return self.value(found["value"], found["_tensors"])
+        params = [identifier(p, f"arg{i}") for i, p in enumerate(wire.items(found.get("params", [])))]
+        if kind == "function":
+            return RemoteFunction(self, name, label, params)
+        if kind == "class":
+            base = Mirror if wire.flag(found.get("module_class")) else RemoteObject
+            return RemoteClassMeta(label, (base,), {"_course_target": {"name": name}, "_course_session": self, "__init_params__": params})
+        return type(identifier(found.get("type"), "object"), (Opaque,), {})()
+
+    # ---- calls -------------------------------------------------------------
+    def call(self, target: dict, method: str, args: tuple, kwargs: dict) -> Any:
+        tensors: dict[str, torch.Tensor] = {}
+        leaves: list[tuple[str, torch.Tensor]] = []
+        tree = {
+            "op": "call",
+            "target": target,
+            "method": method,
+            "args": [self.encode(a, tensors, leaves) for a in args],
+            "kwargs": {str(k): self.encode(v, tensors, leaves) for k, v in kwargs.items()},
+            "settings": self.request_settings(),
+        }
+        tree["sync"] = self.sync(tensors)
+        reply = self.ask(tree, tensors)
+        self.outcome(reply)
+        value = self.value(reply.get("value"), reply["_tensors"])
+        graph = reply.get("graph")
+        if graph is None or not torch.is_grad_enabled():
+            return value
+        return self.connect(value, graph, leaves)
+
+    def request_settings(self) -> dict:
+        s = self.settings
+        return {"timeout": s.timeout, "memory_mb": s.memory_mb, "device": s.device, "forbidden": s.forbidden, "factories_on_meta": s.factories_on_meta, "grad": torch.is_grad_enabled()}
+
+    def outcome(self, reply: dict) -> None:
+        """Raise here what the student's code raised there."""
+        self.seen |= {Seen(wire.text(name, 200)) for name in wire.items(reply.get("seen", []))}
+        self.changed += [wire.text(line, 300) for line in wire.items(reply.get("changed", []))]
+        outcome = reply.get("outcome")
+        if not isinstance(outcome, dict):
+            raise wire.ProtocolError("a reply without an outcome")
+        kind, line = outcome.get("kind"), wire.text(outcome.get("line", ""), 2000)
+        if kind == "ok":
+            return
+        if kind == "timeout":
+            raise checking.CheckTimeout
+        if kind == "forbidden":
+            raise checking.ForbiddenCall(wire.text(outcome.get("name"), 200))
+        if kind == "reference":
+            raise checking.ReferenceReached(wire.text(outcome.get("name"), 200))
+        if kind == "not_implemented":
+            stub = outcome.get("stub")
+            raise StudentNotImplemented(line, None if stub is None else wire.text(stub, 200))
+        if kind == "exit":
+            raise StudentExit(line)
+        raise StudentError(line, wire.flag(outcome.get("oom", False)))
+
+    def backward(self, graph: int, grads: tuple, leaves: list[str]) -> list[torch.Tensor | None]:
+        tensors: dict[str, torch.Tensor] = {}
+        entries = [None if g is None else wire.tensor_entry(g, f"d{i}", tensors, token=f"d{graph}.{i}") for i, g in enumerate(grads)]
+        sync = self.sync(tensors)
+        reply = self.ask({"op": "backward", "graph": graph, "grads": entries, "leaves": leaves, "settings": self.request_settings(), "sync": sync}, tensors)
+        self.outcome(reply)
+        got = wire.items(reply.get("grads"))
+        if len(got) != len(leaves):
+            raise wire.ProtocolError("gradients for the wrong number of tensors")
+        return [None if g is None else wire.tensor_from(g, reply["_tensors"], self.devices) for g in got]
+
+    # ---- values both ways --------------------------------------------------
+    def token(self, obj: Any) -> str:
+        token = self.token_of.get(id(obj))
+        if token is None or self.local.get(token) is not obj:
+            token = f"g{len(self.local)}"
+            self.token_of[id(obj)], self.local[token] = token, obj
+        return token
+
+    def encode(self, value: Any, tensors: dict, leaves: list, depth: int = 0) -> Any:
+        """A value the grader sends: plain data, tensors by token, torch.nn modules by their parts."""
+        if depth > 8:
+            raise ValueError("a value nested too deeply to send")
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        if isinstance(value, float):
+            return {"float": repr(value)}
+        if isinstance(value, torch.Tensor):
+            token = self.token(value)
+            if value.requires_grad:
+                leaves.append((token, value))
+            fresh = self.synced.get(token) != state_key(value)
+            self.synced[token] = state_key(value)
+            return wire.tensor_entry(value, token, tensors, token=token, data=fresh)
+        if isinstance(value, nn.Module):
+            return self.encode_module(value, tensors, leaves, depth)
+        if isinstance(value, torch.dtype):
+            return {"dtype": str(value).removeprefix("torch.")}
+        if isinstance(value, torch.device):
+            return {"device": str(value)}
+        if isinstance(value, (tuple, list)):
+            return {type(value).__name__ if type(value) in (tuple, list) else "tuple": [self.encode(v, tensors, leaves, depth + 1) for v in value]}
+        if isinstance(value, dict):
+            return {"dict": [[self.encode(k, tensors, leaves, depth + 1), self.encode(v, tensors, leaves, depth + 1)] for k, v in value.items()]}
+        raise TypeError(f"cannot send a {type(value).__name__} to a graded kernel")
+
+    def encode_module(self, module: nn.Module, tensors: dict, leaves: list, depth: int) -> dict:
+        if isinstance(module, Mirror):
+            return {"module": module._course_token}
+        if type(module).__module__.split(".")[:2] != ["torch", "nn"]:
+            raise TypeError(f"only torch.nn's own modules can be sent to a graded kernel, not {type(module).__name__}")
+        token = self.token(module)
+        if token not in self.modules:
+            self.modules.append(token)
+        attrs = {k: self.encode(v, tensors, leaves, depth + 1) for k, v in vars(module).items() if not k.startswith("_") and k != "training" and (v is None or isinstance(v, (bool, int, float, str, tuple)))}
+        tensor = lambda t: None if t is None else self.encode(t, tensors, leaves, depth + 1)  # noqa: E731
+        return {
+            "nn": type(module).__name__,
+            "token": token,
+            "training": module.training,
+            "attrs": attrs,
+            "params": {n: tensor(p) for n, p in module._parameters.items()},
+            "buffers": {n: tensor(b) for n, b in module._buffers.items()},
+            "children": {n: self.encode_module(c, tensors, leaves, depth + 1) for n, c in module._modules.items() if c is not None},
+        }
+
+    def sync(self, tensors: dict) -> list[dict]:
+        """Values the grader changed in place (a check writes its own table into a module's)
+        go with the next request; whatever is sent counts as the kernel's from then on."""
+        entries = []
+        for token, obj in list(self.local.items()):
+            if isinstance(obj, torch.Tensor) and token not in tensors and self.synced.get(token) not in (None, state_key(obj)):
+                entries.append(wire.tensor_entry(obj, token, tensors, token=token))
+                self.synced[token] = state_key(obj)
+        return entries
+
+    def value(self, tree: Any, values: dict, depth: int = 0) -> Any:
+        """A value the kernel sent, made of plain local objects."""
+        if depth > 8:
+            raise wire.ProtocolError("a value nested too deeply")
+        if tree is None or isinstance(tree, (bool, int)):
+            return tree
+        if isinstance(tree, str):
+            return tree[: wire.MAX_TEXT]
+        if isinstance(tree, list):
+            return [self.value(v, values, depth + 1) for v in wire.items(tree)]
+        if not isinstance(tree, dict):
+            raise wire.ProtocolError("a malformed value")
+        if "float" in tree:
+            return float(wire.text(tree["float"], 40))
+        if "tensor" in tree:
+            return self.tensor(tree, values)
+        if "module" in tree:
+            found = self.local.get(wire.text(tree["module"], 40))
+            if not isinstance(found, nn.Module):
+                raise wire.ProtocolError("a module the kernel never described")
+            return found
+        if "tuple" in tree or "list" in tree:
+            items = [self.value(v, values, depth + 1) for v in wire.items(tree.get("tuple", tree.get("list")))]
+            return tuple(items) if "tuple" in tree else items
+        if "named" in tree:
+            fields = [identifier(f, f"field{i}") for i, f in enumerate(wire.items(tree["fields"]))]
+            kind = namedtuple(identifier(tree["named"], "result"), fields, rename=True)  # noqa: PYI024
+            items = [self.value(v, values, depth + 1) for v in wire.items(tree["values"])]
+            return kind(*items) if len(items) == len(fields) else tuple(items)
+        if "dict" in tree:
+            return {self.hashable(self.value(k, values, depth + 1)): self.value(v, values, depth + 1) for k, v in wire.items(tree["dict"])}
+        if "dtype" in tree:
+            return wire.dtype(tree["dtype"])
+        if "device" in tree:
+            return wire.device(tree["device"], self.devices)
+        if "size" in tree:
+            return torch.Size(wire.shape(tree["size"]))
+        if "object" in tree:
+            return type(identifier(tree["object"], "object"), (Opaque,), {})()
+        raise wire.ProtocolError("an unknown kind of value")
+
+    @staticmethod
+    def hashable(key: Any) -> Any:
+        return key if isinstance(key, (str, int, float, bool, type(None), tuple)) else repr(key)
+
+    def tensor(self, entry: dict, values: dict) -> torch.Tensor:
+        """The local tensor for a kernel's tensor: the same object every time it comes back,
+        its values updated in place when they changed there."""
+        token = wire.text(entry.get("token"), 40)
+        got = wire.tensor_from(entry, values, self.devices)
+        local = self.local.get(token)
+        if not isinstance(local, torch.Tensor):
+            if got is None:
+                raise wire.ProtocolError("a tensor sent without its values")
+            requires_grad = wire.flag(entry.get("rg")) and (got.is_floating_point() or got.is_complex())
+            local = nn.Parameter(got, requires_grad=requires_grad) if wire.flag(entry.get("param", False)) else got.requires_grad_(requires_grad)
+            self.local[token], self.token_of[id(local)] = local, token
+        elif got is not None:
+            put(local, got)
+        self.synced[token] = state_key(local)
+        return local
+
+    def refresh(self, state: Any, values: dict) -> None:
+        """Bring every mirrored module and every changed tensor up to the kernel's state."""
+        if not isinstance(state, dict):
+            raise wire.ProtocolError("a malformed state")
+        for entry in wire.items(state.get("tensors", {}), dict).values():
+            if wire.text(entry.get("token"), 40) in self.local:
+                self.tensor(entry, values)
+        for token, desc in wire.items(state.get("modules", {}), dict).items():
+            self.module(desc, values, self.local.get(token))
+
+    def module(self, desc: dict, values: dict, local: nn.Module | None = None, depth: int = 0) -> nn.Module:
+        if depth > 8 or not isinstance(desc, dict):
+            raise wire.ProtocolError("a malformed module")
+        token = wire.text(desc.get("token"), 40)
+        local = local if local is not None else self.local.get(token)
+        if not isinstance(local, nn.Module):
+            local = mirror_class(desc.get("class")).__new__(mirror_class(desc.get("class")))
+            nn.Module.__init__(local)
+            local.__dict__.update(_course_session=self, _course_token=token)
+            self.local[token], self.token_of[id(local)] = local, token
+            if token not in self.modules:
+                self.modules.append(token)
+        local.training = wire.flag(desc.get("training"))
+        for name, value in wire.items(desc.get("attrs", {}), dict).items():
+            if identifier(name, "") == name and not name.startswith("_"):
+                object.__setattr__(local, name, self.value(value, values))
+        plain = wire.items(desc.get("plain", {}), dict)
+        for name in [n for n, v in vars(local).items() if isinstance(v, torch.Tensor) and n not in plain and not n.startswith("_")]:
+            object.__delattr__(local, name)
+        for name, entry in plain.items():
+            if identifier(name, "") == name and not name.startswith("_"):
+                object.__setattr__(local, name, self.tensor(entry, values))
+        local._parameters = {wire.text(n, 200): None if e is None else self.tensor(e, values) for n, e in wire.items(desc.get("params", {}), dict).items()}
+        local._buffers = {wire.text(n, 200): None if e is None else self.tensor(e, values) for n, e in wire.items(desc.get("buffers", {}), dict).items()}
+        persistent = set(wire.items(desc.get("persistent", [])))
+        local._non_persistent_buffers_set = {n for n in local._buffers if n not in persistent}
+        children = wire.items(desc.get("children", {}), dict)
+        local._modules = {wire.text(n, 200): None if c is None else self.module(c, values, None, depth + 1) for n, c in children.items()}
+        return local
+
+    def connect(self, value: Any, graph: Any, leaves: list[tuple[str, torch.Tensor]]) -> Any:
+        """Outputs that need a gradient, joined to the local tensors they came from: a backward
+        through them asks the kernel for the gradients (Bridge)."""
+        graph = int(wire.number(graph))
+        flat = list(value) if isinstance(value, (tuple, list)) else [value]
+        outputs = [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
+        if not outputs:
+            return value
+        # The leaves: the tensors sent with the call, and every trainable tensor of the mirrored modules.
+        for token in self.modules:
+            for name, tensor in [*self.local[token].named_parameters(recurse=False), *self.local[token].named_buffers(recurse=False)]:
+                if tensor.requires_grad:
+                    leaves.append((self.token(tensor), tensor))
+        unique = list({token: tensor for token, tensor in leaves}.items())
+        anchor = torch.zeros((), requires_grad=True)  # so that outputs need a gradient even when no local tensor does
+        joined = Bridge.apply(self, graph, [t for t, _ in unique], len(outputs), *[o.detach() for o in outputs], anchor, *[t for _, t in unique])
+        swap = dict(zip(map(id, outputs), joined))
+        new = [swap.get(id(item), item) if isinstance(item, torch.Tensor) else item for item in flat]
+        return new[0] if not isinstance(value, (tuple, list)) else type(value)(new) if type(value) in (tuple, list) else tuple(new)
+
+
+class Bridge(torch.autograd.Function):
+    """Autograd's link between a result and the kernel that made it."""
+
+    @staticmethod
+    def forward(ctx: Any, session: Session, graph: int, tokens: list[str], count: int, *rest: torch.Tensor) -> Any:
+        ctx.session, ctx.graph, ctx.tokens, ctx.count = session, graph, tokens, count
+        outputs = tuple(o.clone() for o in rest[:count])
+        return outputs
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+        got = ctx.session.backward(ctx.graph, grads, ctx.tokens)
+        return (None, None, None, None, *([None] * ctx.count), None, *got)
+
+
+# ---- the stand-ins ------------------------------------------------------------
+
+
+class Opaque:
+    """Any other object of the notebook: only its type's name travels."""
+
+
+class RemoteFunction:
+    def __init__(self, session: Session, name: str, label: str, params: list[str]):
+        self._session, self._name, self.__name__ = session, name, label
+        self.__signature__ = inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params])
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._session.call({"name": self._name}, "__call__", args, kwargs)
+
+
+class RemoteClassMeta(type(nn.Module)):
+    """Calling the stand-in class builds the object in the kernel and mirrors it here."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return cls._course_session.call(cls._course_target, "__call__", args, kwargs)
+
+    @property
+    def __signature__(cls) -> inspect.Signature:
+        return inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in cls.__init_params__])
+
+
+class RemoteObject(metaclass=RemoteClassMeta):
+    """A class of the notebook that is not an nn.Module."""
+
+
+def _remote(method: str) -> Callable:
+    def call(self: Mirror, *args: Any, **kwargs: Any) -> Any:
+        return self._course_session.call({"token": self._course_token}, method, args, kwargs)
+
+    call.__name__ = method
+    return call
+
+
+class Mirror(nn.Module):
+    """A student's module as the grader sees it: its tensors and submodules mirrored here,
+    everything it does done in the kernel."""
+
+    __call__ = forward = _remote("__call__")
+    train, eval, to, cpu, cuda = (_remote(m) for m in ("train", "eval", "to", "cpu", "cuda"))
+    float, double, half, bfloat16 = (_remote(m) for m in ("float", "double", "half", "bfloat16"))
+    state_dict, load_state_dict, requires_grad_ = (_remote(m) for m in ("state_dict", "load_state_dict", "requires_grad_"))
+
+
+@functools.cache
+def mirror_class(name: Any) -> type:
+    return type(identifier(name, "Module"), (Mirror,), {"__module__": "submission"})

@@ -1,0 +1,187 @@
+"""The sandbox (Linux, bubblewrap) around every graded kernel, and its private scratch folder."""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import secrets
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from helpers.grading.limits import KERNEL_ENV, SANDBOX_ENV, SCRATCH_MB, STARTUP_TIMEOUT
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # helpers/
+STAND_INS = Path(__file__).resolve().parent / "stand_ins"
+INSTALL_BWRAP = (
+    "install bubblewrap (Debian, Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install bubblewrap`; "
+    "Arch: `sudo pacman -S bubblewrap`), or pass --no-sandbox to grade without one (see the README)"
+)
+
+
+class Scratch:
+    """A submission's private folder on the host, removed after grading: `work`, the kernel's
+    working directory and HOME, which holds a copy of the notebook (in the sandbox, a
+    memory-backed folder of its own, capped in size), `ipc`, the kernel's sockets and
+    connection file (locked once the kernel is up: see `lock`), and `ask`, the grader's
+    requests (read-only inside). When the grader is root, a sandboxed kernel runs as `uid`,
+    a user id of its own: root's processes are exempt from the process limit. `cpus`: the
+    cores the sandbox may use (a share of the machine when several are graded at once)."""
+
+    def __init__(self, notebook_name: str, data: bytes, sandboxed: bool, cpus: list[int] | None = None):
+        self.root = Path(tempfile.mkdtemp(prefix="grade-"))
+        self.work, self.ipc, self.notebook = self.root / "work", self.root / "ipc", self.root / "notebook" / notebook_name
+        self.ask, self.cpus = self.root / "ask", cpus
+        for folder in (self.work, self.ipc, self.ask, self.notebook.parent):
+            folder.mkdir()
+        self.notebook.write_bytes(data)
+        if not sandboxed:
+            shutil.copy(self.notebook, self.work / notebook_name)
+        self.uid = 2**20 + secrets.randbelow(2**30) if sandboxed and os.geteuid() == 0 else None
+
+    def unlock(self) -> None:
+        """Before a kernel starts: an empty `ipc` that the kernel's user may make its sockets in."""
+        for path in self.ipc.iterdir():
+            path.unlink()
+        if self.uid is not None:
+            os.chown(self.ipc, self.uid, self.uid)
+
+    def lock(self) -> None:
+        """Once the kernel has made its sockets, it may write nothing more on the host: the
+        folder and the connection file go back to root (as root; otherwise the kernel runs
+        as the grader's own user, and only the file size limit bounds what it writes there)."""
+        if self.uid is not None:
+            for path in self.ipc.iterdir():
+                if path.is_file():
+                    os.chown(path, 0, 0)
+                    os.chmod(path, 0o644)
+            os.chown(self.ipc, 0, 0)
+            os.chmod(self.ipc, 0o755)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _python_paths() -> set[str]:
+    """Where this Python, its standard library and its packages live."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable), *sysconfig.get_paths().values()}
+    if site.ENABLE_USER_SITE:
+        paths.add(site.getusersitepackages())
+    return {p for path in paths if path for p in (os.path.abspath(path), os.path.realpath(path)) if os.path.isdir(p)}
+
+
+def _font_lists() -> list[Path]:
+    """matplotlib's font list from the grader's own cache: without it, every sandboxed kernel
+    that draws a figure would spend half a second building it again."""
+    cache = os.environ.get("MPLCONFIGDIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "matplotlib")
+    return sorted(Path(cache).glob("fontlist-*.json"))
+
+
+def sandbox_env(scratch: Scratch) -> dict[str, str]:
+    """A sandboxed kernel's whole environment: named variables only, and nothing secret (the
+    sandbox's command line, these values included, can be read inside it)."""
+    env = {k: v for k, v in os.environ.items() if k in SANDBOX_ENV}
+    if scratch.cpus:
+        env.update(OMP_NUM_THREADS=str(len(scratch.cpus)), MKL_NUM_THREADS=str(len(scratch.cpus)))
+    home = str(scratch.work)
+    env.update(KERNEL_ENV, HOME=home, TMPDIR="/tmp", MPLCONFIGDIR=f"{home}/.matplotlib", PYTHONPATH=str(PACKAGE_DIR.parent))
+    # Run as root, the kernel's user has no passwd entry: getpass.getuser() (torch's compile caches
+    # ask it on a GPU machine) reads these first, instead of failing in pwd.getpwuid().
+    env.update(USER="student", LOGNAME="student")
+    env.setdefault("PATH", os.defpath)
+    return env
+
+
+def bwrap_command(scratch: Scratch) -> list[str]:
+    """The command line that starts a sandbox around the command that follows it."""
+    share = ["taskset", "--cpu-list", ",".join(map(str, scratch.cpus))] if scratch.cpus and shutil.which("taskset") else []
+    args = [*share, "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    args.append("--clearenv")
+    for key, value in sandbox_env(scratch).items():
+        args += ["--setenv", key, value]
+    mounted: set[str] = {"/"}  # mount points and the folders made on the way to them
+
+    def mount(*option: str, path: str | Path) -> None:
+        path = str(path)
+        for parent in reversed(Path(path).parents):  # bwrap would make them 0700: unreachable to a kernel's own user
+            if str(parent) not in mounted:
+                args.extend(["--perms", "0755", "--dir", str(parent)])
+                mounted.add(str(parent))
+        args.extend([*option, path])
+        mounted.add(path)
+
+    def tmpfs(path: str | Path, megabytes: int) -> None:  # memory-backed, writable by the kernel's user
+        if _bwrap_sizes_tmpfs():
+            mount("--perms", "1777", "--size", str(megabytes * 2**20), "--tmpfs", path=path)
+        else:  # bubblewrap before 0.8: no size cap
+            mount("--tmpfs", path=path)
+            args.extend(["--chmod", "1777", str(path)])
+
+    mount("--dev", path="/dev")
+    for device in sorted(glob.glob("/dev/nvidia*")) + ["/dev/dri", "/dev/kfd"]:  # GPUs, if any
+        if os.path.exists(device):
+            mount("--dev-bind", device, path=device)
+    tmpfs("/dev/shm", 64)
+    mount("--proc", path="/proc")
+    tmpfs("/tmp", SCRATCH_MB)  # first: a Python or a package under /tmp goes on top
+    readonly = ["/usr", "/etc", "/opt", "/nix", "/sys", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", str(PACKAGE_DIR)]
+    bound: list[str] = []
+    for path in sorted({p for p in readonly if os.path.lexists(p)} | _python_paths()):
+        if any(path.startswith(b + "/") for b in bound):
+            continue  # inside a folder already bound
+        bound.append(path)
+        if os.path.islink(path):  # /bin -> usr/bin on merged-/usr systems
+            mount("--symlink", os.readlink(path), path=path)
+        else:
+            mount("--ro-bind", path, path=path)
+    # No reference, no catalogue of probes and mistakes: what the grader compares with stays outside.
+    mount("--ro-bind", str(STAND_INS / "reference.py"), path=PACKAGE_DIR / "reference.py")
+    mount("--ro-bind", str(STAND_INS / "exercises"), path=PACKAGE_DIR / "exercises")
+    mount("--bind", str(scratch.ipc), path=scratch.ipc)
+    mount("--ro-bind", str(scratch.ask), path=scratch.ask)
+    tmpfs(scratch.work, SCRATCH_MB)
+    mount("--ro-bind", str(scratch.notebook), path=scratch.work / scratch.notebook.name)
+    fonts = scratch.work / ".matplotlib"
+    args += ["--perms", "0777", "--dir", str(fonts)]
+    for font_list in _font_lists():
+        args += ["--ro-bind", str(font_list), str(fonts / font_list.name)]
+    args += ["--chdir", str(scratch.work)]
+    if scratch.uid is None:
+        return [*args, "--"]
+    # Root: bwrap mounts what root can read, then the kernel becomes a user of its own, without capabilities.
+    become = ["setpriv", f"--reuid={scratch.uid}", f"--regid={scratch.uid}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
+    return [*args, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", *become]
+
+
+@functools.cache
+def _bwrap_sizes_tmpfs() -> bool:
+    """bubblewrap 0.8 and later cap a tmpfs's size (--size)."""
+    return "--size" in subprocess.run(["bwrap", "--help"], capture_output=True, text=True).stdout
+
+
+@functools.cache
+def sandbox_problem() -> str | None:
+    """None when kernels can run sandboxed here; else one line: why not, and what to do."""
+    if not sys.platform.startswith("linux"):
+        return f"there is no sandbox on {sys.platform} (bubblewrap needs Linux): grade in containers (see the README), or pass --no-sandbox"
+    if shutil.which("bwrap") is None:
+        return f"bubblewrap (bwrap) is not installed: {INSTALL_BWRAP}"
+    scratch = Scratch("probe.ipynb", b"{}", sandboxed=True)
+    trial = "import ipykernel, os; open('probe.ipynb').close(); open('written', 'w').close(); os.listdir('/proc')"
+    try:
+        result = subprocess.run([*bwrap_command(scratch), sys.executable, "-c", trial], capture_output=True, text=True, timeout=STARTUP_TIMEOUT)
+        if result.returncode == 0:
+            return None
+        reason = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
+    except (OSError, subprocess.TimeoutExpired) as error:
+        reason = str(error)
+    finally:
+        scratch.remove()
+    return f"bubblewrap cannot make a sandbox here ({reason}); allow user namespaces (see the README), or pass --no-sandbox"
+
+

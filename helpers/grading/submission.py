@@ -1,0 +1,291 @@
+"""One submission: its notebook executed in a sandboxed kernel, then every exercise checked.
+
+The checks run here, in the grader's process, with the same catalogue and words as
+`check()` in a notebook; the kernel only answers calls (helpers.grading.serve), and
+nothing it sends is more than data (helpers.grading.wire).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from helpers import checking
+from helpers.grading import wire
+from helpers.grading.kernel import STOPPED, GraderError, Kernel, OutOfTime, last_line
+from helpers.grading.limits import (
+    CHECK_RESERVE,
+    CHECK_TIMEOUT,
+    FILE_MB,
+    GRADING_RESTARTS,
+    MAX_RESTARTS,
+    OPEN_FILES,
+    PROCESS_LIMIT,
+)
+from helpers.grading.remote import MISSING, Session
+from helpers.grading.sandbox import Scratch, sandbox_problem
+
+NOT_DEFINED = "`{}` is not defined in the notebook: the cell that defines it was deleted or renamed, or did not run (see the errors above it)."
+
+
+@dataclass(frozen=True)
+class ExerciseInfo:
+    id: str
+    chapter: int
+    points: float
+
+
+def exercise_table() -> list[ExerciseInfo]:
+    """Every registered exercise, by chapter, in registration order."""
+    from helpers.exercises import all_exercises
+
+    table = [ExerciseInfo(e.id, e.chapter, e.points) for e in all_exercises().values()]
+    return sorted(table, key=lambda e: e.chapter)  # stable: registration order within a chapter
+
+
+def diagnoses() -> dict[str, str]:
+    from helpers.registry import DIAGNOSES
+
+    return DIAGNOSES
+
+
+class Submission:
+    """Grades one notebook; `run()` returns the exercises' results."""
+
+    def __init__(
+        self,
+        cells: list[tuple[int, str]],
+        exercises: list[ExerciseInfo],
+        *,
+        cell_timeout: float,
+        notebook_timeout: float,
+        memory_mb: int = 0,
+        sandboxed: bool = True,
+        notebook_name: str = "submission.ipynb",
+        data: bytes = b"",
+        cpus: list[int] | None = None,
+    ):
+        self.cells, self.exercises = cells, exercises
+        self.cell_timeout, self.notebook_timeout, self.memory_mb = cell_timeout, notebook_timeout, memory_mb
+        self.sandboxed, self.notebook_name, self.data, self.cpus = sandboxed, notebook_name, data, cpus
+        self.errors: list[dict[str, Any]] = []
+        self.skip: set[int] = set()  # cells that hung or killed the kernel: never run again
+        self.restarts = 0
+        self.kernel: Kernel | None = None
+        self.scratch: Scratch | None = None
+        # Checks keep a share of the notebook's limit; the cells may use the rest.
+        self.reserve = min(notebook_timeout / 4, CHECK_RESERVE * len(exercises))
+        self.deadline = self.cells_deadline = float("inf")  # set once the first kernel is up
+        self.timings: dict[str, float] = {}  # seconds: kernel start (with the grader's set-up), cells, checks
+
+    def error(self, cell: int | None, kind: str, message: str) -> None:
+        self.errors.append({"cell": cell, "type": kind, "message": message})
+
+    def limits(self) -> dict[str, int]:
+        if os.name != "posix":
+            return {}
+        limits = {"RLIMIT_NOFILE": OPEN_FILES, "RLIMIT_FSIZE": FILE_MB * 2**20}
+        if self.memory_mb > 0:  # a runaway allocation becomes a MemoryError, not the OOM killer picking a victim
+            limits["RLIMIT_DATA"] = self.memory_mb * 2**20
+        if self.sandboxed:  # counted per sandbox; outside one it would count every process of the grader's user
+            limits["RLIMIT_NPROC"] = PROCESS_LIMIT
+        return limits
+
+    def notebook_limit(self) -> str:
+        return f"{self.notebook_timeout:g} s limit (cells and checks together; {self.reserve:g} s kept for the checks)"
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    async def new_kernel(self) -> None:
+        """A fresh kernel in place of the current one, which is killed first."""
+        await self.stop_kernel()
+        kernel = Kernel(self.scratch, self.limits(), self.sandboxed)
+        try:
+            await kernel.start()
+        except BaseException:
+            await kernel.stop()
+            raise
+        self.kernel = kernel
+
+    async def stop_kernel(self) -> None:
+        kernel, self.kernel = self.kernel, None
+        if kernel is not None:
+            await kernel.stop()
+
+    async def run(self) -> list[dict[str, Any]]:
+        if self.sandboxed and sandbox_problem():
+            raise GraderError(f"no sandbox: {sandbox_problem()}")
+        self.scratch = Scratch(self.notebook_name, self.data, self.sandboxed, self.cpus)
+        clock = time.perf_counter
+        try:
+            started = clock()
+            await self.new_kernel()  # the grader's own set-up: not counted against the notebook's limit
+            self.timings["start"] = clock() - started
+            self.deadline = time.monotonic() + self.notebook_timeout
+            self.cells_deadline = self.deadline - self.reserve
+            started = clock()
+            await self.execute()
+            self.timings["execute"] = clock() - started
+            started = clock()
+            results = await self.grade()
+            self.timings["grade"] = clock() - started
+            return results
+        finally:
+            await self.stop_kernel()  # the sandbox and all it started are gone before any report is written
+            self.scratch.remove()
+
+    async def execute(self) -> None:
+        for position, (index, source) in enumerate(self.cells):
+            remaining = self.cells_deadline - time.monotonic()
+            if remaining <= 0:
+                self.error(index, "NotebookTimeout", f"the notebook ran past its {self.notebook_limit()}: this cell and the ones after it were not run")
+                return
+            limit = min(self.cell_timeout, remaining)
+            outcome = await self.kernel.run(source, limit)
+            try:
+                if outcome.kind == "error":
+                    self.error(index, str(outcome.content.get("ename") or "Error"), last_line(outcome.content))
+                elif outcome.kind in ("timeout", "stuck"):
+                    self.skip.add(index)
+                    if limit < self.cell_timeout:
+                        ended = f"in this cell, which {STOPPED[outcome.kind]}; the cells after it were not run"
+                        self.error(index, "NotebookTimeout", f"the notebook ran past its {self.notebook_limit()} {ended}")
+                    else:
+                        self.error(index, "CellTimeout", f"the cell ran past its {self.cell_timeout:g} s limit and {STOPPED[outcome.kind]}")
+                    if outcome.kind == "stuck":
+                        await self.recover(self.cells[:position])
+                    if limit < self.cell_timeout:
+                        return
+                elif outcome.kind == "dead":
+                    self.skip.add(index)
+                    self.error(index, "KernelDied", "the kernel died in this cell (os._exit, a crash or running out of memory); the cells before it were re-run in a new kernel")
+                    await self.recover(self.cells[:position])
+            except OutOfTime:
+                ended = "while its kernel was restarted; the cells after this one were not run"
+                self.error(index, "NotebookTimeout", f"the notebook ran past its {self.notebook_limit()} {ended}")
+                return
+            if self.restarts >= MAX_RESTARTS and position + 1 < len(self.cells):
+                self.error(None, "TooManyKernelDeaths", f"the kernel died or hung {self.restarts} times; the cells after cell {index} were not run")
+                return
+
+    async def recover(self, before: list[tuple[int, str]]) -> None:
+        """A new kernel in the state the old one had: re-run `before`, minus the cells that hang
+        or kill. Each failed attempt skips one more cell, so this ends; so does the time limit."""
+        while True:
+            if self.remaining() <= 0:
+                await self.stop_kernel()
+                raise OutOfTime
+            self.restarts += 1
+            try:  # starting a kernel counts against the notebook's limit too
+                await asyncio.wait_for(self.new_kernel(), self.remaining())
+            except asyncio.TimeoutError:
+                raise OutOfTime from None
+            for index, source in before:
+                if index in self.skip:
+                    continue
+                limit = min(self.cell_timeout, self.remaining())
+                outcome = await self.kernel.run(source, max(limit, 0.01))
+                if outcome.kind in ("timeout", "stuck") and limit < self.cell_timeout:
+                    await self.stop_kernel()
+                    raise OutOfTime
+                if outcome.kind in ("timeout", "stuck", "dead"):
+                    self.skip.add(index)
+                    what = "died" if outcome.kind == "dead" else f"hung and {STOPPED[outcome.kind]}"
+                    self.error(index, "KernelDied" if outcome.kind == "dead" else "CellTimeout", f"when re-run after a kernel restart, this cell {what}; it was skipped")
+                    if outcome.kind != "timeout":
+                        break
+            else:
+                return
+
+    async def grade(self) -> list[dict[str, Any]]:
+        """Every exercise checked here, in the grader's process, against stand-ins for the
+        notebook's objects whose calls go to the kernel (helpers.grading.remote). Probes are
+        drawn from this submission's own secret seed."""
+        results = []
+        check_limit = max(CHECK_TIMEOUT, self.cell_timeout)
+        deaths = 0
+        salt = secrets.randbits(31)
+        loop = asyncio.get_running_loop()
+        for position, exercise in enumerate(self.exercises):
+            remaining = self.remaining()
+            if deaths > GRADING_RESTARTS:
+                results.append(self.verdict(exercise, False, "raised", "Not checked: checking the exercises before it killed the kernel again and again."))
+                continue
+            if self.kernel is None or remaining <= 0:
+                results.append(self.verdict(exercise, False, "timeout", f"Not checked: the notebook used up its {self.notebook_limit()} before this exercise."))
+                continue
+            limit = min(check_limit, remaining)
+            deadline = time.monotonic() + limit
+            result, gone = await asyncio.to_thread(self.check_one, exercise, self.kernel, deadline, salt, loop)
+            if gone is None:
+                results.append(result)
+                continue
+            if gone == "timeout":
+                which = f"the notebook's {self.notebook_limit()}" if limit < check_limit else f"the grader's {check_limit:g} s limit for one check"
+                results.append(self.verdict(exercise, False, "timeout", f"Checking `{exercise.id}` ran past {which}."))
+            else:
+                results.append(self.verdict(exercise, False, "raised", f"Checking `{exercise.id}` killed the kernel (os._exit, a crash or running out of memory), or it stopped answering."))
+            deaths += 1
+            if position + 1 < len(self.exercises) and deaths <= GRADING_RESTARTS:  # the rest in a new kernel, same state
+                try:
+                    await self.recover([c for c in self.cells if c[0] not in self.skip])
+                except OutOfTime:
+                    pass
+            else:
+                await self.stop_kernel()
+        return results
+
+    def check_one(self, exercise: ExerciseInfo, kernel: Kernel, deadline: float, salt: int, loop: asyncio.AbstractEventLoop) -> tuple[dict[str, Any], str | None]:
+        """(the verdict, None), or (None, "timeout" | "dead") when the kernel could not answer.
+        Runs in a worker thread; each request to the kernel goes through the event loop."""
+        state = {"gone": None}
+
+        def send(request: bytes, timeout: float) -> bytes:
+            left = deadline - time.monotonic()
+            if left <= 0 or state["gone"]:
+                state["gone"] = state["gone"] or "timeout"
+                raise wire.KernelGone(state["gone"])
+            try:
+                return asyncio.run_coroutine_threadsafe(kernel.ask(request, min(timeout, left)), loop).result()
+            except wire.KernelGone as gone:
+                state["gone"] = "dead" if str(gone) == "dead" else "timeout" if time.monotonic() >= deadline else "dead"
+                raise
+
+        session = Session(send)
+        try:
+            with session.active(salt):
+                session.release()
+                stand_in = session.stand_in(exercise.id)
+                if stand_in is MISSING:
+                    return self.verdict(exercise, False, "not_implemented", NOT_DEFINED.format(exercise.id)), None
+                outcome = checking.check(exercise.id, stand_in)
+        except wire.KernelGone:
+            return {}, state["gone"] or "dead"
+        except wire.ProtocolError as error:
+            return self.verdict(exercise, False, "raised", f"The grader got no valid answer from the kernel for `{exercise.id}` ({error})."), None
+        if state["gone"]:
+            return {}, state["gone"]
+        if outcome.passed:
+            return self.verdict(exercise, True, None, outcome.message), None
+        return self.verdict(exercise, False, outcome.diagnosis, outcome.message, outcome.hint, outcome.fix, list(outcome.also)), None
+
+    @staticmethod
+    def verdict(exercise: ExerciseInfo, passed: bool, diagnosis: str | None, message: str, hint: str = "", fix: str = "", also: list[str] | None = None) -> dict[str, Any]:
+        return {
+            "id": exercise.id,
+            "passed": passed,
+            "score": exercise.points if passed else 0,
+            "max_score": exercise.points,
+            "diagnosis": diagnosis,
+            "message": message,
+            "also": also or [],
+            "hint": hint,
+            "fix": fix,
+        }
+
+
