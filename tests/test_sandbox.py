@@ -359,11 +359,13 @@ def test_the_honest_classmate_scores_full_marks(attacks):
 
 
 def test_replacing_the_grading_code_earns_nothing(attacks):
+    """The verdict is computed in the grader's process: whatever a kernel forges or patches, each
+    exercise is judged for what its code computes."""
     function, records = by_id(attacks["reports"]["forge_function"]), by_id(attacks["reports"]["forge_records"])
     assert (function["lookup"]["score"], function["lookup"]["diagnosis"]) == (0, "transposed_weight")
     assert function["one_hot_lookup"]["diagnosis"] == "not_implemented"
-    for ex in records.values():  # the records were replaced: nothing in that kernel is graded
-        assert (ex["score"], ex["diagnosis"]) == (0, "changed_global_state"), ex
+    assert (records["lookup"]["score"], records["lookup"]["diagnosis"]) == (0, "transposed_weight")  # torch.allclose patched there, not here
+    assert records["one_hot_lookup"]["passed"]
     assert all(attacks["reports"][name]["warnings"] for name in ("forge_function", "forge_records"))
 
 

@@ -318,7 +318,8 @@ def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple
                 checking.memory_cap(int(settings.get("memory_mb", 4096)), device),
                 watch,
                 checking._FactoriesOnMeta() if settings.get("factories_on_meta") else contextlib.nullcontext(),
-                checking._ReferenceWatch("it"),  # where the course's reference is there at all (--no-sandbox)
+                # The reference is here only without a sandbox; in one, its stand-in raises ReferenceUnavailable.
+                checking._ReferenceWatch("it") if checking.exercises.AVAILABLE else contextlib.nullcontext(),
             ):
                 result = fn(*args, **kwargs)
         except (checking.CheckTimeout, KeyboardInterrupt):
