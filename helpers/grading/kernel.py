@@ -110,7 +110,10 @@ class Kernel:
         text = value.get("data", {}).get("text/plain", "")
         if not (isinstance(text, str) and len(text) >= 2 and text[0] == text[-1] == "'" and _BASE64.fullmatch(text, 1, len(text) - 1)):
             raise wire.ProtocolError("a reply that is not the server's")
-        return base64.b64decode(text[1:-1])
+        try:
+            return base64.b64decode(text[1:-1], validate=True)
+        except ValueError:
+            raise wire.ProtocolError("a reply that is not the server's") from None
 
     async def _drain_iopub(self) -> None:
         """Outputs are not kept (the submission is never written); read them so they do not pile up."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from helpers import checking
 from helpers.grading import wire
+from helpers.grading.escape import plain
 from helpers.grading.kernel import STOPPED, GraderError, Kernel, OutOfTime, last_line
 from helpers.grading.limits import (
     CHECK_RESERVE,
@@ -266,8 +267,8 @@ class Submission:
                 outcome = checking.check(exercise.id, stand_in)
         except wire.KernelGone:
             return {}, state["gone"] or "dead"
-        except wire.ProtocolError as error:
-            return self.verdict(exercise, False, "raised", f"The grader got no valid answer from the kernel for `{exercise.id}` ({error})."), None
+        except (wire.ProtocolError, ValueError, TypeError, KeyError) as error:  # a kernel that answers nonsense
+            return self.verdict(exercise, False, "raised", f"The grader got no valid answer from the kernel for `{exercise.id}` ({plain(error, 300)})."), None
         if state["gone"]:
             return {}, state["gone"]
         if outcome.passed:

@@ -123,7 +123,7 @@ def tensor_entry(tensor: torch.Tensor, key: str, tensors: dict[str, torch.Tensor
     if values.dtype in COMPLEX:
         entry.update(dtype=str(COMPLEX[values.dtype]).removeprefix("torch."), complex=True)
         values = torch.view_as_real(values.resolve_conj()) if not values.is_meta else values
-    if values.layout == torch.strided and not values.is_contiguous() and values.dim() > 1:
+    if values.layout == torch.strided and not values.is_contiguous() and values.dim() > 1 and _distinct(values):
         entry["stride"] = list(values.stride())  # a transpose or a slice: the receiver lays it out the same way
     if data and not values.is_meta:
         if values.layout != torch.strided:
@@ -152,11 +152,17 @@ def tensor_from(entry: dict[str, Any], tensors: dict[str, torch.Tensor], devices
     return values.to(place)
 
 
+def _distinct(tensor: torch.Tensor) -> bool:
+    """No two elements share memory (an expand() does: its copy is made contiguous instead)."""
+    sized = [(n, s) for n, s in zip(tensor.shape, tensor.stride()) if n > 1]
+    return all(s > 0 for _, s in sized) and 1 + sum((n - 1) * s for n, s in sized) >= tensor.numel()
+
+
 def laid_out(values: torch.Tensor, strides: list[int]) -> torch.Tensor:
     """`values` with the given strides (as the sender had them: views fail or copy alike)."""
     if len(strides) != values.dim():
         raise ProtocolError("strides that do not match the shape")
     span = 1 + sum((n - 1) * s for n, s in zip(values.shape, strides) if n > 0)
-    if span > 4 * max(values.numel(), 1):
-        raise ProtocolError("strides that would take far more memory than the values")
+    if span > 4 * max(values.numel(), 1) or span < values.numel() or any(s <= 0 for n, s in zip(values.shape, strides) if n > 1):
+        raise ProtocolError("strides that would overlap, or take far more memory than the values")
     return torch.empty_strided(values.shape, strides, dtype=values.dtype).copy_(values)

@@ -1,0 +1,215 @@
+"""Grades that cannot be forged: one hostile notebook for each class of attack that gained points
+when the checks ran inside the student's kernel, graded in one batch (--jobs 2) beside an honest
+classmate. The verdict is now computed in the grader's process from data alone, so every attack
+scores 0 for the exercise it attacks (or is flagged, where a property can only be seen inside the
+kernel), the batch finishes, every report is written under a safe, unique name, and every text
+from a submission is escaped where it is shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers import grade
+from tests.grading_support import HEAD, NO_SANDBOX, RIGHT_ONE_HOT, WRONG_LOOKUP, by_id, once_per_run, write_notebook
+
+# Each attack: a wrong lookup (columns, not rows) and one last cell that tries to make it pass.
+ATTACKS = {
+    # Hooks on the standard modules and on IPython's own expression evaluation.
+    "hook_serialisation": """\
+import base64, json, zlib
+base64.b64encode = lambda data: b"forged"
+json.dumps = lambda *args, **kwargs: '{"passed": true}'
+zlib.decompress = lambda data: data""",
+    "hook_user_expressions": """\
+shell = get_ipython()
+shell.user_expressions = lambda expressions: {name: {"status": "ok", "data": {"text/plain": "'passed'"}} for name in expressions}""",
+    "hook_imports": """\
+import sys, types
+sys.modules["helpers.grading.serve"] = types.SimpleNamespace(answer=lambda path: "passed")
+sys.meta_path.insert(0, type("Finder", (), {"find_spec": staticmethod(lambda *args, **kwargs: None)})())
+import dataclasses
+dataclasses.replace = lambda obj, **changes: obj""",
+    # A tensor whose every comparison is true, and __torch_function__ that hides what it holds.
+    "tensor_subclass": """\
+import torch
+
+
+class Agreeable(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal", "isclose", "eq", "__eq__"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+_wrong = lookup
+
+
+def lookup(weight, ids):
+    return _wrong(weight, ids).as_subclass(Agreeable)""",
+    # An object whose signature and attributes run code, and a thread racing the check.
+    "tricky_object": """\
+import threading, time
+
+
+class Lookup:
+    @property
+    def __signature__(self):
+        time.sleep(0.5)
+        raise RuntimeError("no signature for you")
+
+    def __call__(self, weight, ids):
+        return weight.T[ids]
+
+
+def race():
+    while True:
+        globals()["lookup"] = Lookup()
+        time.sleep(0.001)
+
+
+lookup = Lookup()
+threading.Thread(target=race, daemon=True).start()""",
+    # Forbidden torch functions reached by indirection: seen in the kernel, best effort, flagged.
+    "forbidden_indirect": """\
+import importlib
+
+_functional = importlib.import_module("torch.nn." + "functional")
+
+
+def lookup(weight, ids):
+    return getattr(_functional, "emb" + "edding")(ids, weight)""",
+    # The reference, reached for by every route: not in the sandbox at all.
+    "copy_the_reference": """\
+import pathlib
+import helpers
+
+source = (pathlib.Path(helpers.__file__).parent / "reference.py").read_text()
+namespace = {}
+exec(source, namespace)
+lookup = namespace.get("lookup", lookup)
+probes = (pathlib.Path(helpers.__file__).parent / "exercises" / "ch01_lookup_tables.py").exists()
+print("private probes readable:", probes)""",
+    # A reply far larger than any answer: refused before it is parsed.
+    "huge_reply": """\
+def lookup(weight, ids):
+    import torch
+
+    return torch.zeros(200_000_000)  # 800 MB of float32""",
+    # The disk: the kernel's writable folders are capped, the host's are out of reach.
+    "fill_the_disk": """\
+import os, tempfile
+
+for folder in (os.getcwd(), tempfile.gettempdir(), "/dev/shm"):
+    try:
+        with open(os.path.join(folder, "filler"), "wb") as f:
+            while True:
+                f.write(b"x" * 2**20)
+    except OSError:
+        pass""",
+    # A busy loop meant to slow down the classmate graded beside it.
+    "busy_neighbour": """\
+import threading
+
+
+def spin():
+    while True:
+        pass
+
+
+for _ in range(8):
+    threading.Thread(target=spin, daemon=True).start()""",
+}
+# Names that must not break or deceive the batch: escapes, Markdown, HTML, a formula, a reserved
+# name, a classmate's name in another folder, a non-UTF-8 byte and a name near the file system's limit.
+ODD_NAMES = {
+    "escapes": "ev\x1b[31mil\nname|<b>x<i>`.ipynb",
+    "formula": "=HYPERLINK(1).ipynb",
+    "reserved": "summary.ipynb",
+    "classmate": "other/classmate.ipynb",
+    "long": "x" * 240 + ".ipynb",
+}
+NOT_UTF8 = b"caf\xe9.ipynb"
+
+
+def grade_the_attacks(root: Path) -> dict:
+    folder, out = root / "class", root / "out"
+    (folder / "other").mkdir(parents=True)
+    write_notebook(folder / "classmate.ipynb", [HEAD, "def lookup(weight, ids):\n    return weight[ids]", RIGHT_ONE_HOT])
+    for name, attack in ATTACKS.items():
+        write_notebook(folder / f"{name}.ipynb", [HEAD, WRONG_LOOKUP, RIGHT_ONE_HOT, attack])
+    for name in ODD_NAMES.values():
+        write_notebook(folder / name, [HEAD, WRONG_LOOKUP])
+    write_notebook(Path(os.fsdecode(os.fsencode(folder) + b"/" + NOT_UTF8)), [HEAD, WRONG_LOOKUP])
+    env_secret = os.environ.setdefault("COURSE_GRADER_SECRET", "s3cret-token")
+    code = grade.main([str(folder), "--out", str(out), "--jobs", "2", "--timeout", "20", "--notebook-timeout", "120", "--chapter", "01", "--quiet", *NO_SANDBOX])
+    reports = {p.name: json.loads(p.read_text()) for p in out.glob("*.json") if not p.name.startswith("summary")}
+    return {
+        "code": code,
+        "reports": reports,
+        "files": sorted(p.name for p in out.iterdir()),
+        "summary_md": (out / "summary.md").read_text(),
+        "summary_csv": (out / "summary.csv").read_text(),
+        "secret": env_secret,
+    }
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    return once_per_run(tmp_path_factory, "forgery", grade_the_attacks)
+
+
+def report(batch: dict, stem: str) -> dict:
+    return next(r for name, r in batch["reports"].items() if name.startswith(stem))
+
+
+def test_the_batch_finishes_with_a_report_for_everyone(batch):
+    assert batch["code"] == 0
+    assert len(batch["reports"]) == 1 + len(ATTACKS) + len(ODD_NAMES) + 1, batch["files"]
+
+
+def test_the_honest_classmate_scores_as_alone(batch):
+    classmate = by_id(report(batch, "classmate.json") if "classmate.json" in batch["reports"] else batch["reports"]["class__classmate.json"])
+    assert classmate["lookup"]["passed"] and classmate["one_hot_lookup"]["passed"]
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_no_attack_earns_the_points_it_attacks(batch, name):
+    results = by_id(report(batch, name))
+    assert (results["lookup"]["passed"], results["lookup"]["score"]) == (False, 0), results["lookup"]
+    # hook_user_expressions cuts its own kernel off from the grader, busy_neighbour slows its own kernel
+    # (on cores of its own: its classmate's run beside it on others): they may lose more than they attack.
+    if name not in ("hook_user_expressions", "busy_neighbour"):
+        assert results["one_hot_lookup"]["passed"], results["one_hot_lookup"]  # grading still works in that kernel
+
+
+def test_what_each_attack_is_told(batch):
+    assert by_id(report(batch, "tensor_subclass"))["lookup"]["diagnosis"] == "transposed_weight"
+    assert by_id(report(batch, "forbidden_indirect"))["lookup"]["diagnosis"] == "forbidden_api"
+    assert by_id(report(batch, "copy_the_reference"))["lookup"]["diagnosis"] == "transposed_weight"
+    assert by_id(report(batch, "huge_reply"))["lookup"]["diagnosis"] in ("raised", "wrong_shape", "out_of_memory")
+
+
+def test_secrets_stay_outside(batch):
+    """Only named variables reach a kernel, and the private probes are not in its sandbox."""
+    everything = json.dumps(batch["reports"])
+    assert batch["secret"] not in everything
+    if not NO_SANDBOX:
+        errors = report(batch, "copy_the_reference")["errors"]
+        assert not any("private probes readable: True" in e["message"] for e in errors)
+
+
+def test_names_are_escaped_unique_and_never_reserved(batch):
+    files = batch["files"]
+    assert len(files) == len(set(files))
+    assert files.count("summary.json") == 1 and files.count("summary.md") == 1 and files.count("summary.csv") == 1
+    assert all(len(name.encode()) < 255 and name.isascii() and name.isprintable() for name in files)
+    assert "\x1b" not in batch["summary_md"] and "<b>" not in batch["summary_md"]  # Markdown renders HTML
+    assert "\\u001b" not in json.dumps(batch["reports"])  # no control character, even escaped, in the data
+    assert "\n=HYPERLINK" not in batch["summary_csv"] and ",=HYPERLINK" not in batch["summary_csv"]
+    assert "caf\\xe9" in batch["summary_md"]  # the undecodable byte, shown escaped
