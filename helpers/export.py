@@ -134,7 +134,7 @@ def build_gradescope_zip(out: Path, chapters: list[str] | None = None) -> Path:
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in files.items():
             info = zipfile.ZipInfo(name)
-            info.external_attr = (stat.S_IFREG | 0o755) << 16  # executable once unpacked
+            info.external_attr = (stat.S_IFREG | (0o755 if name != "requirements.txt" else 0o644)) << 16  # the scripts executable once unpacked
             archive.writestr(info, text)
         for path in sorted((release.ROOT / "helpers").rglob("*.py")):
             archive.write(path, f"course/{path.relative_to(release.ROOT)}")
