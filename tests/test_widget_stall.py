@@ -58,3 +58,15 @@ def test_widget_cells_never_wait_for_a_lost_reply_under_load():
     assert len(outputs) == REPEATS
     assert all(any("image/png" in out["data"] for out in state["outputs"]) for state in outputs)
     assert all("image/png" not in out.get("data", {}) for cell in notebook.cells for out in cell.outputs)
+
+
+def test_the_slider_still_redraws_once_per_move(monkeypatch):
+    """The first figure is drawn once, outside the Output widget; every move draws again, inside it."""
+    from helpers import plots, widgets
+
+    drawn = []
+    monkeypatch.setattr(plots, "embedding_norms", lambda d_model: drawn.append(d_model))
+    explorer = widgets.scale_explorer(d_model=512)
+    assert drawn == [512]
+    explorer.children[0].value = 1024
+    assert drawn == [512, 1024]
