@@ -5,6 +5,10 @@
     python3 course.py test    set up, then run every test (what CI runs)
     python3 course.py setup   only set up: a virtual environment in .venv
 
+For instructors (see the README):
+    python3 course.py nbgrader COURSE_DIR [--chapters 01,03]   nbgrader source assignments
+    python3 course.py gradescope OUT.zip [--chapters 01,03]    a Gradescope autograder zip
+
 Set-up installs the CPU build of torch==2.13.0. To use your GPU, install
 your own CUDA/ROCm torch into .venv first (see the README); set-up keeps a
 torch it finds there.
@@ -30,7 +34,8 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the model ship
 
 def run(*cmd: str | Path, **kwargs) -> int:
     print("$", " ".join(str(c) for c in cmd), flush=True)
-    return subprocess.call([str(c) for c in cmd], cwd=ROOT, env={**os.environ, **OFFLINE}, **kwargs)
+    kwargs.setdefault("cwd", ROOT)
+    return subprocess.call([str(c) for c in cmd], env={**os.environ, **OFFLINE}, **kwargs)
 
 
 def setup() -> None:
@@ -104,7 +109,7 @@ def lab() -> int:
 
 def main() -> int:
     command = sys.argv[1] if len(sys.argv) > 1 else "help"
-    if command not in ("setup", "lab", "test"):
+    if command not in ("setup", "lab", "test", "nbgrader", "gradescope"):
         print(__doc__)
         return 0 if command in ("help", "-h", "--help") else 2
     setup()
@@ -112,6 +117,8 @@ def main() -> int:
         return lab()
     if command == "test":
         return test(sys.argv[2:])
+    if command in ("nbgrader", "gradescope"):
+        return run(PYTHON, "-m", "helpers.export", command, *sys.argv[2:], cwd=Path.cwd())  # paths as the user typed them
     return 0
 
 

@@ -243,6 +243,8 @@ def time_limit(seconds: float) -> Iterator[None]:
 
         def on_alarm(signum, frame):
             nonlocal expired
+            if not active:  # a signal that came just before the finally below, handled just after it began
+                return  # re-armed now, it would fire after SIGALRM's previous action (the default: exit) is back
             signal.setitimer(signal.ITIMER_REAL, RETRY)  # until the finally below disarms it
             if _importing(frame) or not _student_code(frame):  # never cut an import or our own code in half
                 return
@@ -253,11 +255,13 @@ def time_limit(seconds: float) -> Iterator[None]:
                 frame = frame.f_back
             raise CheckTimeout
 
+        active = True
         previous = signal.signal(signal.SIGALRM, on_alarm)
         signal.setitimer(signal.ITIMER_REAL, seconds)
         try:
             yield
         finally:
+            active = False  # first: from here on, no alarm re-arms the timer
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
             if expired:

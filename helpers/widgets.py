@@ -8,6 +8,41 @@ import torch
 
 from helpers import plots
 
+
+def _explorer(draw, **controls):
+    """`ipywidgets.interactive(draw, **controls)`, with its first figure drawn
+    outside the Output widget and handed to it as widget state.
+
+    Why: drawn inside the Output widget while the cell runs (what
+    `interactive` does), the figure reaches a plain nbclient (nbconvert
+    --execute, papermill, nbgrader, helpers.release) as output captured by
+    its mock Output widget, which answers with a comm message sent on the
+    shell socket while another coroutine waits on that same socket for the
+    cell's execute_reply. Under load the reply's wake-up is then lost and the
+    cell stalls until nbclient's timeout (for ever without one): nbclient's
+    https://github.com/jupyter/nbclient/issues/312 (fix proposed in
+    https://github.com/jupyter/nbclient/pull/311). `Output.append_display_data`
+    sets the figure as state from the kernel, which a client only receives.
+    Later redraws (a slider moved in JupyterLab) go through the Output widget
+    as usual: no nbclient is waiting then."""
+    import ipywidgets as widgets
+    from IPython.utils.capture import capture_output
+
+    drawing = False  # `interactive` calls draw once while it is built: skipped, done below
+
+    def redraw(**values):
+        if drawing:
+            draw(**values)
+
+    explorer = widgets.interactive(redraw, **controls)
+    with capture_output(stdout=False, stderr=False) as first:  # the figure's display_data, not shown in the cell
+        draw(**explorer.kwargs)  # the controls' values, as `interactive` read them
+    for output in first.outputs:
+        explorer.out.append_display_data(output)
+    drawing = True
+    return explorer
+
+
 # ---------------------------------------------------------------------------
 # Chapter 01: lookup tables
 # ---------------------------------------------------------------------------
@@ -18,7 +53,7 @@ def lookup_explorer(weight: torch.Tensor, ids: torch.Tensor, tokens: list[str]):
     import ipywidgets as widgets
 
     slider = widgets.IntSlider(value=0, min=0, max=len(tokens) - 1, description="position", continuous_update=False)
-    return widgets.interactive(lambda position: plots.lookup_picture(weight, ids, tokens, highlight=position), position=slider)
+    return _explorer(lambda position: plots.lookup_picture(weight, ids, tokens, highlight=position), position=slider)
 
 
 # ---------------------------------------------------------------------------
@@ -31,7 +66,7 @@ def scale_explorer(d_model: int = 512):
     import ipywidgets as widgets
 
     slider = widgets.SelectionSlider(options=list(plots.D_MODELS), value=d_model, description="d_model", continuous_update=False)
-    return widgets.interactive(lambda d_model: plots.embedding_norms(d_model), d_model=slider)
+    return _explorer(lambda d_model: plots.embedding_norms(d_model), d_model=slider)
 
 
 # (end of chapter 02)
@@ -49,7 +84,7 @@ def sinusoidal_explorer(pe: torch.Tensor, position: int = 10, pair: int = 0):
     N, d = pe.shape
     positions = widgets.IntSlider(value=position, min=0, max=N - 1, description="position", continuous_update=False)
     pairs = widgets.IntSlider(value=pair, min=0, max=(d + 1) // 2 - 1, description="pair i", continuous_update=False)
-    return widgets.interactive(lambda position, pair: plots.sinusoidal_slices(pe, position, pair), position=positions, pair=pairs)
+    return _explorer(lambda position, pair: plots.sinusoidal_slices(pe, position, pair), position=positions, pair=pairs)
 
 
 # (end of chapter 03)
@@ -65,7 +100,7 @@ def position_similarity_explorer(learned: torch.Tensor, position: int = 10):
     import ipywidgets as widgets
 
     slider = widgets.IntSlider(value=position, min=0, max=learned.shape[0] - 1, description="position", continuous_update=False)
-    return widgets.interactive(lambda position: plots.position_similarity_row(learned, position), position=slider)
+    return _explorer(lambda position: plots.position_similarity_row(learned, position), position=slider)
 
 
 # (end of chapter 04)
@@ -81,7 +116,7 @@ def rope_rotation_explorer(thetas: list[float], max_position: int = 300):
     import ipywidgets as widgets
 
     slider = widgets.IntSlider(value=10, min=0, max=max_position, description="position m", continuous_update=False)
-    return widgets.interactive(lambda position: plots.rope_pairs(position, thetas), position=slider)
+    return _explorer(lambda position: plots.rope_pairs(position, thetas), position=slider)
 
 
 # (end of chapter 05)
@@ -97,7 +132,7 @@ def alibi_explorer(slopes: torch.Tensor, head: int = 0):
     import ipywidgets as widgets
 
     slider = widgets.IntSlider(value=head, min=0, max=len(slopes) - 1, description="head", continuous_update=False)
-    return widgets.interactive(lambda head: plots.alibi_reach(slopes, head), head=slider)
+    return _explorer(lambda head: plots.alibi_reach(slopes, head), head=slider)
 
 
 # (end of chapter 06)
