@@ -18,10 +18,10 @@ import argparse
 import asyncio
 import json
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
-import shutil
 import tempfile
 import time
 from pathlib import Path

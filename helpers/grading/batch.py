@@ -14,7 +14,7 @@ from typing import Any
 from helpers.grading.collect import NOT_GRADED, Found, detect_chapters, read_cells, read_submission, report_names, suspicious
 from helpers.grading.escape import path_text, plain
 from helpers.grading.limits import CELL_TIMEOUT, NOTEBOOK_TIMEOUT
-from helpers.grading.reports import RENDER, for_students, summary_csv, summary_markdown, summarize
+from helpers.grading.reports import RENDER, for_students, summarize, summary_csv, summary_markdown
 from helpers.grading.submission import ExerciseInfo, Submission, exercise_table
 
 

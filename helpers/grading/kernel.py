@@ -15,9 +15,8 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from helpers.grading import wire
+from helpers.grading import sandbox, wire
 from helpers.grading.limits import INTERRUPT_GRACE, KERNEL_ENV, POLL, STARTUP_TIMEOUT
-from helpers.grading import sandbox
 from helpers.grading.sandbox import Scratch, bwrap_command
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")

@@ -391,7 +391,7 @@ class Session:
             return value
         # The leaves: the tensors sent with the call, and every trainable tensor of the mirrored modules.
         for token in self.modules:
-            for name, tensor in [*self.local[token].named_parameters(recurse=False), *self.local[token].named_buffers(recurse=False)]:
+            for _name, tensor in [*self.local[token].named_parameters(recurse=False), *self.local[token].named_buffers(recurse=False)]:
                 if tensor.requires_grad:
                     leaves.append((self.token(tensor), tensor))
         unique = list({token: tensor for token, tensor in leaves}.items())
