@@ -16,10 +16,6 @@ would raise (CheckTimeout, ForbiddenCall, NotImplementedError, ...), so that
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
-import keyword
-import re
 from collections import namedtuple
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +27,7 @@ from torch import nn
 from helpers import checking
 from helpers.grading import wire
 from helpers.grading.serve import put, state_key
+from helpers.grading.stand_in import Mirror, Opaque, RemoteClassMeta, RemoteFunction, RemoteObject, identifier, mirror_class
 
 MISSING = object()  # the notebook does not define the name
 
@@ -71,11 +68,6 @@ class Seen:
     """A torch function the student's code called in the kernel (Probe.calls_seen holds functions)."""
 
     __name__: str
-
-
-def identifier(name: Any, default: str = "submission") -> str:
-    name = re.sub(r"\W", "_", str(name))[:80]
-    return name if name.isidentifier() and not keyword.iskeyword(name) else default
 
 
 class Session:
@@ -415,57 +407,3 @@ class Bridge(torch.autograd.Function):
     def backward(ctx: Any, *grads: torch.Tensor) -> Any:
         got = ctx.session.backward(ctx.graph, grads, ctx.tokens)
         return (None, None, None, None, *([None] * ctx.count), None, *got)
-
-
-# ---- the stand-ins ------------------------------------------------------------
-
-
-class Opaque:
-    """Any other object of the notebook: only its type's name travels."""
-
-
-class RemoteFunction:
-    def __init__(self, session: Session, name: str, label: str, params: list[str]):
-        self._session, self._name, self.__name__ = session, name, label
-        self.__signature__ = inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params])
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._session.call({"name": self._name}, "__call__", args, kwargs)
-
-
-class RemoteClassMeta(type(nn.Module)):
-    """Calling the stand-in class builds the object in the kernel and mirrors it here."""
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        return cls._course_session.call(cls._course_target, "__call__", args, kwargs)
-
-    @property
-    def __signature__(cls) -> inspect.Signature:
-        return inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in cls.__init_params__])
-
-
-class RemoteObject(metaclass=RemoteClassMeta):
-    """A class of the notebook that is not an nn.Module."""
-
-
-def _remote(method: str) -> Callable:
-    def call(self: Mirror, *args: Any, **kwargs: Any) -> Any:
-        return self._course_session.call({"token": self._course_token}, method, args, kwargs)
-
-    call.__name__ = method
-    return call
-
-
-class Mirror(nn.Module):
-    """A student's module as the grader sees it: its tensors and submodules mirrored here,
-    everything it does done in the kernel."""
-
-    __call__ = forward = _remote("__call__")
-    train, eval, to, cpu, cuda = (_remote(m) for m in ("train", "eval", "to", "cpu", "cuda"))
-    float, double, half, bfloat16 = (_remote(m) for m in ("float", "double", "half", "bfloat16"))
-    state_dict, load_state_dict, requires_grad_ = (_remote(m) for m in ("state_dict", "load_state_dict", "requires_grad_"))
-
-
-@functools.cache
-def mirror_class(name: Any) -> type:
-    return type(identifier(name, "Module"), (Mirror,), {"__module__": "submission"})
