@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import glob
 import os
@@ -33,12 +34,13 @@ class Scratch:
     a user id of its own: root's processes are exempt from the process limit. `cpus`: the
     cores the sandbox may use (a share of the machine when several are graded at once)."""
 
-    def __init__(self, notebook_name: str, data: bytes, sandboxed: bool, cpus: list[int] | None = None):
+    def __init__(self, notebook_name: str, data: bytes, sandboxed: bool, cpus: list[int] | None = None, graded: set[str] = frozenset()):
         self.root = Path(tempfile.mkdtemp(prefix="grade-"))
         self.work, self.ipc, self.notebook = self.root / "work", self.root / "ipc", self.root / "notebook" / notebook_name
-        self.ask, self.cpus = self.root / "ask", cpus
+        self.ask, self.cpus, self.reference = self.root / "ask", cpus, self.root / "reference.py"
         for folder in (self.work, self.ipc, self.ask, self.notebook.parent):
             folder.mkdir()
+        self.reference.write_text(reference_stand_in(graded), encoding="utf-8")
         self.notebook.write_bytes(data)
         if not sandboxed:
             shutil.copy(self.notebook, self.work / notebook_name)
@@ -65,6 +67,19 @@ class Scratch:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def reference_stand_in(graded: set[str]) -> str:
+    """helpers/reference.py for one sandbox: the reference of each exercise it grades removed,
+    text and all, and a stub that raises in its place; the rest stays, for the cells that draw or
+    train with it (chapter 06 trains on the sinusoidal table while its ALiBi is graded)."""
+    from helpers.exercises import get
+
+    hidden = {get(exercise_id).reference.__name__ for exercise_id in graded}
+    tree = ast.parse((PACKAGE_DIR / "reference.py").read_text(encoding="utf-8"))
+    tree.body = [node for node in tree.body if getattr(node, "name", None) not in hidden]
+    stubs = "".join(f"\n{name} = unavailable({name!r})" for name in sorted(hidden))
+    return ast.unparse(tree) + "\n\n" + (STAND_INS / "reference.py").read_text(encoding="utf-8") + stubs + "\n"
 
 
 def _python_paths() -> set[str]:
@@ -140,7 +155,7 @@ def bwrap_command(scratch: Scratch) -> list[str]:
         else:
             mount("--ro-bind", path, path=path)
     # No reference, no catalogue of probes and mistakes: what the grader compares with stays outside.
-    mount("--ro-bind", str(STAND_INS / "reference.py"), path=PACKAGE_DIR / "reference.py")
+    mount("--ro-bind", str(scratch.reference), path=PACKAGE_DIR / "reference.py")
     mount("--ro-bind", str(STAND_INS / "exercises"), path=PACKAGE_DIR / "exercises")
     mount("--bind", str(scratch.ipc), path=scratch.ipc)
     mount("--ro-bind", str(scratch.ask), path=scratch.ask)

@@ -318,8 +318,7 @@ def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple
                 checking.memory_cap(int(settings.get("memory_mb", 4096)), device),
                 watch,
                 checking._FactoriesOnMeta() if settings.get("factories_on_meta") else contextlib.nullcontext(),
-                # The reference is here only without a sandbox; in one, its stand-in raises ReferenceUnavailable.
-                checking._ReferenceWatch("it") if checking.exercises.AVAILABLE else contextlib.nullcontext(),
+                checking._ReferenceWatch("it"),  # in a sandbox, what is left of the reference (sandbox.reference_stand_in)
             ):
                 result = fn(*args, **kwargs)
         except (checking.CheckTimeout, KeyboardInterrupt):

@@ -121,7 +121,7 @@ class Submission:
     async def run(self) -> list[dict[str, Any]]:
         if self.sandboxed and sandbox_problem():
             raise GraderError(f"no sandbox: {sandbox_problem()}")
-        self.scratch = Scratch(self.notebook_name, self.data, self.sandboxed, self.cpus)
+        self.scratch = Scratch(self.notebook_name, self.data, self.sandboxed, self.cpus, {e.id for e in self.exercises})
         clock = time.perf_counter
         try:
             started = clock()
