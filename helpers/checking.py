@@ -116,16 +116,18 @@ class CheckResult:
 
     def _repr_html_(self) -> str:
         css_class, colour, background = ("check-pass", "#1a7f37", "#dafbe1") if self.passed else ("check-todo", "#57606a", "#eef1f4") if not self.started else ("check-fail", "#cf222e", "#ffebe9")
-        also = "".join(f"<li>{html.escape(finding)}</li>" for finding in self.also)
+        # The texts are written with markdown's `code`: escaped first, so a student's name or value stays text, then shown as code.
+        text = lambda words: re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(words))
+        also = "".join(f"<li>{text(finding)}</li>" for finding in self.also)
         help_ = ""
         if self.hint and not self.passed:  # the fix is folded inside the hint: a second click away
-            fix = f'<details class="check-fix" style="margin:4px 0 0 12px"><summary>Show the fix</summary>{html.escape(self.fix)}</details>' if self.fix else ""
-            help_ = f'<details class="check-hint" style="margin-top:6px"><summary>Hint</summary>{html.escape(self.hint)}{fix}</details>'
+            fix = f'<details class="check-fix" style="margin:4px 0 0 12px"><summary>Show the fix</summary>{text(self.fix)}</details>' if self.fix else ""
+            help_ = f'<details class="check-hint" style="margin-top:6px"><summary>Hint</summary>{text(self.hint)}{fix}</details>'
         return (
             f'<div class="course-check {css_class}" data-diagnosis="{self.diagnosis or ""}" '
             f'style="border-left:6px solid {colour};background:{background};'
             f'padding:8px 12px;margin:4px 0;color:#1f2328;font-family:sans-serif">'
-            f"<b>{html.escape(self._headline())}</b><br>{html.escape(self.message)}" + (f'<ul class="check-also" style="margin:4px 0">Also wrong: {also}</ul>' if also else "") + f"{help_}</div>"
+            f"<b>{html.escape(self._headline())}</b><br>{text(self.message)}" + (f'<ul class="check-also" style="margin:4px 0">Also wrong: {also}</ul>' if also else "") + f"{help_}</div>"
         )
 
     def as_dict(self) -> dict[str, Any]:

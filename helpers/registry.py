@@ -174,9 +174,9 @@ GENERIC_ADVICE: dict[str, tuple[str, str]] = {
         "Build the table so that every row trains, `nn.Embedding(num_rows, d)` with no padding_idx unless the exercise asks for one, and "
         "look rows up in the Parameter itself: no requires_grad_(False), .detach(), .data or gradient hook on the way.",
     ),
-    "wrong_values": (
-        "Compare your output with the formula on the smallest case you can work out by hand (position 0, one token, d_model = 2).",
-        "Compute the smallest case by hand (position 0, one token, d_model = 2), print your result for it, and correct the first entry that differs.",
+    "wrong_values": (  # an exercise with a smallest case of its own passes its (hint, fix) to Probe.expect
+        "Work out one entry of the expected result by hand, from the exercise's formula, on the smallest input it takes, and compare it with what your code gives.",
+        "Run your code on that small input, print every intermediate tensor next to the value you expect for it, and correct the first step where the two part.",
     ),
 }
 

@@ -59,7 +59,7 @@ def transposed(weight: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
     """Your result is made of columns of `weight`, not rows: you read the
     table as (d_model, vocab_size).
 
-    Hint: nn.Embedding stores one row per token, shape (vocab_size, d_model):
+    Hint: An nn.Embedding stores one row per token, shape (vocab_size, d_model):
     token i's vector is row i. Which axis of the weight do your ids select?
 
     Fix: Select rows, `weight[ids]`, with no transpose; in one_hot_lookup, make
@@ -73,6 +73,16 @@ def transposed(weight: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
 # --- probes --------------------------------------------------------------------
 
 
+LOOKUP_VALUES = (  # wrong_values: (hint, fix)
+    "Each output vector is one row of the table: out[b, t] must equal weight[ids[b, t]], all d_model numbers of it, and nothing else is added or mixed in.",
+    "Compare `out[0, 0]` with `weight[ids[0, 0]]` on a small batch, then look for the step that changes it: an extra operation, a reshape that reorders the rows, a sum over the wrong axis.",
+)
+
+
+def values_of(probe: Probe, out, weight: torch.Tensor, ids: torch.Tensor, what: str) -> None:
+    probe.expect(out, probe.exercise.reference(weight, ids), what=what, mistakes=probe.known_mistakes(weight, ids), hint=LOOKUP_VALUES[0], fix=LOOKUP_VALUES[1])
+
+
 def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
     """Values, then gradient, device and `more` (each given whether the values were
     right) as independent aspects: a student meets every mistake in one run."""
@@ -82,16 +92,16 @@ def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
         # V != d and ids < d, so a transposed table gives a wrong shape, not an IndexError.
         weight = probe.randn(11, 7)
         ids = probe.randint(7, 3, 5)  # (B=3, T=5)
-        probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="the (3, 5) batch")
+        values_of(probe, probe.call(fn, weight, ids), weight, ids, what="the (3, 5) batch")
         # Any leading shape and the full id range (a one-hot must be V wide even if the last ids are unused).
         weight = probe.randn(50, 16)
         ids = probe.randint(40, 2, 3, 4)
-        probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of ids")
+        values_of(probe, probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of ids")
         # A single text (1-D ids) and a batch of one (a size-1 dimension that must not be squeezed),
         # with the first and the last id of the table among them.
         for shape in [(6,), (1, 4)]:
             ids = probe.ids(50, *shape)
-            probe.against_reference(probe.call(fn, weight, ids), weight, ids, what=f"a {shape} batch of ids")
+            values_of(probe, probe.call(fn, weight, ids), weight, ids, what=f"a {shape} batch of ids")
         values_right.append(True)
 
     def gradient() -> None:
@@ -142,8 +152,14 @@ ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
 
 def check_one_hot_lookup(fn, probe: Probe) -> None:
     def matrix_product(values_right: bool) -> None:
+        if not values_right:
+            return
+        # One call of its own: probe.calls_seen also holds what the probes ran through the
+        # student's output (the gradient probe's own `(out * seed).sum()`).
+        probe.calls_seen.clear()
+        probe.call(fn, probe.randn(11, 7), probe.randint(11, 3, 5))
         seen = {getattr(f, "__name__", "") for f in probe.calls_seen}
-        if not values_right or seen & MATRIX_PRODUCTS:
+        if seen & MATRIX_PRODUCTS:
             return
         how = "by multiplying element by element and summing (a (..., V, d) intermediate)" if {"mul", "__mul__"} & seen and "sum" in seen else "by indexing the table"
         probe.fail(
@@ -167,8 +183,11 @@ def check_one_hot_lookup(fn, probe: Probe) -> None:
 
 
 def backward_assigned(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None) -> torch.Tensor:
-    """A token that appears several times got the gradient of only one of its uses:
-    your code assigns rows (`grad[ids] = grad_out`), so later uses overwrite earlier ones.
+    """A token that appears several times got the gradient of only one of its uses.
+    Indexed writes keep one value per distinct id: `grad[ids] = grad_out` assigns
+    rows, so later uses overwrite earlier ones; `grad[ids] += grad_out` does the
+    same (it reads the rows, adds, then writes each distinct id once), and so
+    does a `scatter_` without reduction.
 
     Hint: the lookup reads row i once for every time token i appears, and each read
     sends its own gradient back: a row's gradient is the SUM over its uses.
@@ -218,7 +237,14 @@ def check_embedding_backward(fn, probe: Probe) -> None:
         # What autograd itself computes for nn.Embedding's weight: the reference is checked against it.
         weight = torch.zeros(V, d, dtype=dtype, device=probe.device, requires_grad=True)
         F.embedding(ids, weight, padding_idx=padding_idx).backward(grad_out)
-        probe.expect(out, weight.grad, what=f"the gradient for {what}", mistakes=probe.known_mistakes(grad_out, ids, V, padding_idx))
+        probe.expect(
+            out,
+            weight.grad,
+            what=f"the gradient for {what}",
+            mistakes=probe.known_mistakes(grad_out, ids, V, padding_idx),
+            hint="Take the smallest case with a repeat: one id used twice, say ids = [2, 2] with grad_out rows g0 and g1. Row 2 of the gradient must be g0 + g1, every other row zero (the padding row too).",
+            fix="Run your function on `ids = torch.tensor([2, 2])`, `grad_out = torch.eye(2)`, vocab_size = 4, and print the result: row 2 must be [1, 1] and rows 0, 1, 3 zero. Follow the first wrong row back through your code.",
+        )
     probe.device_pass(lambda device: probe.call(fn, probe.randn(3, 5, d, device=device), probe.randint(V, 3, 5, device=device), V, 0))
 
 

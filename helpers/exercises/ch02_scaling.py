@@ -45,7 +45,7 @@ def head_with_bias(weight: torch.Tensor, h: torch.Tensor, bias: torch.Tensor | N
     """Your head adds a bias: its logits are h @ W.T plus a vector of V
     numbers, one per token.
 
-    Hint: nn.Linear adds a bias unless told otherwise. A tied head, like
+    Hint: An nn.Linear adds a bias unless told otherwise. A tied head, like
     GPT-2's lm_head, has none: each logit is the dot product of h with one
     token's embedding, nothing more.
 

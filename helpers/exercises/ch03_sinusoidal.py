@@ -175,7 +175,7 @@ def table_concatenated_halves(max_len: int, d_model: int, base: float = 10000.0)
 
     Hint: Each wave's sin and cos sit side by side, in columns 2i and 2i+1:
     that is what lets one 2×2 rotation per pair shift the whole table
-    (relative_shift_matrix, later in this chapter).
+    (relative_shift_matrix, in this chapter).
 
     Fix: Fill the even and the odd columns instead of concatenating:
     `pe[:, 0::2] = torch.sin(angles)` and `pe[:, 1::2] = torch.cos(angles)`."""
@@ -399,7 +399,22 @@ TOKEN_AND_POSITION_MISTAKES = {
 # --- probes: the functions -----------------------------------------------------------
 
 
+TABLE_DTYPE = (  # wrong_dtype: (hint, fix). sinusoidal_encoding takes no tensor to take a dtype from
+    "torch.arange and torch.tensor on integers make int64, NumPy makes float64: the table's dtype is whatever its first factory made, unless you say.",
+    "Build the table in float32 (`torch.zeros(max_len, d_model, dtype=torch.float32)`, a float `torch.arange`), or cast it once at the end with `.float()`.",
+)
+
+
 def check_sinusoidal_encoding(fn, probe: Probe) -> None:
+    try:
+        table_probes(fn, probe)
+    except Failure as failure:
+        if failure.code == "wrong_dtype" and not failure.fix:
+            failure.hint, failure.fix = TABLE_DTYPE
+        raise
+
+
+def table_probes(fn, probe: Probe) -> None:
     # A non-default base catches a hard-coded 10000; 2100 positions, float16 ones (2049 is 2048 there);
     # max_len = 1, a table of one row, the shortest there is.
     for max_len, *args in ((50, 16), (37, 12, 500.0), (2100, 8), (1, 16)):
@@ -448,13 +463,15 @@ def check_relative_shift_matrix(fn, probe: Probe) -> None:
         out = float64_accepted(probe.call(fn, *args, what=f"`{call}`"))
         k = args[0]
         what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
-        hint = "M is block-diagonal: one 2×2 rotation by the angle k·ω_i on rows and columns (2i, 2i+1) for each pair i, zeros elsewhere."
         probe.expect(
             out,
             reference.relative_shift_matrix(*args),
             what=what,
             mistakes=probe.known_mistakes(*args),
-            hint=hint,
+            hint="Start with the smallest case, k = 1 and d_model = 2: one pair, ω_0 = 1. Which 2×2 matrix maps (sin p, cos p) to (sin(p + 1), cos(p + 1))? "
+            "The angle-addition formulas give it; M is that block, with the angle k·ω_i, on rows and columns (2i, 2i+1) for each pair i, zeros elsewhere.",
+            fix="Print `relative_shift_matrix(1, 2)`: it must be [[cos 1, sin 1], [-sin 1, cos 1]] ≈ [[0.5403, 0.8415], [-0.8415, 0.5403]]. "
+            "Then place that block, with the angle k·ω_i, at rows and columns (2i, 2i+1) of a zero (d_model, d_model) matrix, for each pair i.",
             **shift_tolerance(*args),
         )
 
@@ -520,6 +537,15 @@ def expect_table_storage(probe: Probe, module: nn.Module, found: StoredTable | N
             fix="In __init__, build the (max_len, d_model) table and register it, `self.register_buffer('pe', table)`; in forward, add its first T rows: `x + self.pe[:T]`.",
         )
     name, how = found.name, found.how
+    if how == "parameter" and "." in name:  # a submodule's weight: an nn.Embedding, chapter 04's learned table
+        owner = name.rsplit(".", 1)[0]
+        probe.fail(
+            "pe_is_parameter",
+            f"`{probe.name}` looks positions up in a trainable table, `self.{owner}` (an nn.Embedding or similar): that is a learned position table, chapter 04's idea. "
+            "This exercise adds the fixed sinusoidal table, which nothing trains.",
+            hint=BUFFER_HINT,
+            fix=f"Drop `self.{owner}`; build the (max_len, d_model) sinusoidal table in __init__ and register it, `self.register_buffer('pe', table)`, then add `self.pe[:T]` in forward.",
+        )
     if how == "parameter":
         probe.fail(
             "pe_is_parameter",

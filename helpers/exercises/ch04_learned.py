@@ -53,8 +53,8 @@ def bert_norm(w: dict[str, torch.Tensor], x: torch.Tensor, eps: float) -> torch.
 
 
 def bert_layernorm_eps(w, ids, types, eps) -> list[torch.Tensor]:
-    """Your LayerNorm's eps is not the `layer_norm_eps` you were given:
-    PyTorch's default is 1e-5, BERT's 1e-12. The difference is small (with
+    """Your LayerNorm's eps is not the `layer_norm_eps` you were given
+    (PyTorch's default is 1e-5, BERT's 1e-12). The difference is small (with
     MiniLM, 1e-5 moves the embeddings by about 0.1% and the final hidden
     states by 0.04%; the mean-pooled sentence vectors keep a cosine of
     0.99999994), but your outputs no longer match the pretrained model's
@@ -468,11 +468,31 @@ def fail_state_dict(probe: Probe, homeless: list[str], unfilled: list[str]) -> N
     )
 
 
+BERT_VALUES = (  # wrong_values: (hint, fix). The sizes are MiniLM's or the small config's: no case small enough to work by hand
+    "Each output row is LayerNorm(word_embeddings[input_ids[b, t]] + position_embeddings[t] + token_type_embeddings[token_type_ids[b, t]]): "
+    "three rows looked up by three different ids (the token, its position 0 .. T-1, its segment), summed, then normalised.",
+    "Compute one row by hand from your own submodules, `self.LayerNorm(self.word_embeddings.weight[input_ids[0, 1]] + self.position_embeddings.weight[1] + "
+    "self.token_type_embeddings.weight[token_type_ids[0, 1]])`, and compare it with your output[0, 1]; then check which lookup takes which ids.",
+)
+
+
+def eps_said(out, weights, ids, types, eps: float) -> str:
+    """Which eps the student's LayerNorm used, said as what it is: a number written into the code is not a default."""
+    word, pos, seg = bert_parts(weights, ids, types)
+    used = next((other for other in (1e-5, 1e-6, 1e-3, 1e-12) if other != eps and close(out, bert_norm(weights, word + pos + seg, other))), None)
+    if used is None:
+        return "Your LayerNorm's eps is not the `layer_norm_eps` you were given"
+    default = " (PyTorch's default: nn.LayerNorm was built without eps=)" if used == 1e-5 else " (BERT's value, written into your code?)" if used == 1e-12 else ""
+    return f"Your LayerNorm uses eps = {used:g}{default}, not the `layer_norm_eps` it was given ({eps:g} here)"
+
+
 def expect_bert(probe: Probe, out, expected, weights, ids, types, eps: float, homeless: list[str], what: str) -> None:
     expect_no_dropout_in_eval(probe, out, expected)
     try:
-        probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weights, ids, types, eps))
+        probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weights, ids, types, eps), hint=BERT_VALUES[0], fix=BERT_VALUES[1])
     except Failure as failure:
+        if failure.code == "layernorm_eps":
+            failure.message = eps_said(out, weights, ids, types, eps) + failure.message.split(")", 1)[-1]
         if homeless and failure.code not in ("missing_layernorm", "missing_token_type"):
             fail_state_dict(probe, homeless, [])
         raise

@@ -80,8 +80,8 @@ def alibi_bias_wrong_sign(n_heads: int, seq_len: int) -> torch.Tensor:
 
 def alibi_bias_missing_causal_mask(n_heads: int, seq_len: int) -> list[torch.Tensor]:
     """Your bias lets a query see the keys after it: above the diagonal
-    (j > i) it holds values above -1e9, none of them -inf, so softmax gives
-    the future a weight. (0 there is no mask: it is the largest bias of all.)
+    (j > i) it holds finite values, none of them -inf or at or below -1e9,
+    so softmax gives the future a weight.
 
     Hint: softmax gives zero weight only to -inf, or to a score so negative
     that it acts as one: this check takes -inf, the dtype's most negative
@@ -184,8 +184,28 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
         how = f"form one geometric sequence, ratio {float(slopes[1] / slopes[0]):.4g}, while the paper's rule for {n_heads} heads is two interleaved ones"
     else:
         return found
-    found.append(("non_power_of_two", f"{probe.explain('non_power_of_two')} ({source} for {n_heads} heads {how}.)", hint, fix))
+    rule = f"{n_heads} is not a power of two, and for such a head count the slopes follow the authors' rule: those of {closest} heads, then every other slope of {2 * closest} heads"
+    found.append(("non_power_of_two", f"{source} for {n_heads} heads {how}. {rule}.", hint, fix))
     return found
+
+
+WEAK_MASK = -1e3  # below this a float32 score underflows to a weight of 0 for scores of ordinary size: a mask, but not a robust one
+
+
+def mask_finding(probe: Probe, bias: torch.Tensor, future: torch.Tensor) -> tuple[str, str, str, str]:
+    """missing_causal_mask, said for the value the student put above the diagonal: none, 0, or a weak mask like -1e4."""
+    _, hint, fix = advice(probe.exercise, "missing_causal_mask")
+    h, q, k = (int(x) for x in (bias.isfinite() & future).nonzero()[0])
+    value = float(bias[h, q, k])
+    if bool((bias[future] <= WEAK_MASK).all()):
+        message = (
+            f"Your bias masks the keys after each query with {value:g}, not -inf (bias[{h}, {q}, {k}]). In float32, exp({value:g}) underflows to exactly 0, "
+            f"so for scores of ordinary size it does act as a mask, but not robustly: a score larger than {-value:g} (large logits), or a dtype whose range it leaves "
+            "(float16 ends at -65504), brings the future back. This exercise asks for -inf, torch.finfo(dtype).min, or anything at or below -1e9."
+        )
+        return ("missing_causal_mask", message, hint, fix)
+    zero = " (0 there is no mask: it is the largest bias of all.)" if bool((bias[future] == 0).all()) else ""
+    return ("missing_causal_mask", f"{probe.explain('missing_causal_mask')}{zero} (Here bias[{h}, {q}, {k}] = {value:.4g}, for a key after its query.)", hint, fix)
 
 
 def bias_findings(probe: Probe, out: torch.Tensor, n_heads: int, seq_len: int) -> list[tuple[str, str, str, str]]:
@@ -200,9 +220,7 @@ def bias_findings(probe: Probe, out: torch.Tensor, n_heads: int, seq_len: int) -
         return []  # a mask where a finite bias belongs: the generic probes say where
     found = []
     if bool(bias[future].isfinite().any()):
-        _, hint, fix = advice(probe.exercise, "missing_causal_mask")
-        h, q, k = (int(x) for x in (bias.isfinite() & future).nonzero()[0])
-        found.append(("missing_causal_mask", f"{probe.explain('missing_causal_mask')} (Here bias[{h}, {q}, {k}] = {bias[h, q, k]:.4g}, for a key after its query.)", hint, fix))
+        found.append(mask_finding(probe, bias, future))
     if seq_len < 2:
         return found
     diagonal = bias.diagonal(dim1=-2, dim2=-1)  # (H, T)
@@ -211,7 +229,17 @@ def bias_findings(probe: Probe, out: torch.Tensor, n_heads: int, seq_len: int) -
     model = diagonal[:, :, None] - slopes[:, None, None] * (i - j)
     if not torch.allclose(bias[past], model[past], rtol=1e-4, atol=1e-5):
         return found  # not -m_h · (i - j) plus a constant per row: no slopes to read
-    found += slope_findings(probe, slopes, n_heads, "The slopes your bias uses, bias[h, i, i] - bias[h, i, i-1],")
+    read = slope_findings(probe, slopes, n_heads, "The slopes your bias uses, bias[h, i, i] - bias[h, i, i-1],")
+    shaped_right = not found and torch.allclose(diagonal, torch.zeros_like(diagonal), atol=1e-5)
+    if shaped_right and read and read[0][0] != "wrong_sign":  # the bias is built right around its slopes: the slopes are the mistake
+        code, message, _, _ = read[0]
+        read[0] = (
+            code,
+            f"{message} The rest of your bias is right: 0 on the diagonal, -m_h · (i - j) below it, masked above it. Only its slopes are wrong.",
+            "If your alibi_bias takes its slopes from your alibi_slopes, the bias is right and alibi_slopes is the function to fix: its own check cell names the mistake.",
+            'Run `check("alibi_slopes", alibi_slopes)`, follow its fix, then run this check again; if you compute the slopes inside alibi_bias instead, correct them there the same way.',
+        )
+    found += read
     if not torch.allclose(diagonal, torch.zeros_like(diagonal), atol=1e-5):
         found.append(
             (
@@ -287,6 +315,13 @@ def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dic
             if imprecise is not None:
                 findings.append(imprecise)
                 continue
+            if expected.dim() == 3 and isinstance(out, torch.Tensor) and out.dim() == 4 and out.shape[0] == 1 and close(out[0], expected):
+                probe.fail(
+                    "wrong_shape",
+                    f"the result of {call} has shape {tuple(out.shape)}: the right bias with a leading axis of size 1.",
+                    hint="The exercise returns one bias per head, (n_heads, seq_len, seq_len); the batch axis is added where the bias meets the scores (B, n_heads, T, T), by broadcasting.",
+                    fix="Build the bias as (n_heads, seq_len, seq_len), from `slopes[:, None, None]`, and return it without the `[None]` or `.unsqueeze(0)` that adds the batch axis.",
+                )
             if expected.dim() >= 2 and close(out, expected.transpose(-1, -2)):
                 probe.fail("wrong_values", f"the result of {call} is the right bias transposed: its -inf mask lies below the diagonal, above it the penalties.")
             read = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -495,6 +496,14 @@ def refuses(probe: Probe, run: Callable[[], Any], what: str, advice: str, *, hin
         if failure.code != "raised":
             raise
         error = failure.message.split(" raised ", 1)[-1].rstrip(".")
+        if error.startswith(("IndexError", "AssertionError")) and "out of range in self" not in error:  # the student's own check, not torch's lookup
+            probe.fail(
+                "no_length_check",
+                f"For {what}, `{probe.name}` checks the length, but raises {error}: a ValueError is what says that an argument's value (here its length) is wrong, "
+                "and what callers catch for it; IndexError means an index the code computed fell off a table, and an assert disappears under `python -O`.",
+                hint="Your check is in the right place; only the exception's type is off. The caller passed a sequence that is too long: that is a bad value, not a bad index.",
+                fix="Keep the check and raise the right type: `raise ValueError(f'sequence length {T} > max_len {self.max_len}')` instead of IndexError or assert.",
+            )
         probe.fail(
             "no_length_check",
             f"For {what}, `{probe.name}` raised {error}, not a ValueError. That is what your users would meet (and with a table lookup on a GPU, "
@@ -590,11 +599,13 @@ def expect_dropout(
         probe.fail(code, message, *advice)
     dropped = float((out == 0).float().mean())
     if abs(rate - p) > DROPOUT_RATE_TOLERANCE or abs(dropped - p) > DROPPED_FRACTION_TOLERANCE:
+        argument = next(iter(re.findall(r"nn\.Dropout\((\w+)\)", where)), "rate")  # the constructor's own name for the rate
+        bare = ", the default of a bare `nn.Dropout()`" if abs(rate - 0.5) <= DROPOUT_RATE_TOLERANCE else ""
         probe.fail(
             "dropout_rate_ignored",
-            f"In training mode {what} looks like dropout with p = {rate:.2f} ({dropped:.0%} of the values were zeroed), but the module was built with rate {p}.",
-            hint="The rate is an argument of the constructor: a number written into the code ignores whatever rate the module was built with.",
-            fix="Keep the rate that __init__ receives and build the dropout from it, `self.dropout = nn.Dropout(rate)` with `rate` that argument, not a fixed number such as 0.1.",
+            f"In training mode {what} looks like dropout with p = {rate:.2f}{bare} ({dropped:.0%} of the values were zeroed), but the module was built with {argument}={p}.",
+            hint="The rate is an argument of the constructor: a number written into the code, or nn.Dropout's own default, ignores whatever rate the module was built with.",
+            fix=f"Keep the rate that __init__ receives and build the dropout from it, `self.dropout = nn.Dropout({argument})`, not `nn.Dropout()` or a fixed number such as 0.1.",
         )
 
 
