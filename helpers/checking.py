@@ -516,6 +516,7 @@ class Probe:
         self.generator = torch.Generator().manual_seed(zlib.crc32(exercise.id.encode()))
         self.calls_seen: set[Callable] = set()
         self.factories_on_meta = False  # set during device_pass's second run
+        self.copies_off_meta = False  # set during its first run
         self.also: list[str] = []  # further independent mistakes, found after the first
         self.notes: list[str] = []  # one line each, added to a pass message (a cross-check that was skipped)
         # What the probes reached, for the framework's own tests (tests/test_checks.py):
@@ -645,7 +646,7 @@ class Probe:
                 time_limit(self.timeout),
                 memory_cap(self.memory_mb, self.device),
                 watch,
-                _FactoriesOnMeta() if self.factories_on_meta else contextlib.nullcontext(),
+                _FactoriesOnMeta() if self.factories_on_meta else _CopiesOffMeta() if self.copies_off_meta else contextlib.nullcontext(),
                 _ReferenceWatch(what),  # innermost: only the student's own call is watched
             ):
                 result = fn(*args, **kwargs)
@@ -800,9 +801,10 @@ class Probe:
         if self.accelerator_pass:
             return  # the CPU pass ran it; this pass runs on the real device
         _warm_up_meta()
-        message = message or f"`{self.name}` creates a tensor on the CPU whatever its input's device (a torch.arange or torch.zeros without device=); on a GPU this fails."
+        message = message or f"`{self.name}` makes or moves a tensor to the CPU whatever its input's device (a torch.arange or torch.zeros without device=, or a .cpu()); on a GPU this fails."
         for inputs_on, suspect in ((torch.device("meta"), "cpu"), (torch.device("cpu"), "meta")):
             self.factories_on_meta = suspect == "meta"  # read by call(): only student code is affected
+            self.copies_off_meta = suspect == "cpu"
             try:
                 out = run(inputs_on)
             except Failure as failure:
@@ -811,7 +813,7 @@ class Probe:
                     self.fail(code, message)
                 continue  # no meta kernel for some correct code: no verdict from this run
             finally:
-                self.factories_on_meta = False
+                self.factories_on_meta = self.copies_off_meta = False
             outs = out if isinstance(out, (tuple, list)) else [out]
             if any(isinstance(t, torch.Tensor) and t.device.type == suspect for t in outs):
                 self.fail(code, message)
@@ -879,6 +881,22 @@ class _FactoriesOnMeta(TorchFunctionMode):
         if isinstance(index, torch.Tensor) and index.is_meta and self.real.get(id(index), (None,))[0] is index:
             return self.real[id(index)][1]
         return index
+
+
+class _CopiesOffMeta(TorchFunctionMode):
+    """While the inputs stand on the meta device for "the GPU", `.cpu()` or `.to("cpu")` in student code
+    moves a tensor to the CPU, as it would from a GPU: it gets zeros of its shape there (meta holds no
+    data to copy), so a result left on the CPU shows, and one moved back with .to(x.device) does not."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        source = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if source is not None and source.is_meta:
+            target = kwargs.get("device", args[1] if len(args) > 1 and isinstance(args[1], (str, torch.device)) else None)
+            if name == "cpu" or (name == "to" and target is not None and torch.device(target).type == "cpu"):
+                return torch.zeros(source.shape, dtype=kwargs.get("dtype", source.dtype), device="cpu").requires_grad_(source.requires_grad and source.is_floating_point())
+        return func(*args, **kwargs)
 
 
 def _in_module_init() -> bool:

@@ -49,6 +49,7 @@ DIAGNOSES: dict[str, str] = {
     "divided_by_scale": "the token embeddings are divided by sqrt(d_model) instead of multiplied",
     "wrong_scale": "the token embeddings are scaled by something other than sqrt(d_model)",
     "scaled_position_too": "the positional encoding was scaled by sqrt(d_model) as well",
+    "scale_is_parameter": "the sqrt(d_model) factor is a trainable Parameter: the optimizer will move it away from sqrt(d_model)",
     # TiedLMHead
     "copy_not_tied": "the head holds a copy of the embedding weight, not the same Parameter",
     "has_bias": "the tied head adds a bias",

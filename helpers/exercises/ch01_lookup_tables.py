@@ -221,7 +221,26 @@ def backward_transposed(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: i
     return reference.embedding_backward(grad_out, ids, vocab_size, padding_idx).T
 
 
+# Autograd would compute the gradient for the student: this exercise is to write its rule.
+AUTOGRAD_APIS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+
+
 def check_embedding_backward(fn, probe: Probe) -> None:
+    try:
+        backward_probes(fn, probe)
+    except Failure as failure:
+        if failure.code == "forbidden_api" and any(f"{api.__name__} " in failure.message for api in AUTOGRAD_APIS):
+            probe.fail(
+                "forbidden_api",
+                f"`{probe.name}` lets autograd compute the gradient (it calls .backward() or torch.autograd): the result is autograd's, and this exercise is to write the rule autograd follows.",
+                hint="The lookup copies row ids[n] of the weight into output n, so output n's gradient goes back to row ids[n]; a row used several times collects the sum of its uses' gradients.",
+                fix="Start from `torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)` and add each output's gradient into the row of its id, "
+                "with an operation that accumulates over repeated ids; then zero the padding row. No .backward() or torch.autograd.grad.",
+            )
+        raise
+
+
+def backward_probes(fn, probe: Probe) -> None:
     V, d = 11, 7  # V != d: a transposed gradient cannot hide
     cases = (  # ids with repeats and the edge ids 0 and V - 1
         ("ids (3, 5) with repeats", (3, 5), None, torch.float32),
@@ -285,7 +304,7 @@ EXERCISES = [
         reference=reference.embedding_backward,
         check=check_embedding_backward,
         mistakes={"no_accumulation": backward_assigned, "padding_row_updated": backward_trains_padding, "transposed_weight": backward_transposed},
-        forbidden=EMBEDDING_APIS,
+        forbidden=EMBEDDING_APIS + AUTOGRAD_APIS,
         difficulty=2,
         importance=2,
         minutes=15,

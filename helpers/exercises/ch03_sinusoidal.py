@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from helpers import reference
-from helpers.checking import Failure, Probe, advice
+from helpers.checking import Failure, Probe, advice, close
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
     POSITION_ADDING_MISTAKES,
@@ -28,6 +28,7 @@ from helpers.exercises.common import (
     angle_tolerance,
     backward_reaches,
     expect_dropout,
+    expect_fixed_scale,
     expect_gradient,
     expect_no_dropout_in_eval,
     expect_rows_from,
@@ -460,7 +461,8 @@ def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict:
 def check_relative_shift_matrix(fn, probe: Probe) -> None:
     for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8)):
         call = f"relative_shift_matrix({', '.join(repr(a) for a in args)})"
-        out = float64_accepted(probe.call(fn, *args, what=f"`{call}`"))
+        raw = probe.call(fn, *args, what=f"`{call}`")
+        out = float64_accepted(raw)  # the values first, in either precision: a wrong matrix is told what is wrong with it
         k = args[0]
         what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
         probe.expect(
@@ -474,6 +476,13 @@ def check_relative_shift_matrix(fn, probe: Probe) -> None:
             "Then place that block, with the angle k·ω_i, at rows and columns (2i, 2i+1) of a zero (d_model, d_model) matrix, for each pair i.",
             **shift_tolerance(*args),
         )
+        if raw.dtype != torch.float32:  # right values: M multiplies float32 tables (chapter 05's x @ M_m), so it is float32 too
+            probe.fail(
+                "wrong_dtype",
+                f"M = `{call}` has the right values but dtype {raw.dtype}; the exercise returns float32, the dtype of the tables it multiplies.",
+                hint="`@` does not promote: a float64 M times a float32 table raises 'expected m1 and m2 to have the same dtype'. The matrix must match the tables it acts on.",
+                fix="Compute in float64 if you like, then return `M.float()` (NumPy: `torch.from_numpy(M).float()`).",
+            )
 
 
 # --- probes: the modules ---------------------------------------------------------------
@@ -691,26 +700,59 @@ def check_token_and_position(cls, probe: Probe) -> None:
         return found
 
     def values_in_eval() -> None:
-        """The scaled token rows + the first T rows of the module's own table (its values are expect_table's business); T = 7, then 1."""
+        """The scaled token rows + the first T rows of the module's own table (its values are expect_table's business);
+        (B, T) = (3, 7), (3, 1), a batch of one (1, 7) that must keep its axis, and (9, 4), B > T."""
         weight = tokens().detach().float()
         probe.call(module.eval)
         own = right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device)
-        for ids_T in (ids, probe.sequence(probe.ids(V, 3, 1), max_len)):
+        shapes = ((3, 1), (1, 7), (9, 4))
+        for ids_T in (ids, *(probe.sequence(probe.ids(V, *shape), max_len) for shape in shapes)):
             T = ids_T.shape[1]
-            out = probe.call(module, ids_T)
+            try:
+                out = probe.call(module, ids_T)
+            except Failure as failure:
+                batch_axis_as_length(failure, ids_T.shape)
+                raise
             expected = reference.scaled_embedding(weight, ids_T) + own[:T]
             expect_no_dropout_in_eval(probe, out, expected)
+            if isinstance(out, torch.Tensor) and ids_T.shape[0] == 1 and out.shape == expected.shape[1:]:
+                probe.fail(
+                    "wrong_shape",
+                    f"For a batch of one sequence, ids of shape {tuple(ids_T.shape)}, `{probe.name}` returns shape {tuple(out.shape)}: the batch axis is gone.",
+                    hint="A batch of one is still a batch: the output is (B, T, d_model) for every B, 1 included. squeeze() removes every axis of size 1, whatever it means.",
+                    fix="Drop the `.squeeze(0)` (or `.squeeze()`): the (T, d_model) positional rows broadcast over the batch by themselves.",
+                )
             scale = fitted_scale(out - own[:T] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids_T])
-            what = f"the output for ids of shape (3, {T}) in eval mode" + ("" if table is None else f" (with the first {T} row{'s' if T > 1 else ''} of your own positional table)")
+            what = f"the output for ids of shape {tuple(ids_T.shape)} in eval mode" + ("" if table is None else f" (with the first {T} row{'s' if T > 1 else ''} of your own positional table)")
             try:
                 probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight, ids_T, own, scale), **table_tolerance(T, d, rtol=OUTPUT_RTOL))
             except Failure as failure:
                 name_the_scale(probe, failure, scale, d)
                 if found is not None:
                     added = out - reference.scaled_embedding(weight, ids_T) if isinstance(out, torch.Tensor) and out.shape == expected.shape else None
-                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"ids of shape (3, {T})", ROWS_READ_ATOL)
+                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"ids of shape {tuple(ids_T.shape)}", ROWS_READ_ATOL)
                 raise
         values_right.append(True)
+
+    def batch_axis_as_length(failure: Failure, shape: torch.Size) -> None:
+        """A call that raised for B != T but is right for a square batch took T from the batch axis (ids.shape[0])."""
+        B, T = shape
+        if failure.code != "raised" or B == T:
+            return
+        square = probe.ids(V, T, T)
+        try:
+            out = probe.call(module, square)
+        except Failure:
+            return
+        expected = reference.scaled_embedding(tokens().detach().float(), square) + (right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device))[:T]
+        if close(out, expected, **table_tolerance(T, d, rtol=OUTPUT_RTOL)):
+            probe.fail(
+                "batch_seq_confusion",
+                f"For ids of shape {tuple(shape)}, {failure.message.rstrip('.')}; yet it gives the right output when B = T, ids of shape ({T}, {T}): "
+                "it takes the sequence length from the batch axis, ids.shape[0].",
+                hint=advice(probe.exercise, "batch_seq_confusion")[1],
+                fix="Take the length from the sequence axis, `T = ids.size(1)`, and add `self.pe[:T]`, shape (T, d_model), as it is: it broadcasts over the batch.",
+            )
 
     def gradient() -> None:  # the token table is trained: a gradient must reach every row of it
         weight = tokens()
@@ -754,6 +796,7 @@ def check_token_and_position(cls, probe: Probe) -> None:
         lambda: expect_table_storage(probe, module, found, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d)),
         lambda: expect_table(probe, table, f"the positional table of `{probe.name}({V}, {d}, max_len={max_len})`", lambda pe: probe.known_mistakes(no_tokens, all_positions, pe, None)),
         values_in_eval,
+        lambda: expect_fixed_scale(probe, module, d),
         lambda: expect_dropout_of_own_output(probe, module, (ids,), p, "the output for ids of shape (3, 7)", total),
         gradient,
         length,

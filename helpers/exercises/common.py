@@ -210,6 +210,20 @@ def wrong_scale(weight: torch.Tensor, ids: torch.Tensor, scale: float | None) ->
 SCALE_MISTAKES = {"missing_scale": missing_scale, "divided_by_scale": divided_by_scale, "wrong_scale": wrong_scale}
 
 
+def expect_fixed_scale(probe: Probe, module: nn.Module, d_model: int) -> None:
+    """sqrt(d_model) is a constant of the formula: kept in a trainable Parameter it gives the right output
+    today and drifts with the first optimizer step."""
+    for name, parameter in module.named_parameters():
+        if parameter.numel() == 1 and parameter.requires_grad and abs(float(parameter.detach().cpu()) - d_model**0.5) <= 1e-4 * d_model**0.5:
+            probe.fail(
+                "scale_is_parameter",
+                f"`{probe.name}` keeps its scale in a trainable Parameter, `{name}` = {float(parameter.detach().cpu()):.6g} = sqrt({d_model}): the output is right now, "
+                "but the optimizer will move the scale away from sqrt(d_model) with the first step.",
+                hint="sqrt(d_model) is part of the formula, not something to learn: a number, or a buffer if you want it to move with the module, never a Parameter.",
+                fix="Multiply by a plain number, `* math.sqrt(self.d_model)`, or register it with `self.register_buffer('scale', torch.tensor(math.sqrt(d_model)))` instead of `nn.Parameter`.",
+            )
+
+
 def name_the_scale(probe: Probe, failure: Failure, scale: float | None, d_model: int) -> None:
     """A wrong_scale diagnosis, with the constant the student's rows were multiplied by."""
     if failure.code == "wrong_scale":
