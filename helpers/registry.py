@@ -102,6 +102,9 @@ DIAGNOSES: dict[str, str] = {
     "non_power_of_two": "the slopes for a head count that is not a power of two do not follow Press et al.'s rule",
     "wrong_sign": "the bias rewards distance (or the slopes are negative) instead of penalising it",
     "missing_causal_mask": "keys after the query are not masked with -inf",
+    "slopes_from_zero": "the slopes start at 2^0 = 1 (heads counted from 0) instead of 2^(-8/n)",
+    "slopes_reversed": "the slopes are in reverse order, the gentlest head first",
+    "bias_row_offset": "the bias is -m_h·(i - j) plus a constant per row (the m_h·j shortcut): equal under softmax, but not the bias asked for",
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",
     "library_raised": "the code raised inside transformers' own model, on inputs as the model makes them (non-contiguous views, GQA, left padding)",

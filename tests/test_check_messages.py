@@ -284,3 +284,25 @@ def test_the_panel_shows_code_as_code_and_escapes_it_first():
     page = result._repr_html_()
     assert "<code>a &lt; b</code>" in page and "<code>x</code>" in page and "<code>&lt;script&gt;</code>" in page
     assert "<code>w[ids]</code>" in page and "<code>T</code>" in page and "`" not in page
+
+
+class BertSeed002AllFour(nn.Module):
+    """Seed 002's class as written: positions on the CPU, no segment, eps hard-coded, a bare nn.Dropout()."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=1e-12)
+        self.dropout = nn.Dropout()
+
+    def forward(self, input_ids, token_type_ids=None):
+        positions = torch.arange(input_ids.shape[1])
+        return self.dropout(self.LayerNorm(self.word_embeddings(input_ids) + self.position_embeddings(positions)))
+
+
+def test_seed_002s_four_bugs_are_all_named_in_one_run():
+    result = check("BertEmbeddings", BertSeed002AllFour)
+    found = {result.diagnosis} | {finding.split(":")[0] for finding in result.also}
+    assert found == {"missing_token_type", "layernorm_eps", "dropout_rate_ignored", "positions_on_cpu"}, str(result)

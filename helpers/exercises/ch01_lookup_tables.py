@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from helpers import reference
 from helpers.checking import Failure, Probe
-from helpers.exercises.common import NO_GRADIENT_HINT, backward_reaches, expect_gradient
+from helpers.exercises.common import NO_GRADIENT_HINT, backward_reaches, expect_cases, expect_gradient
 from helpers.registry import Exercise
 
 # Every way to get an embedding without writing one: the functional API, torch's own
@@ -247,23 +247,26 @@ def backward_probes(fn, probe: Probe) -> None:
         ("ids (3, 5) with padding_idx=0", (3, 5), 0, torch.float32),
         ("1-D ids (9,) in float64, padding_idx=V-1", (9,), V - 1, torch.float64),
     )
+    runs = []
     for what, shape, padding_idx, dtype in cases:
         ids = probe.randint(V, *shape)
         ids.view(-1)[:4] = torch.tensor([0, V - 1, 3, 3], device=probe.device)  # edges and a repeat, on purpose
         probe.tag(ids, "ids", V)
         grad_out = probe.randn(*shape, d, dtype=dtype)
-        out = probe.call(fn, grad_out, ids, V, padding_idx)
         # What autograd itself computes for nn.Embedding's weight: the reference is checked against it.
         weight = torch.zeros(V, d, dtype=dtype, device=probe.device, requires_grad=True)
         F.embedding(ids, weight, padding_idx=padding_idx).backward(grad_out)
-        probe.expect(
+        args = (grad_out, ids, V, padding_idx)
+        expect = lambda out, args=args, expected=weight.grad, what=what: probe.expect(  # noqa: E731
             out,
-            weight.grad,
+            expected,
             what=f"the gradient for {what}",
-            mistakes=probe.known_mistakes(grad_out, ids, V, padding_idx),
+            mistakes=probe.known_mistakes(*args),
             hint="Take the smallest case with a repeat: one id used twice, say ids = [2, 2] with grad_out rows g0 and g1. Row 2 of the gradient must be g0 + g1, every other row zero (the padding row too).",
             fix="Run your function on `ids = torch.tensor([2, 2])`, `grad_out = torch.eye(2)`, vocab_size = 4, and print the result: row 2 must be [1, 1] and rows 0, 1, 3 zero. Follow the first wrong row back through your code.",
         )
+        runs.append((args, lambda args=args: probe.call(fn, *args), expect))
+    expect_cases(probe, runs, {"padding_row_updated": lambda args: [(*args[:3], None)] if args[3] is not None else []})
     probe.device_pass(lambda device: probe.call(fn, probe.randn(3, 5, d, device=device), probe.randint(V, 3, 5, device=device), V, 0))
 
 

@@ -27,6 +27,7 @@ from helpers.exercises.common import (
     WRONG_BASE,
     angle_tolerance,
     backward_reaches,
+    expect_cases,
     expect_dropout,
     expect_fixed_scale,
     expect_gradient,
@@ -458,31 +459,42 @@ def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict:
     return {"rtol": 0.0, "atol": angle_tolerance(torch.float32, k * omega, omega)}
 
 
+def other_bases(args: tuple) -> list[tuple]:
+    """The arguments with the base a wrong_base mistake uses instead: 1000, or 10000 whatever base was asked."""
+    k, d, base = (*args, 10000.0)[:3]
+    return [(k, d, other) for other in (1000.0, 10000.0) if other != base]
+
+
 def check_relative_shift_matrix(fn, probe: Probe) -> None:
+    runs = []
     for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8)):
         call = f"relative_shift_matrix({', '.join(repr(a) for a in args)})"
-        raw = probe.call(fn, *args, what=f"`{call}`")
-        out = float64_accepted(raw)  # the values first, in either precision: a wrong matrix is told what is wrong with it
-        k = args[0]
-        what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
-        probe.expect(
-            out,
-            reference.relative_shift_matrix(*args),
-            what=what,
-            mistakes=probe.known_mistakes(*args),
-            hint="Start with the smallest case, k = 1 and d_model = 2: one pair, ω_0 = 1. Which 2×2 matrix maps (sin p, cos p) to (sin(p + 1), cos(p + 1))? "
-            "The angle-addition formulas give it; M is that block, with the angle k·ω_i, on rows and columns (2i, 2i+1) for each pair i, zeros elsewhere.",
-            fix="Print `relative_shift_matrix(1, 2)`: it must be [[cos 1, sin 1], [-sin 1, cos 1]] ≈ [[0.5403, 0.8415], [-0.8415, 0.5403]]. "
-            "Then place that block, with the angle k·ω_i, at rows and columns (2i, 2i+1) of a zero (d_model, d_model) matrix, for each pair i.",
-            **shift_tolerance(*args),
+        runs.append((args, lambda args=args, call=call: probe.call(fn, *args, what=f"`{call}`"), lambda raw, args=args, call=call: expect_shift(probe, raw, args, call)))
+    expect_cases(probe, runs, {"wrong_base": other_bases})
+
+
+def expect_shift(probe: Probe, raw, args: tuple, call: str) -> None:
+    out = float64_accepted(raw)  # the values first, in either precision: a wrong matrix is told what is wrong with it
+    k = args[0]
+    what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
+    probe.expect(
+        out,
+        reference.relative_shift_matrix(*args),
+        what=what,
+        mistakes=probe.known_mistakes(*args),
+        hint="Start with the smallest case, k = 1 and d_model = 2: one pair, ω_0 = 1. Which 2×2 matrix maps (sin p, cos p) to (sin(p + 1), cos(p + 1))? "
+        "The angle-addition formulas give it; M is that block, with the angle k·ω_i, on rows and columns (2i, 2i+1) for each pair i, zeros elsewhere.",
+        fix="Print `relative_shift_matrix(1, 2)`: it must be [[cos 1, sin 1], [-sin 1, cos 1]] ≈ [[0.5403, 0.8415], [-0.8415, 0.5403]]. "
+        "Then place that block, with the angle k·ω_i, at rows and columns (2i, 2i+1) of a zero (d_model, d_model) matrix, for each pair i.",
+        **shift_tolerance(*args),
+    )
+    if raw.dtype != torch.float32:  # right values: M multiplies float32 tables (chapter 05's x @ M_m), so it is float32 too
+        probe.fail(
+            "wrong_dtype",
+            f"M = `{call}` has the right values but dtype {raw.dtype}; the exercise returns float32, the dtype of the tables it multiplies.",
+            hint="`@` does not promote: a float64 M times a float32 table raises 'expected m1 and m2 to have the same dtype'. The matrix must match the tables it acts on.",
+            fix="Compute in float64 if you like, then return `M.float()` (NumPy: `torch.from_numpy(M).float()`).",
         )
-        if raw.dtype != torch.float32:  # right values: M multiplies float32 tables (chapter 05's x @ M_m), so it is float32 too
-            probe.fail(
-                "wrong_dtype",
-                f"M = `{call}` has the right values but dtype {raw.dtype}; the exercise returns float32, the dtype of the tables it multiplies.",
-                hint="`@` does not promote: a float64 M times a float32 table raises 'expected m1 and m2 to have the same dtype'. The matrix must match the tables it acts on.",
-                fix="Compute in float64 if you like, then return `M.float()` (NumPy: `torch.from_numpy(M).float()`).",
-            )
 
 
 # --- probes: the modules ---------------------------------------------------------------

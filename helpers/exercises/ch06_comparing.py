@@ -155,7 +155,7 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
             first = f"{slopes[0]:.4g}" if abs(slopes[0] - 1) > 1e-6 else "1 = 2^0"
             found.append(
                 (
-                    "wrong_values",
+                    "slopes_from_zero",
                     f"{source} for {n_heads} heads are {listed(slopes)}: a geometric sequence with the right ratio 2^(-8/{n_heads}) = {ratio:.4g}, but it starts at {first} instead of "
                     f"2^(-8/{n_heads}) = {ratio:.4g}.",
                     "The paper counts heads from 1: m_h = 2^(-8h/n) for h = 1 .. n, so the first slope is already the ratio and the last is exactly 2^(-8) = 1/256. Does your h start at 0?",
@@ -165,7 +165,7 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
         elif near(slopes.flip(0), expected):
             found.append(
                 (
-                    "wrong_values",
+                    "slopes_reversed",
                     f"{source} for {n_heads} heads are {listed(slopes)}: the right slopes in reverse order, the smallest first.",
                     "Head 0 is the steepest: its slope 2^(-8/n) is the largest, and the slopes shrink from head to head down to 2^(-8).",
                     "Let the exponent grow with the head index: `2 ** (-8 * (h + 1) / n)` for h = 0 .. n-1, without reversing the list.",
@@ -243,7 +243,7 @@ def bias_findings(probe: Probe, out: torch.Tensor, n_heads: int, seq_len: int) -
     if not torch.allclose(diagonal, torch.zeros_like(diagonal), atol=1e-5):
         found.append(
             (
-                "wrong_values",
+                "bias_row_offset",
                 f"Your bias is -m_h · (i - j) plus a different constant in each row (bias[{n_heads - 1}, {seq_len - 1}, {seq_len - 1}] = {diagonal[-1, -1]:.4g}, not 0): "
                 "the authors' m_h · j shortcut, or an offset from the last position. Softmax would not see it; the bias is not 0 on the diagonal, though, and not a function of i - j alone.",
                 "The shortcut adds m_h · j to every row and relies on softmax forgetting a constant per row. This exercise asks for the bias itself: 0 for a key at the query's own position, -m_h for the key one step back, and so on.",

@@ -244,6 +244,52 @@ def faces(result: Any, index: int | None = None) -> list[torch.Tensor]:
     return found if index is None else [face[index] for face in found if face is not None]
 
 
+# Two independent mistakes in one function: a catalogue mistake run on inputs that embody the other
+# (padding_idx dropped, another base, positions ignored, sin negated) reproduces the output. An exercise
+# declares, per code, how its inputs embody that mistake: args -> a list of argument tuples.
+PairTransforms = dict[str, Callable[[tuple], list[tuple]]]
+
+
+def _pair(probe: Probe, out: Any, args: tuple, transforms: PairTransforms, index: int | None, first: str | None = None) -> tuple[str, str] | None:
+    """(catalogue mistake, other mistake) that together reproduce `out`, the catalogue mistake `first` if given;
+    None if no pair fits."""
+    if index is not None and isinstance(out, (tuple, list)):
+        out = out[index] if len(out) > index else None
+    for other, transform in transforms.items():
+        for variant in transform(args):
+            for code, faces in probe.known_mistakes(*variant, index=index)().items():
+                if code != other and first in (None, code) and any(isinstance(f, torch.Tensor) and close(out, f, atol=1e-4, rtol=1e-4) for f in faces):
+                    return code, other
+    return None
+
+
+def expect_cases(probe: Probe, cases: list[tuple[tuple, Callable[[], Any], Callable[[Any], None]]], transforms: PairTransforms, index: int | None = None) -> None:
+    """Each case is (its arguments, a call of the student's code, the usual probe of that output). No
+    single mistake reproducing an output, a pair may (`transforms`); once a catalogue mistake is the
+    diagnosis, the later cases still run, to list a second mistake that shows only there (positions
+    ignored shows only where positions are given)."""
+    first = None
+    for args, call, expect in cases:
+        out = call()
+        if first is not None:
+            pair = _pair(probe, out, args, transforms, index, first.code)
+            if pair is not None and not any(finding.startswith(f"{pair[1]}:") for finding in probe.also):
+                probe.also.append(f"{pair[1]}: {probe.explain(pair[1])}")
+            continue
+        try:
+            expect(out)
+        except Failure as failure:
+            pair = _pair(probe, out, args, transforms, index) if failure.code == "wrong_values" else None
+            if pair is not None:
+                probe.also.append(f"{pair[1]}: {probe.explain(pair[1])}")
+                probe.fail(pair[0], probe.explain(pair[0]))
+            if failure.code not in probe.exercise.mistakes:
+                raise
+            first = failure
+    if first is not None:
+        raise first
+
+
 def expect_then(probe: Probe, fallback: Callable[[Failure], None], *args: Any, **kwargs: Any) -> None:
     """probe.expect; if nothing more specific than wrong_values fits, `fallback(failure)`
     may name the problem better (it fails itself or returns)."""

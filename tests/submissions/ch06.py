@@ -150,7 +150,7 @@ WRONG = [
     ("alibi_slopes", "non_power_of_two", slopes_geometric_always),
     ("alibi_slopes", "non_power_of_two", slopes_power_of_two_only),
     ("alibi_slopes", "wrong_sign", slopes_negative),
-    ("alibi_slopes", "wrong_values", slopes_from_zero),
+    ("alibi_slopes", "slopes_from_zero", slopes_from_zero),
     ("alibi_slopes", "wrong_type", slopes_list),
     ("alibi_bias", "non_power_of_two", bias_geometric_always),
     ("alibi_bias", "wrong_sign", bias_plus_sign),
@@ -272,28 +272,28 @@ def bias_masked_with_minus_1e4(n_heads, seq_len):
 
 WRONG += [
     ("alibi_slopes", "wrong_sign", slopes_negative_and_stretched),
-    ("alibi_slopes", "wrong_values", slopes_reversed),
+    ("alibi_slopes", "slopes_reversed", slopes_reversed),
     ("alibi_slopes", "non_power_of_two", slopes_odd_extras),
     ("alibi_slopes", "wrong_sign", slopes_negative_from_zero),
     ("alibi_bias", "missing_causal_mask", bias_no_mask_plus_sign),
     ("alibi_bias", "missing_causal_mask", bias_no_mask_stretched),
     ("alibi_bias", "wrong_sign", bias_plus_sign_stretched),
-    ("alibi_bias", "wrong_values", bias_fairseq_shortcut),
+    ("alibi_bias", "bias_row_offset", bias_fairseq_shortcut),
     ("alibi_bias", "missing_causal_mask", bias_mpt_port),
     ("alibi_bias", "missing_causal_mask", bias_mpt_full),
-    ("alibi_bias", "wrong_values", bias_heads_from_zero),
+    ("alibi_bias", "slopes_from_zero", bias_heads_from_zero),
     ("alibi_bias", "missing_causal_mask", bias_masked_with_minus_1e4),
 ]
 
 # (exercise, diagnosis, a further finding in result.also, the code)
 ALSO = [
     ("alibi_slopes", "wrong_sign", "non_power_of_two", slopes_negative_and_stretched),
-    ("alibi_slopes", "wrong_values", "non_power_of_two", slopes_reversed),
-    ("alibi_slopes", "wrong_sign", "wrong_values", slopes_negative_from_zero),
+    ("alibi_slopes", "slopes_reversed", "non_power_of_two", slopes_reversed),
+    ("alibi_slopes", "wrong_sign", "slopes_from_zero", slopes_negative_from_zero),
     ("alibi_bias", "missing_causal_mask", "wrong_sign", bias_no_mask_plus_sign),
     ("alibi_bias", "missing_causal_mask", "non_power_of_two", bias_no_mask_stretched),
     ("alibi_bias", "wrong_sign", "non_power_of_two", bias_plus_sign_stretched),
-    ("alibi_bias", "missing_causal_mask", "wrong_values", bias_mpt_port),
+    ("alibi_bias", "missing_causal_mask", "bias_row_offset", bias_mpt_port),
 ]
 
 
