@@ -56,6 +56,7 @@ DIAGNOSES: dict[str, str] = {
     "returns_probabilities": "the head returns softmax probabilities (or log-probabilities) instead of logits",
     # sinusoidal_encoding, relative_shift_matrix
     "sin_cos_swapped": "cos is in the even columns and sin in the odd ones",
+    "shift_reversed": "the shift matrix moves the other way, PE[pos] to PE[pos - k]: each 2×2 block is transposed",
     "concatenated_halves": "sin and cos laid out as two halves (fairseq/tensor2tensor) instead of interleaved",
     "wrong_base": "the frequencies use a base other than the one asked for (1000 instead of 10000?)",
     "wrong_exponent": "the frequency exponent is off (i/d instead of 2i/d?)",
@@ -104,6 +105,12 @@ DIAGNOSES: dict[str, str] = {
     "missing_causal_mask": "keys after the query are not masked with -inf",
     "slopes_from_zero": "the slopes start at 2^0 = 1 (heads counted from 0) instead of 2^(-8/n)",
     "slopes_reversed": "the slopes are in reverse order, the gentlest head first",
+    # T5's relative position buckets
+    "bucket_sign_split_missing": "bidirectional buckets without the split by sign: a key d after the query shares the bucket of the key d before it",
+    "bucket_direction_reversed": "the relative position is read as query minus key: keys after the query get the buckets of keys before it",
+    "bucket_exact_region": "the exact buckets do not cover distances 0 .. n/2 - 1 (n the buckets of one direction)",
+    "bucket_log_spacing": "the buckets past the exact ones are not log-spaced from n/2 up to max_distance, truncated as T5 does",
+    "bucket_not_clamped": "distances from max_distance on are not clamped into the last bucket: bucket ids reach num_buckets or more",
     "bias_row_offset": "the bias is -m_h·(i - j) plus a constant per row (the m_h·j shortcut): equal under softmax, but not the bias asked for",
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",

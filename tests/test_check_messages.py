@@ -306,3 +306,39 @@ def test_seed_002s_four_bugs_are_all_named_in_one_run():
     result = check("BertEmbeddings", BertSeed002AllFour)
     found = {result.diagnosis} | {finding.split(":")[0] for finding in result.also}
     assert found == {"missing_token_type", "layernorm_eps", "dropout_rate_ignored", "positions_on_cpu"}, str(result)
+
+
+# --- chapter 05 (05-D11) ------------------------------------------------------------------
+
+
+def rope_interleaved_cat_back(x, positions=None, base=10000.0):
+    """Right pairs, written back with torch.cat: two halves instead of interleaved."""
+    d = x.shape[-1]
+    positions = torch.arange(x.shape[-2], device=x.device) if positions is None else positions
+    angles = positions.float()[:, None] * base ** (-torch.arange(0, d, 2, device=x.device).float() / d)  # (T, d/2)
+    x0, x1 = x[..., 0::2].float(), x[..., 1::2].float()
+    y0, y1 = x0 * angles.cos() - x1 * angles.sin(), x0 * angles.sin() + x1 * angles.cos()
+    return torch.cat((y0, y1), dim=-1).to(x.dtype)
+
+
+def test_pairs_written_back_as_halves_are_told_so():
+    result = check("rope_interleaved", rope_interleaved_cat_back)
+    assert result.diagnosis == "wrong_values", str(result)
+    assert "your pairs are turned right" in result.message and "stack((y0, y1), dim=-1).flatten(-2)" in result.fix
+
+
+def apply_rope_sliced_then_gathered(q, k, cos, sin, positions=None):
+    T = q.shape[-2]
+    c, s = cos[:T], sin[:T]
+    if positions is not None:
+        c, s = c[positions], s[positions]  # positions >= T fall off the sliced rows
+    if c.dim() == 3:
+        c, s = c[:, None], s[:, None]
+    rotate = lambda x: torch.cat((-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]), dim=-1)  # noqa: E731
+    return q * c + rotate(q) * s, k * c + rotate(k) * s
+
+
+def test_rows_sliced_before_the_gather_are_told_so():
+    result = check("apply_rope", apply_rope_sliced_then_gathered)
+    assert result.diagnosis == "raised", str(result)
+    assert "cos[:T][positions]" in result.message and "cos[positions]" in result.fix

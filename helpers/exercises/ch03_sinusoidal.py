@@ -840,7 +840,7 @@ EXERCISES = [
         reference=reference.relative_shift_matrix,
         check=check_relative_shift_matrix,
         mistakes={
-            "sin_cos_swapped": shift_sin_cos_swapped,
+            "shift_reversed": shift_sin_cos_swapped,  # its own code: "sin and cos swapped" is not what a student reads it as
             "concatenated_halves": shift_concatenated_halves,
             "wrong_base": shift_wrong_base,
             "wrong_exponent": shift_wrong_exponent,

@@ -916,6 +916,14 @@ def check_apply_rope(fn, probe: Probe) -> None:
         try:
             out = probe.call(fn, *args)
         except Failure as failure:
+            if failure.code == "raised" and positions is not None and "IndexError" in failure.message and int(positions.max()) >= length:
+                probe.fail(
+                    "raised",
+                    f"{failure.message.rstrip('.')}. That was with positions up to {int(positions.max())} for a sequence of T = {length} tokens, "
+                    "as when decoding at an offset with a cache: were the cos/sin rows cut to the first T before the positions picked from them (cos[:T][positions])?",
+                    hint="The positions index the whole cache of max_len rows: a token at position 3999 needs row 3999, whatever the sequence's length T.",
+                    fix="Gather from the full tables, `cos[positions]` and `sin[positions]`, and slice `cos[:T]` only when positions is None.",
+                )
             if failure.code == "raised" and positions is not None and positions.dim() == 2:
                 probe.fail(
                     "raised",
@@ -1019,6 +1027,15 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
             return probe.call(fn, x, p)
 
         tight, loose = rope_tolerance(x, positions, base, "adjacent"), rope_tolerance(x, positions, base, "adjacent", half=True)
+        as_halves = torch.cat([expected[..., 0::2], expected[..., 1::2]], dim=-1)  # the right pairs, written back as two halves
+        if isinstance(out, torch.Tensor) and out.shape == expected.shape and not close(out, expected, **tight) and close(out, as_halves, **tight):
+            probe.fail(
+                "wrong_values",
+                f"For {what}, your pairs are turned right, but the output lays them out as two halves, all first components then all second ones, "
+                "instead of interleaving them again: component 2i and 2i + 1 of the output must be pair i.",
+                hint="torch.cat joins whole blocks one after the other; the output needs pair i back in columns 2i and 2i + 1, as it came in.",
+                fix="Interleave the turned components: `torch.stack((y0, y1), dim=-1).flatten(-2)` instead of `torch.cat((y0, y1), dim=-1)`.",
+            )
         fallback = low_precision(probe) if x.dtype == torch.bfloat16 else precision_first(probe, out, expected, tight, loose, rope_properties(probe, rotate, x.shape[-1], "adjacent"))
         with helped(INTERLEAVED_HELP):
             expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **tight)

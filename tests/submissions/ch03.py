@@ -768,7 +768,7 @@ WRONG = [
     ("sinusoidal_encoding", "odd_d_model", table_odd_rounded_down),
     ("sinusoidal_encoding", "wrong_dtype", table_float64),
     ("sinusoidal_encoding", "wrong_shape", table_transposed),
-    ("relative_shift_matrix", "sin_cos_swapped", shift_transposed_blocks),
+    ("relative_shift_matrix", "shift_reversed", shift_transposed_blocks),
     ("relative_shift_matrix", "concatenated_halves", shift_halves),
     ("relative_shift_matrix", "wrong_base", shift_base_1000),
     ("relative_shift_matrix", "wrong_exponent", shift_i_over_d),
