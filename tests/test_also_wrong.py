@@ -42,6 +42,8 @@ INDEPENDENT = {
     # ALiBi: the slopes' sign, the rule for a head count that is not a power of two, the mask
     "alibi_slopes": [("wrong_sign", "non_power_of_two")],
     "alibi_bias": [("missing_causal_mask", "wrong_sign"), ("missing_causal_mask", "non_power_of_two"), ("wrong_sign", "non_power_of_two")],
+    # T5's buckets: the split by sign, and the clamp of the far distances (two separate steps)
+    "t5_relative_bucket": [("bucket_sign_split_missing", "bucket_not_clamped")],
 }
 
 ONE_ASPECT = {
