@@ -342,3 +342,20 @@ def test_rows_sliced_before_the_gather_are_told_so():
     result = check("apply_rope", apply_rope_sliced_then_gathered)
     assert result.diagnosis == "raised", str(result)
     assert "cos[:T][positions]" in result.message and "cos[positions]" in result.fix
+
+
+class BertPositionsByTokenIds(BertPlain):
+    """04-D10: the position table looked up by the token ids."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(input_ids.clamp(max=self.position_embeddings.num_embeddings - 1))
+        return self.dropout(self.LayerNorm(x + self.token_type_embeddings(token_type_ids)))
+
+
+def test_bert_wrong_values_hint_fits_bert():
+    """No "position 0, one token, d_model = 2" for a module whose sizes MiniLM fixes."""
+    result = check("BertEmbeddings", BertPositionsByTokenIds)
+    assert result.diagnosis == "wrong_values", str(result)
+    assert "three different ids" in result.hint and "position 0, one token" not in result.hint + result.fix and result.hint != result.fix
