@@ -122,16 +122,18 @@ class CheckResult:
 
     def _repr_html_(self) -> str:
         css_class, colour, background = ("check-pass", "#1a7f37", "#dafbe1") if self.passed else ("check-todo", "#57606a", "#eef1f4") if not self.started else ("check-fail", "#cf222e", "#ffebe9")
-        also = "".join(f"<li>{html.escape(finding)}</li>" for finding in self.also)
+        # The texts are written with markdown's `code`: escaped first, so a student's name or value stays text, then shown as code.
+        text = lambda words: re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(words))
+        also = "".join(f"<li>{text(finding)}</li>" for finding in self.also)
         help_ = ""
         if self.hint and not self.passed:  # the fix is folded inside the hint: a second click away
-            fix = f'<details class="check-fix" style="margin:4px 0 0 12px"><summary>Show the fix</summary>{html.escape(self.fix)}</details>' if self.fix else ""
-            help_ = f'<details class="check-hint" style="margin-top:6px"><summary>Hint</summary>{html.escape(self.hint)}{fix}</details>'
+            fix = f'<details class="check-fix" style="margin:4px 0 0 12px"><summary>Show the fix</summary>{text(self.fix)}</details>' if self.fix else ""
+            help_ = f'<details class="check-hint" style="margin-top:6px"><summary>Hint</summary>{text(self.hint)}{fix}</details>'
         return (
             f'<div class="course-check {css_class}" data-diagnosis="{self.diagnosis or ""}" '
             f'style="border-left:6px solid {colour};background:{background};'
             f'padding:8px 12px;margin:4px 0;color:#1f2328;font-family:sans-serif">'
-            f"<b>{html.escape(self._headline())}</b><br>{html.escape(self.message)}" + (f'<ul class="check-also" style="margin:4px 0">Also wrong: {also}</ul>' if also else "") + f"{help_}</div>"
+            f"<b>{html.escape(self._headline())}</b><br>{text(self.message)}" + (f'<ul class="check-also" style="margin:4px 0">Also wrong: {also}</ul>' if also else "") + f"{help_}</div>"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -538,6 +540,7 @@ class Probe:
         self.generator = torch.Generator().manual_seed(zlib.crc32(exercise.id.encode()) ^ SEED_SALT.get())
         self.calls_seen: set[Callable] = set()
         self.factories_on_meta = False  # set during device_pass's second run
+        self.copies_off_meta = False  # set during its first run
         self.also: list[str] = []  # further independent mistakes, found after the first
         self.notes: list[str] = []  # one line each, added to a pass message (a cross-check that was skipped)
         # What the probes reached, for the framework's own tests (tests/test_checks.py):
@@ -723,6 +726,8 @@ class Probe:
         stack.enter_context(watch)
         if self.factories_on_meta:
             stack.enter_context(_FactoriesOnMeta())
+        elif self.copies_off_meta:
+            stack.enter_context(_CopiesOffMeta())
         stack.enter_context(_ReferenceWatch(what))  # innermost: only the student's own call is watched
         return stack
 
@@ -731,7 +736,7 @@ class Probe:
         """Student code runs in a graded kernel: the same net is put up there, for every call
         into it that this block makes (helpers.grading.serve.run_student_code)."""
         forbidden = [_torch_path(f) for f in self.exercise.forbidden]
-        with session.settings_for(self.timeout, self.memory_mb, str(self.device), forbidden, self.factories_on_meta):
+        with session.settings_for(self.timeout, self.memory_mb, str(self.device), forbidden, self.factories_on_meta, self.copies_off_meta):
             yield
 
     def build(self, cls: Any, *args: Any, **kwargs: Any) -> torch.nn.Module:
@@ -841,9 +846,10 @@ class Probe:
         if self.accelerator_pass:
             return  # the CPU pass ran it; this pass runs on the real device
         _warm_up_meta()
-        message = message or f"`{self.name}` creates a tensor on the CPU whatever its input's device (a torch.arange or torch.zeros without device=); on a GPU this fails."
+        message = message or f"`{self.name}` makes or moves a tensor to the CPU whatever its input's device (a torch.arange or torch.zeros without device=, or a .cpu()); on a GPU this fails."
         for inputs_on, suspect in ((torch.device("meta"), "cpu"), (torch.device("cpu"), "meta")):
             self.factories_on_meta = suspect == "meta"  # read by call(): only student code is affected
+            self.copies_off_meta = suspect == "cpu"
             try:
                 out = run(inputs_on)
             except Failure as failure:
@@ -852,7 +858,7 @@ class Probe:
                     self.fail(code, message)
                 continue  # no meta kernel for some correct code: no verdict from this run
             finally:
-                self.factories_on_meta = False
+                self.factories_on_meta = self.copies_off_meta = False
             outs = out if isinstance(out, (tuple, list)) else [out]
             if any(isinstance(t, torch.Tensor) and t.device.type == suspect for t in outs):
                 self.fail(code, message)
@@ -920,6 +926,22 @@ class _FactoriesOnMeta(TorchFunctionMode):
         if isinstance(index, torch.Tensor) and index.is_meta and self.real.get(id(index), (None,))[0] is index:
             return self.real[id(index)][1]
         return index
+
+
+class _CopiesOffMeta(TorchFunctionMode):
+    """While the inputs stand on the meta device for "the GPU", `.cpu()` or `.to("cpu")` in student code
+    moves a tensor to the CPU, as it would from a GPU: it gets zeros of its shape there (meta holds no
+    data to copy), so a result left on the CPU shows, and one moved back with .to(x.device) does not."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        source = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if source is not None and source.is_meta:
+            target = kwargs.get("device", args[1] if len(args) > 1 and isinstance(args[1], (str, torch.device)) else None)
+            if name == "cpu" or (name == "to" and target is not None and torch.device(target).type == "cpu"):
+                return torch.zeros(source.shape, dtype=kwargs.get("dtype", source.dtype), device="cpu").requires_grad_(source.requires_grad and source.is_floating_point())
+        return func(*args, **kwargs)
 
 
 def _in_module_init() -> bool:

@@ -355,7 +355,8 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     """The head slopes m_h (§3 and the authors' code). For n a power of two, the
     geometric sequence 2^(-8/n), 2^(-16/n), ..., 2^(-8). Otherwise the n' = 2^floor(log2 n)
     slopes of the closest smaller power of two, then every other slope of 2n' heads
-    to make up the rest (their slopes fall between the first ones)."""
+    to make up the rest (the authors' code: the paper trains powers of two only). The extra
+    slopes interleave with the steepest of the first ones; the first extra is the steepest of all."""
 
     def power_of_two(n: int) -> list[float]:
         return [2 ** (-8 * (h + 1) / n) for h in range(n)]
@@ -373,6 +374,30 @@ def alibi_bias(n_heads: int, seq_len: int) -> torch.Tensor:
     offset = (j - i).float()  # (T, T): 0 on the diagonal, -1, -2, ... for keys further back
     bias = alibi_slopes(n_heads)[:, None, None] * offset  # (H, 1, 1) * (T, T) -> (H, T, T): -m·(i - j)
     return bias.masked_fill(j > i, float("-inf"))  # no looking ahead
+
+
+def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
+    """T5's bucket of each relative position, key minus query (Raffel et al. 2020, §2.1; Mesh
+    TensorFlow's rule, as transformers' T5Attention._relative_position_bucket computes it).
+
+    Bidirectional, half the buckets are for keys after the query (relative_position > 0), half
+    for the others. Within a half of n buckets, distances below n/2 get a bucket each; the rest
+    share the other n/2 buckets, log-spaced from n/2 up to max_distance, and every distance from
+    max_distance on falls in the last bucket. Causal (bidirectional=False), keys after the query
+    all get bucket 0 (the mask hides them anyway) and the n buckets count distances back."""
+    relative_position = relative_position.long()
+    buckets = torch.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        buckets = buckets + (relative_position > 0).long() * num_buckets  # the upper half: keys after the query
+        distance = relative_position.abs()
+    else:
+        distance = (-relative_position).clamp(min=0)  # keys before the query; later keys are distance 0
+    max_exact = num_buckets // 2  # one bucket per distance below max_exact
+    # float32, as transformers computes it: its truncation decides the bucket at every boundary
+    log_ratio = torch.log(distance.float() / max_exact) / math.log(max_distance / max_exact)
+    large = (max_exact + (log_ratio * (num_buckets - max_exact)).long()).clamp(max=num_buckets - 1)
+    return buckets + torch.where(distance < max_exact, distance, large)
 
 
 # (end of chapter 06)

@@ -49,12 +49,14 @@ DIAGNOSES: dict[str, str] = {
     "divided_by_scale": "the token embeddings are divided by sqrt(d_model) instead of multiplied",
     "wrong_scale": "the token embeddings are scaled by something other than sqrt(d_model)",
     "scaled_position_too": "the positional encoding was scaled by sqrt(d_model) as well",
+    "scale_is_parameter": "the sqrt(d_model) factor is a trainable Parameter: the optimizer will move it away from sqrt(d_model)",
     # TiedLMHead
     "copy_not_tied": "the head holds a copy of the embedding weight, not the same Parameter",
     "has_bias": "the tied head adds a bias",
     "returns_probabilities": "the head returns softmax probabilities (or log-probabilities) instead of logits",
     # sinusoidal_encoding, relative_shift_matrix
     "sin_cos_swapped": "cos is in the even columns and sin in the odd ones",
+    "shift_reversed": "the shift matrix moves the other way, PE[pos] to PE[pos - k]: each 2×2 block is transposed",
     "concatenated_halves": "sin and cos laid out as two halves (fairseq/tensor2tensor) instead of interleaved",
     "wrong_base": "the frequencies use a base other than the one asked for (1000 instead of 10000?)",
     "wrong_exponent": "the frequency exponent is off (i/d instead of 2i/d?)",
@@ -101,6 +103,15 @@ DIAGNOSES: dict[str, str] = {
     "non_power_of_two": "the slopes for a head count that is not a power of two do not follow Press et al.'s rule",
     "wrong_sign": "the bias rewards distance (or the slopes are negative) instead of penalising it",
     "missing_causal_mask": "keys after the query are not masked with -inf",
+    "slopes_from_zero": "the slopes start at 2^0 = 1 (heads counted from 0) instead of 2^(-8/n)",
+    "slopes_reversed": "the slopes are in reverse order, the gentlest head first",
+    # T5's relative position buckets
+    "bucket_sign_split_missing": "bidirectional buckets without the split by sign: a key d after the query shares the bucket of the key d before it",
+    "bucket_direction_reversed": "the relative position is read as query minus key: keys after the query get the buckets of keys before it",
+    "bucket_exact_region": "the exact buckets do not cover distances 0 .. n/2 - 1 (n the buckets of one direction)",
+    "bucket_log_spacing": "the buckets past the exact ones are not log-spaced from n/2 up to max_distance, truncated as T5 does",
+    "bucket_not_clamped": "distances from max_distance on are not clamped into the last bucket: bucket ids reach num_buckets or more",
+    "bias_row_offset": "the bias is -m_h·(i - j) plus a constant per row (the m_h·j shortcut): equal under softmax, but not the bias asked for",
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",
     "library_raised": "the code raised inside transformers' own model, on inputs as the model makes them (non-contiguous views, GQA, left padding)",
@@ -174,9 +185,9 @@ GENERIC_ADVICE: dict[str, tuple[str, str]] = {
         "Build the table so that every row trains, `nn.Embedding(num_rows, d)` with no padding_idx unless the exercise asks for one, and "
         "look rows up in the Parameter itself: no requires_grad_(False), .detach(), .data or gradient hook on the way.",
     ),
-    "wrong_values": (
-        "Compare your output with the formula on the smallest case you can work out by hand (position 0, one token, d_model = 2).",
-        "Compute the smallest case by hand (position 0, one token, d_model = 2), print your result for it, and correct the first entry that differs.",
+    "wrong_values": (  # an exercise with a smallest case of its own passes its (hint, fix) to Probe.expect
+        "Work out one entry of the expected result by hand, from the exercise's formula, on the smallest input it takes, and compare it with what your code gives.",
+        "Run your code on that small input, print every intermediate tensor next to the value you expect for it, and correct the first step where the two part.",
     ),
 }
 

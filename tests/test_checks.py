@@ -46,10 +46,12 @@ def test_wrong_code_gets_its_diagnosis_and_staged_help(exercise, code, fn):
 
 @pytest.mark.parametrize("exercise, code, also, fn", ALSO, ids=[f"{ex}-{code}-{also}-{fn.__name__}" for ex, code, also, fn in ALSO])
 def test_secondary_findings_are_listed(exercise, code, also, fn):
-    """Two independent mistakes: the first is the diagnosis, the other is listed in result.also."""
+    """Two independent mistakes: the first is the diagnosis, the other is listed in result.also, by its own
+    code: never as wrong_values (tests/test_also_wrong.py says which pairs are independent)."""
     result = check(exercise, fn)
     assert result.diagnosis == code, str(result)
-    assert any(finding.startswith(also) for finding in result.also), str(result)
+    assert any(finding.startswith(f"{also}:") for finding in result.also), str(result)
+    assert not [finding for finding in result.also if finding.startswith("wrong_values:")], str(result)
 
 
 def code_spans(text: str) -> set[str]:

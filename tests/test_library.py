@@ -237,6 +237,18 @@ def test_alibi_slopes_match_bloom(n_heads):
     assert_close(reference.alibi_slopes(n_heads), library.bloom_slopes(n_heads))
 
 
+@pytest.mark.parametrize("bidirectional", [True, False], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("num_buckets, max_distance", [(32, 128), (16, 64), (10, 50), (8, 20), (64, 256), (32, 1000)])
+def test_t5_relative_bucket_matches_t5(bidirectional, num_buckets, max_distance):
+    """Every relative position from -3000 to 3000, long and int32: transformers' own T5 bucketing is the oracle."""
+    t5 = pytest.importorskip("transformers.models.t5.modeling_t5", reason="cannot cross-check against this transformers: no T5")
+    relative = torch.arange(-3000, 3001)
+    for positions in (relative, relative.int()):
+        expected = t5.T5Attention._relative_position_bucket(positions, bidirectional, num_buckets, max_distance)
+        assert torch.equal(reference.t5_relative_bucket(positions, bidirectional, num_buckets, max_distance), expected)
+        assert reference.t5_relative_bucket(positions, bidirectional, num_buckets, max_distance).dtype == expected.dtype == torch.long
+
+
 @needs_library
 def test_bloom_alibi_is_the_textbook_bias_plus_a_row_constant():
     """BLOOM adds m·j (key position only); the textbook bias is -m·(i - j) = m·j - m·i.

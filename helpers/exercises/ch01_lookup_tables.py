@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from helpers import reference
 from helpers.checking import Failure, Probe
-from helpers.exercises.common import NO_GRADIENT_HINT, backward_reaches, expect_gradient
+from helpers.exercises.common import NO_GRADIENT_HINT, backward_reaches, expect_cases, expect_gradient
 from helpers.registry import Exercise
 
 # Every way to get an embedding without writing one: the functional API, torch's own
@@ -59,7 +59,7 @@ def transposed(weight: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
     """Your result is made of columns of `weight`, not rows: you read the
     table as (d_model, vocab_size).
 
-    Hint: nn.Embedding stores one row per token, shape (vocab_size, d_model):
+    Hint: An nn.Embedding stores one row per token, shape (vocab_size, d_model):
     token i's vector is row i. Which axis of the weight do your ids select?
 
     Fix: Select rows, `weight[ids]`, with no transpose; in one_hot_lookup, make
@@ -73,6 +73,16 @@ def transposed(weight: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
 # --- probes --------------------------------------------------------------------
 
 
+LOOKUP_VALUES = (  # wrong_values: (hint, fix)
+    "Each output vector is one row of the table: out[b, t] must equal weight[ids[b, t]], all d_model numbers of it, and nothing else is added or mixed in.",
+    "Compare `out[0, 0]` with `weight[ids[0, 0]]` on a small batch, then look for the step that changes it: an extra operation, a reshape that reorders the rows, a sum over the wrong axis.",
+)
+
+
+def values_of(probe: Probe, out, weight: torch.Tensor, ids: torch.Tensor, what: str) -> None:
+    probe.expect(out, probe.exercise.reference(weight, ids), what=what, mistakes=probe.known_mistakes(weight, ids), hint=LOOKUP_VALUES[0], fix=LOOKUP_VALUES[1])
+
+
 def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
     """Values, then gradient, device and `more` (each given whether the values were
     right) as independent aspects: a student meets every mistake in one run."""
@@ -82,16 +92,16 @@ def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
         # V != d and ids < d, so a transposed table gives a wrong shape, not an IndexError.
         weight = probe.randn(11, 7)
         ids = probe.randint(7, 3, 5)  # (B=3, T=5)
-        probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="the (3, 5) batch")
+        values_of(probe, probe.call(fn, weight, ids), weight, ids, what="the (3, 5) batch")
         # Any leading shape and the full id range (a one-hot must be V wide even if the last ids are unused).
         weight = probe.randn(50, 16)
         ids = probe.randint(40, 2, 3, 4)
-        probe.against_reference(probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of ids")
+        values_of(probe, probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of ids")
         # A single text (1-D ids) and a batch of one (a size-1 dimension that must not be squeezed),
         # with the first and the last id of the table among them.
         for shape in [(6,), (1, 4)]:
             ids = probe.ids(50, *shape)
-            probe.against_reference(probe.call(fn, weight, ids), weight, ids, what=f"a {shape} batch of ids")
+            values_of(probe, probe.call(fn, weight, ids), weight, ids, what=f"a {shape} batch of ids")
         values_right.append(True)
 
     def gradient() -> None:
@@ -142,8 +152,14 @@ ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
 
 def check_one_hot_lookup(fn, probe: Probe) -> None:
     def matrix_product(values_right: bool) -> None:
+        if not values_right:
+            return
+        # One call of its own: probe.calls_seen also holds what the probes ran through the
+        # student's output (the gradient probe's own `(out * seed).sum()`).
+        probe.calls_seen.clear()
+        probe.call(fn, probe.randn(11, 7), probe.randint(11, 3, 5))
         seen = {getattr(f, "__name__", "") for f in probe.calls_seen}
-        if not values_right or seen & MATRIX_PRODUCTS:
+        if seen & MATRIX_PRODUCTS:
             return
         how = "by multiplying element by element and summing (a (..., V, d) intermediate)" if {"mul", "__mul__"} & seen and "sum" in seen else "by indexing the table"
         probe.fail(
@@ -167,8 +183,11 @@ def check_one_hot_lookup(fn, probe: Probe) -> None:
 
 
 def backward_assigned(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None) -> torch.Tensor:
-    """A token that appears several times got the gradient of only one of its uses:
-    your code assigns rows (`grad[ids] = grad_out`), so later uses overwrite earlier ones.
+    """A token that appears several times got the gradient of only one of its uses.
+    Indexed writes keep one value per distinct id: `grad[ids] = grad_out` assigns
+    rows, so later uses overwrite earlier ones; `grad[ids] += grad_out` does the
+    same (it reads the rows, adds, then writes each distinct id once), and so
+    does a `scatter_` without reduction.
 
     Hint: the lookup reads row i once for every time token i appears, and each read
     sends its own gradient back: a row's gradient is the SUM over its uses.
@@ -202,23 +221,52 @@ def backward_transposed(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: i
     return reference.embedding_backward(grad_out, ids, vocab_size, padding_idx).T
 
 
+# Autograd would compute the gradient for the student: this exercise is to write its rule.
+AUTOGRAD_APIS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+
+
 def check_embedding_backward(fn, probe: Probe) -> None:
+    try:
+        backward_probes(fn, probe)
+    except Failure as failure:
+        if failure.code == "forbidden_api" and any(f"{api.__name__} " in failure.message for api in AUTOGRAD_APIS):
+            probe.fail(
+                "forbidden_api",
+                f"`{probe.name}` lets autograd compute the gradient (it calls .backward() or torch.autograd): the result is autograd's, and this exercise is to write the rule autograd follows.",
+                hint="The lookup copies row ids[n] of the weight into output n, so output n's gradient goes back to row ids[n]; a row used several times collects the sum of its uses' gradients.",
+                fix="Start from `torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)` and add each output's gradient into the row of its id, "
+                "with an operation that accumulates over repeated ids; then zero the padding row. No .backward() or torch.autograd.grad.",
+            )
+        raise
+
+
+def backward_probes(fn, probe: Probe) -> None:
     V, d = 11, 7  # V != d: a transposed gradient cannot hide
     cases = (  # ids with repeats and the edge ids 0 and V - 1
         ("ids (3, 5) with repeats", (3, 5), None, torch.float32),
         ("ids (3, 5) with padding_idx=0", (3, 5), 0, torch.float32),
         ("1-D ids (9,) in float64, padding_idx=V-1", (9,), V - 1, torch.float64),
     )
+    runs = []
     for what, shape, padding_idx, dtype in cases:
         ids = probe.randint(V, *shape)
         ids.view(-1)[:4] = torch.tensor([0, V - 1, 3, 3], device=probe.device)  # edges and a repeat, on purpose
         probe.tag(ids, "ids", V)
         grad_out = probe.randn(*shape, d, dtype=dtype)
-        out = probe.call(fn, grad_out, ids, V, padding_idx)
         # What autograd itself computes for nn.Embedding's weight: the reference is checked against it.
         weight = torch.zeros(V, d, dtype=dtype, device=probe.device, requires_grad=True)
         F.embedding(ids, weight, padding_idx=padding_idx).backward(grad_out)
-        probe.expect(out, weight.grad, what=f"the gradient for {what}", mistakes=probe.known_mistakes(grad_out, ids, V, padding_idx))
+        args = (grad_out, ids, V, padding_idx)
+        expect = lambda out, args=args, expected=weight.grad, what=what: probe.expect(  # noqa: E731
+            out,
+            expected,
+            what=f"the gradient for {what}",
+            mistakes=probe.known_mistakes(*args),
+            hint="Take the smallest case with a repeat: one id used twice, say ids = [2, 2] with grad_out rows g0 and g1. Row 2 of the gradient must be g0 + g1, every other row zero (the padding row too).",
+            fix="Run your function on `ids = torch.tensor([2, 2])`, `grad_out = torch.eye(2)`, vocab_size = 4, and print the result: row 2 must be [1, 1] and rows 0, 1, 3 zero. Follow the first wrong row back through your code.",
+        )
+        runs.append((args, lambda args=args: probe.call(fn, *args), expect))
+    expect_cases(probe, runs, {"padding_row_updated": lambda args: [(*args[:3], None)] if args[3] is not None else []})
     probe.device_pass(lambda device: probe.call(fn, probe.randn(3, 5, d, device=device), probe.randint(V, 3, 5, device=device), V, 0))
 
 
@@ -259,7 +307,7 @@ EXERCISES = [
         reference=reference.embedding_backward,
         check=check_embedding_backward,
         mistakes={"no_accumulation": backward_assigned, "padding_row_updated": backward_trains_padding, "transposed_weight": backward_transposed},
-        forbidden=EMBEDDING_APIS,
+        forbidden=EMBEDDING_APIS + AUTOGRAD_APIS,
         difficulty=2,
         importance=2,
         minutes=15,

@@ -18,6 +18,7 @@ from helpers.exercises.common import (
     NO_GRADIENT_HINT,
     SCALE_MISTAKES,
     backward_reaches,
+    expect_fixed_scale,
     expect_gradient,
     fitted_scale,
     module_device_pass,
@@ -45,7 +46,7 @@ def head_with_bias(weight: torch.Tensor, h: torch.Tensor, bias: torch.Tensor | N
     """Your head adds a bias: its logits are h @ W.T plus a vector of V
     numbers, one per token.
 
-    Hint: nn.Linear adds a bias unless told otherwise. A tied head, like
+    Hint: An nn.Linear adds a bias unless told otherwise. A tied head, like
     GPT-2's lm_head, has none: each logit is the dot product of h with one
     token's embedding, nothing more.
 
@@ -181,7 +182,7 @@ def check_scaled_embedding(cls, probe: Probe) -> None:
     def device() -> None:
         module_device_pass(probe, cls, (23, 7), lambda device: (probe.randint(23, 2, 3, device=device),))
 
-    probe.independent(values, trainable, gradient, device)
+    probe.independent(values, trainable, lambda: expect_fixed_scale(probe, module, d_model), gradient, device)
 
 
 def make_embedding(probe: Probe, vocab_size: int, d_model: int, device: torch.device | None = None) -> nn.Embedding:

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from helpers import reference
-from helpers.checking import Failure, Probe, advice
+from helpers.checking import Failure, Probe, advice, close
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
     POSITION_ADDING_MISTAKES,
@@ -27,7 +27,9 @@ from helpers.exercises.common import (
     WRONG_BASE,
     angle_tolerance,
     backward_reaches,
+    expect_cases,
     expect_dropout,
+    expect_fixed_scale,
     expect_gradient,
     expect_no_dropout_in_eval,
     expect_rows_from,
@@ -175,7 +177,7 @@ def table_concatenated_halves(max_len: int, d_model: int, base: float = 10000.0)
 
     Hint: Each wave's sin and cos sit side by side, in columns 2i and 2i+1:
     that is what lets one 2×2 rotation per pair shift the whole table
-    (relative_shift_matrix, later in this chapter).
+    (relative_shift_matrix, in this chapter).
 
     Fix: Fill the even and the odd columns instead of concatenating:
     `pe[:, 0::2] = torch.sin(angles)` and `pe[:, 1::2] = torch.cos(angles)`."""
@@ -399,7 +401,22 @@ TOKEN_AND_POSITION_MISTAKES = {
 # --- probes: the functions -----------------------------------------------------------
 
 
+TABLE_DTYPE = (  # wrong_dtype: (hint, fix). sinusoidal_encoding takes no tensor to take a dtype from
+    "torch.arange and torch.tensor on integers make int64, NumPy makes float64: the table's dtype is whatever its first factory made, unless you say.",
+    "Build the table in float32 (`torch.zeros(max_len, d_model, dtype=torch.float32)`, a float `torch.arange`), or cast it once at the end with `.float()`.",
+)
+
+
 def check_sinusoidal_encoding(fn, probe: Probe) -> None:
+    try:
+        table_probes(fn, probe)
+    except Failure as failure:
+        if failure.code == "wrong_dtype" and not failure.fix:
+            failure.hint, failure.fix = TABLE_DTYPE
+        raise
+
+
+def table_probes(fn, probe: Probe) -> None:
     # A non-default base catches a hard-coded 10000; 2100 positions, float16 ones (2049 is 2048 there);
     # max_len = 1, a table of one row, the shortest there is.
     for max_len, *args in ((50, 16), (37, 12, 500.0), (2100, 8), (1, 16)):
@@ -442,20 +459,41 @@ def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict:
     return {"rtol": 0.0, "atol": angle_tolerance(torch.float32, k * omega, omega)}
 
 
+def other_bases(args: tuple) -> list[tuple]:
+    """The arguments with the base a wrong_base mistake uses instead: 1000, or 10000 whatever base was asked."""
+    k, d, base = (*args, 10000.0)[:3]
+    return [(k, d, other) for other in (1000.0, 10000.0) if other != base]
+
+
 def check_relative_shift_matrix(fn, probe: Probe) -> None:
+    runs = []
     for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8)):
         call = f"relative_shift_matrix({', '.join(repr(a) for a in args)})"
-        out = float64_accepted(probe.call(fn, *args, what=f"`{call}`"))
-        k = args[0]
-        what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
-        hint = "M is block-diagonal: one 2×2 rotation by the angle k·ω_i on rows and columns (2i, 2i+1) for each pair i, zeros elsewhere."
-        probe.expect(
-            out,
-            reference.relative_shift_matrix(*args),
-            what=what,
-            mistakes=probe.known_mistakes(*args),
-            hint=hint,
-            **shift_tolerance(*args),
+        runs.append((args, lambda args=args, call=call: probe.call(fn, *args, what=f"`{call}`"), lambda raw, args=args, call=call: expect_shift(probe, raw, args, call)))
+    expect_cases(probe, runs, {"wrong_base": other_bases})
+
+
+def expect_shift(probe: Probe, raw, args: tuple, call: str) -> None:
+    out = float64_accepted(raw)  # the values first, in either precision: a wrong matrix is told what is wrong with it
+    k = args[0]
+    what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
+    probe.expect(
+        out,
+        reference.relative_shift_matrix(*args),
+        what=what,
+        mistakes=probe.known_mistakes(*args),
+        hint="Start with the smallest case, k = 1 and d_model = 2: one pair, ω_0 = 1. Which 2×2 matrix maps (sin p, cos p) to (sin(p + 1), cos(p + 1))? "
+        "The angle-addition formulas give it; M is that block, with the angle k·ω_i, on rows and columns (2i, 2i+1) for each pair i, zeros elsewhere.",
+        fix="Print `relative_shift_matrix(1, 2)`: it must be [[cos 1, sin 1], [-sin 1, cos 1]] ≈ [[0.5403, 0.8415], [-0.8415, 0.5403]]. "
+        "Then place that block, with the angle k·ω_i, at rows and columns (2i, 2i+1) of a zero (d_model, d_model) matrix, for each pair i.",
+        **shift_tolerance(*args),
+    )
+    if raw.dtype != torch.float32:  # right values: M multiplies float32 tables (chapter 05's x @ M_m), so it is float32 too
+        probe.fail(
+            "wrong_dtype",
+            f"M = `{call}` has the right values but dtype {raw.dtype}; the exercise returns float32, the dtype of the tables it multiplies.",
+            hint="`@` does not promote: a float64 M times a float32 table raises 'expected m1 and m2 to have the same dtype'. The matrix must match the tables it acts on.",
+            fix="Compute in float64 if you like, then return `M.float()` (NumPy: `torch.from_numpy(M).float()`).",
         )
 
 
@@ -520,6 +558,15 @@ def expect_table_storage(probe: Probe, module: nn.Module, found: StoredTable | N
             fix="In __init__, build the (max_len, d_model) table and register it, `self.register_buffer('pe', table)`; in forward, add its first T rows: `x + self.pe[:T]`.",
         )
     name, how = found.name, found.how
+    if how == "parameter" and "." in name:  # a submodule's weight: an nn.Embedding, chapter 04's learned table
+        owner = name.rsplit(".", 1)[0]
+        probe.fail(
+            "pe_is_parameter",
+            f"`{probe.name}` looks positions up in a trainable table, `self.{owner}` (an nn.Embedding or similar): that is a learned position table, chapter 04's idea. "
+            "This exercise adds the fixed sinusoidal table, which nothing trains.",
+            hint=BUFFER_HINT,
+            fix=f"Drop `self.{owner}`; build the (max_len, d_model) sinusoidal table in __init__ and register it, `self.register_buffer('pe', table)`, then add `self.pe[:T]` in forward.",
+        )
     if how == "parameter":
         probe.fail(
             "pe_is_parameter",
@@ -665,26 +712,59 @@ def check_token_and_position(cls, probe: Probe) -> None:
         return found
 
     def values_in_eval() -> None:
-        """The scaled token rows + the first T rows of the module's own table (its values are expect_table's business); T = 7, then 1."""
+        """The scaled token rows + the first T rows of the module's own table (its values are expect_table's business);
+        (B, T) = (3, 7), (3, 1), a batch of one (1, 7) that must keep its axis, and (9, 4), B > T."""
         weight = tokens().detach().float()
         probe.call(module.eval)
         own = right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device)
-        for ids_T in (ids, probe.sequence(probe.ids(V, 3, 1), max_len)):
+        shapes = ((3, 1), (1, 7), (9, 4))
+        for ids_T in (ids, *(probe.sequence(probe.ids(V, *shape), max_len) for shape in shapes)):
             T = ids_T.shape[1]
-            out = probe.call(module, ids_T)
+            try:
+                out = probe.call(module, ids_T)
+            except Failure as failure:
+                batch_axis_as_length(failure, ids_T.shape)
+                raise
             expected = reference.scaled_embedding(weight, ids_T) + own[:T]
             expect_no_dropout_in_eval(probe, out, expected)
+            if isinstance(out, torch.Tensor) and ids_T.shape[0] == 1 and out.shape == expected.shape[1:]:
+                probe.fail(
+                    "wrong_shape",
+                    f"For a batch of one sequence, ids of shape {tuple(ids_T.shape)}, `{probe.name}` returns shape {tuple(out.shape)}: the batch axis is gone.",
+                    hint="A batch of one is still a batch: the output is (B, T, d_model) for every B, 1 included. squeeze() removes every axis of size 1, whatever it means.",
+                    fix="Drop the `.squeeze(0)` (or `.squeeze()`): the (T, d_model) positional rows broadcast over the batch by themselves.",
+                )
             scale = fitted_scale(out - own[:T] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids_T])
-            what = f"the output for ids of shape (3, {T}) in eval mode" + ("" if table is None else f" (with the first {T} row{'s' if T > 1 else ''} of your own positional table)")
+            what = f"the output for ids of shape {tuple(ids_T.shape)} in eval mode" + ("" if table is None else f" (with the first {T} row{'s' if T > 1 else ''} of your own positional table)")
             try:
                 probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight, ids_T, own, scale), **table_tolerance(T, d, rtol=OUTPUT_RTOL))
             except Failure as failure:
                 name_the_scale(probe, failure, scale, d)
                 if found is not None:
                     added = out - reference.scaled_embedding(weight, ids_T) if isinstance(out, torch.Tensor) and out.shape == expected.shape else None
-                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"ids of shape (3, {T})", ROWS_READ_ATOL)
+                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"ids of shape {tuple(ids_T.shape)}", ROWS_READ_ATOL)
                 raise
         values_right.append(True)
+
+    def batch_axis_as_length(failure: Failure, shape: torch.Size) -> None:
+        """A call that raised for B != T but is right for a square batch took T from the batch axis (ids.shape[0])."""
+        B, T = shape
+        if failure.code != "raised" or B == T:
+            return
+        square = probe.ids(V, T, T)
+        try:
+            out = probe.call(module, square)
+        except Failure:
+            return
+        expected = reference.scaled_embedding(tokens().detach().float(), square) + (right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device))[:T]
+        if close(out, expected, **table_tolerance(T, d, rtol=OUTPUT_RTOL)):
+            probe.fail(
+                "batch_seq_confusion",
+                f"For ids of shape {tuple(shape)}, {failure.message.rstrip('.')}; yet it gives the right output when B = T, ids of shape ({T}, {T}): "
+                "it takes the sequence length from the batch axis, ids.shape[0].",
+                hint=advice(probe.exercise, "batch_seq_confusion")[1],
+                fix="Take the length from the sequence axis, `T = ids.size(1)`, and add `self.pe[:T]`, shape (T, d_model), as it is: it broadcasts over the batch.",
+            )
 
     def gradient() -> None:  # the token table is trained: a gradient must reach every row of it
         weight = tokens()
@@ -728,6 +808,7 @@ def check_token_and_position(cls, probe: Probe) -> None:
         lambda: expect_table_storage(probe, module, found, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d)),
         lambda: expect_table(probe, table, f"the positional table of `{probe.name}({V}, {d}, max_len={max_len})`", lambda pe: probe.known_mistakes(no_tokens, all_positions, pe, None)),
         values_in_eval,
+        lambda: expect_fixed_scale(probe, module, d),
         lambda: expect_dropout_of_own_output(probe, module, (ids,), p, "the output for ids of shape (3, 7)", total),
         gradient,
         length,
@@ -759,7 +840,7 @@ EXERCISES = [
         reference=reference.relative_shift_matrix,
         check=check_relative_shift_matrix,
         mistakes={
-            "sin_cos_swapped": shift_sin_cos_swapped,
+            "shift_reversed": shift_sin_cos_swapped,  # its own code: "sin and cos swapped" is not what a student reads it as
             "concatenated_halves": shift_concatenated_halves,
             "wrong_base": shift_wrong_base,
             "wrong_exponent": shift_wrong_exponent,

@@ -53,8 +53,8 @@ def bert_norm(w: dict[str, torch.Tensor], x: torch.Tensor, eps: float) -> torch.
 
 
 def bert_layernorm_eps(w, ids, types, eps) -> list[torch.Tensor]:
-    """Your LayerNorm's eps is not the `layer_norm_eps` you were given:
-    PyTorch's default is 1e-5, BERT's 1e-12. The difference is small (with
+    """Your LayerNorm's eps is not the `layer_norm_eps` you were given
+    (PyTorch's default is 1e-5, BERT's 1e-12). The difference is small (with
     MiniLM, 1e-5 moves the embeddings by about 0.1% and the final hidden
     states by 0.04%; the mean-pooled sentence vectors keep a cosine of
     0.99999994), but your outputs no longer match the pretrained model's
@@ -468,11 +468,51 @@ def fail_state_dict(probe: Probe, homeless: list[str], unfilled: list[str]) -> N
     )
 
 
+BERT_VALUES = (  # wrong_values: (hint, fix). The sizes are MiniLM's or the small config's: no case small enough to work by hand
+    "Each output row is LayerNorm(word_embeddings[input_ids[b, t]] + position_embeddings[t] + token_type_embeddings[token_type_ids[b, t]]): "
+    "three rows looked up by three different ids (the token, its position 0 .. T-1, its segment), summed, then normalised.",
+    "Compute one row by hand from your own submodules, `self.LayerNorm(self.word_embeddings.weight[input_ids[0, 1]] + self.position_embeddings.weight[1] + "
+    "self.token_type_embeddings.weight[token_type_ids[0, 1]])`, and compare it with your output[0, 1]; then check which lookup takes which ids.",
+)
+
+
+OTHER_EPS = (1e-5, 1e-6, 1e-3, 1e-12)  # PyTorch's default, BERT's, and slips of the exponent
+
+
+def with_other_eps(probe: Probe, out, weights, ids, types, eps: float) -> None:
+    """Two independent mistakes, one of them the eps: a catalogue mistake run with another eps reproduces
+    the output. Every mistake takes the eps as an argument, so the pair is found by running them, and the
+    eps goes under "Also wrong" by its own code."""
+    for other in OTHER_EPS:
+        if other == eps:
+            continue
+        for code, faces in probe.known_mistakes(weights, ids, types, other)().items():
+            if code != "layernorm_eps" and any(close(out, face) for face in faces):
+                said = probe.explain("layernorm_eps").split(")", 1)[-1]
+                probe.also.append(f"layernorm_eps: {eps_said(out, weights, ids, types, eps, used=other)}{said}")
+                probe.fail(code, probe.explain(code))
+
+
+def eps_said(out, weights, ids, types, eps: float, used: float | None = None) -> str:
+    """Which eps the student's LayerNorm used, said as what it is: a number written into the code is not a default."""
+    if used is None:
+        word, pos, seg = bert_parts(weights, ids, types)
+        used = next((other for other in OTHER_EPS if other != eps and close(out, bert_norm(weights, word + pos + seg, other))), None)
+    if used is None:
+        return "Your LayerNorm's eps is not the `layer_norm_eps` you were given"
+    default = " (PyTorch's default: nn.LayerNorm was built without eps=)" if used == 1e-5 else " (BERT's value, written into your code?)" if used == 1e-12 else ""
+    return f"Your LayerNorm uses eps = {used:g}{default}, not the `layer_norm_eps` it was given ({eps:g} here)"
+
+
 def expect_bert(probe: Probe, out, expected, weights, ids, types, eps: float, homeless: list[str], what: str) -> None:
     expect_no_dropout_in_eval(probe, out, expected)
     try:
-        probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weights, ids, types, eps))
+        probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weights, ids, types, eps), hint=BERT_VALUES[0], fix=BERT_VALUES[1])
     except Failure as failure:
+        if failure.code == "layernorm_eps":
+            failure.message = eps_said(out, weights, ids, types, eps) + failure.message.split(")", 1)[-1]
+        if failure.code == "wrong_values":
+            with_other_eps(probe, out, weights, ids, types, eps)
         if homeless and failure.code not in ("missing_layernorm", "missing_token_type"):
             fail_state_dict(probe, homeless, [])
         raise
@@ -500,121 +540,142 @@ BERT_GRADIENT_FIX = "Compute the output from the submodules themselves, `self.wo
 
 
 def check_bert_embeddings(cls, probe: Probe) -> None:
+    """Independent aspects, so that a class with several mistakes (seed 002's: no segment, eps written
+    into the code, a bare nn.Dropout(), positions on the CPU) meets them all in one run: MiniLM's values,
+    the small config's values, dropout, the device; the gradients when the values are right."""
     (V, d), small = BERT_SMALL_SIZES, BERT_SMALL
     P, S, pad = small["max_position_embeddings"], small["type_vocab_size"], small["pad_token_id"]
+    built: dict = {}  # what values_small leaves to the probes after it
+    values_right = []
 
-    # Device: position ids and default token types made on input_ids' device.
-    module_device_pass(
-        probe,
-        cls,
-        (V, d),
-        lambda device: (probe.ids(V, 4, 11, device=device),),
-        kwargs=small,
-        mode=StrictLikeCuda,
-        code="positions_on_cpu",
-        message=f"`{probe.name}` builds position ids (or the default token_type_ids) on the CPU whatever input_ids' device: on a GPU the lookup then fails with "
-        "'Expected all tensors to be on the same device'.",
-        hint="A tensor made in forward without a device lands on the CPU, while the tables moved with the module to input_ids' device; "
-        "both the position ids and the default segment ids are made in forward.",
-        fix="Write `torch.arange(T, device=input_ids.device)` for the positions and `torch.zeros_like(input_ids)` for token_type_ids=None.",
-    )
-
-    # A first run on the CPU: an index past a table is an IndexError there, but
-    # on CUDA a device-side assert that would break every later check.
-    # Its weights load first: a table built too small is then named, not hit.
-    on_cpu = probe.call(cls, V, d, **small, what=f"`{probe.name}(...)`")
-    probe.call(on_cpu.eval)
-    load_pretrained(probe, on_cpu, {k: v.cpu() for k, v in bert_small_weights(probe).items()})
-    cpu_ids = probe.sequence(probe.ids(V, 4, 11, device="cpu"), P)
-    probe.call(on_cpu, cpu_ids, probe.segments(S, 4, 11, device="cpu"))
-    call_bert(probe, on_cpu, cpu_ids, None)
-
-    # Values: MiniLM's real weights, real sentence pairs, against transformers' own BertEmbeddings (eval: no dropout).
-    from helpers import models
-
-    real = models.bert_embeddings_reference()
-    weights = models.bert_embeddings_state_dict(copy=False)  # read only
-    with NoRandomInit():  # every parameter is loaded below, or the check fails with state_dict_mismatch
-        module = probe.build(cls, 30522, 384)
-    probe.call(module.eval)
-    homeless = load_pretrained(probe, module, weights)
-    weights = {k: v.to(probe.device) for k, v in weights.items()}
-    ids, types = real["input_ids"].to(probe.device), real["token_type_ids"].to(probe.device)
-    what = f"the embeddings of {ids.shape[0]} real sentence pairs {tuple(ids.shape)}, with MiniLM's weights loaded (eval mode)"
-    out = call_bert(probe, module, ids, types)
-    expect_bert(probe, out, real["expected"].to(probe.device), weights, ids, types, 1e-12, homeless, what)
-    out = call_bert(probe, module, ids, None)
-    expect_bert(
-        probe,
-        out,
-        real["expected_no_types"].to(probe.device),
-        weights,
-        ids,
-        torch.zeros_like(ids),
-        1e-12,
-        homeless,
-        what.replace("(eval", "and token_type_ids=None (eval"),
-    )
-    del module, weights
-
-    # Values again: a small config, non-default arguments, low-variance weights.
-    weights = bert_small_weights(probe)
-    module = probe.build(cls, V, d, **small)
-    probe.call(module.eval)
-    homeless = load_pretrained(probe, module, weights)
-    # T = max_position_embeddings, so every position; ids that use every row of the vocabulary (0 and
-    # V - 1 among them), then three [PAD] columns; every segment. Then T = 1.
-    words = torch.cat([probe.ids(V, 4, P - 3, every=True), torch.full((4, 3), pad, device=probe.device)], dim=1)  # a padded batch
-    ids, types = probe.sequence(probe.tag(words, "ids", V), P), probe.sequence(probe.segments(S, 4, P, every=True), P)
-    reference_module = reference.BertEmbeddings(V, d, **small).to(probe.device).eval()
-    reference_module.load_state_dict(weights)
-    made = f"{probe.name}({V}, {d}, " + ", ".join(f"{k}={v}" for k, v in small.items()) + ")"
-    for ids_T, types_T in ((ids, types), (probe.sequence(probe.ids(V, 4, 1), P), probe.sequence(probe.segments(S, 4, 1), P))):
-        with torch.no_grad():
-            expected_T = reference_module(ids_T, types_T)
-        what = f"the output of {made} for input_ids of shape {tuple(ids_T.shape)} on low-variance weights (eval mode)"
-        out = call_bert(probe, module, ids_T, types_T)
-        expect_bert(probe, out, expected_T, weights, ids_T, types_T, small["layer_norm_eps"], homeless, what)
-    with torch.no_grad():
-        expected = reference_module(ids, types)
-
-    # Dropout, in training mode: the last step, at rate hidden_dropout_prob.
-    p = small["hidden_dropout_prob"]
-    probe.call(module.train)
-    out = probe.call(module, ids, types)
-    expect_dropout(
-        probe,
-        out,
-        expected,
-        p,
-        f"`{probe.name}`'s output",
-        where="Build `self.dropout = nn.Dropout(hidden_dropout_prob)` in __init__ and apply it last: `return self.dropout(self.LayerNorm(words + positions + segments))`.",
-        hint="BERT (like the original Transformer) drops values of the normalised sum in training: dropout is the last step of the embedding block, "
-        "and a dropout module switches itself off after .eval().",
-        not_dropout=(
-            "layernorm_order",
-            f"In training mode `{probe.name}`'s output is not dropout(LayerNorm(sum)): its entries are not all either 0 or the eval-mode value / (1 - p), "
-            "which is what dropout after the LayerNorm gives (dropout before it, or on each embedding, gives something else).",
-        ),
-    )
-
-    # Training: every table gets its gradient, on every row the inputs used, except [PAD]'s word row
-    # (padding_idx=pad_token_id, as HF builds it); the segment and position tables train every row.
-    probe.call(module.eval)
-    module.zero_grad(set_to_none=True)
-    out = probe.call(module, ids, types)
-    if not out.requires_grad:
-        probe.fail(
-            "no_gradient",
-            f"`{probe.name}`'s output does not require grad although its weights do: it is cut off from their gradient, so it could never be fine-tuned.",
-            hint=NO_GRADIENT_HINT,
-            fix=BERT_GRADIENT_FIX,
+    def device() -> None:  # position ids and default token types made on input_ids' device
+        module_device_pass(
+            probe,
+            cls,
+            (V, d),
+            lambda device: (probe.ids(V, 4, 11, device=device),),
+            kwargs=small,
+            mode=StrictLikeCuda,
+            code="positions_on_cpu",
+            message=f"`{probe.name}` builds position ids (or the default token_type_ids) on the CPU whatever input_ids' device: on a GPU the lookup then fails with "
+            "'Expected all tensors to be on the same device'.",
+            hint="A tensor made in forward without a device lands on the CPU, while the tables moved with the module to input_ids' device; "
+            "both the position ids and the default segment ids are made in forward.",
+            fix="Write `torch.arange(T, device=input_ids.device)` for the positions and `torch.zeros_like(input_ids)` for token_type_ids=None.",
         )
-    upstream = probe.randn(*out.shape)
-    probe.call(lambda: (out * upstream).sum().backward(), what=f"backward through `{probe.name}`")
-    reference_module.zero_grad(set_to_none=True)
-    (reference_module(ids, types) * upstream).sum().backward()
-    expect_bert_gradients(probe, module, reference_module, ids, types)
+
+    def values_minilm() -> None:
+        # A first run on the CPU: an index past a table is an IndexError there, but
+        # on CUDA a device-side assert that would break every later check.
+        # Its weights load first: a table built too small is then named, not hit.
+        on_cpu = probe.call(cls, V, d, **small, what=f"`{probe.name}(...)`")
+        probe.call(on_cpu.eval)
+        load_pretrained(probe, on_cpu, {k: v.cpu() for k, v in bert_small_weights(probe).items()})
+        cpu_ids = probe.sequence(probe.ids(V, 4, 11, device="cpu"), P)
+        probe.call(on_cpu, cpu_ids, probe.segments(S, 4, 11, device="cpu"))
+        call_bert(probe, on_cpu, cpu_ids, None)
+
+        # Values: MiniLM's real weights, real sentence pairs, against transformers' own BertEmbeddings (eval: no dropout).
+        from helpers import models
+
+        real = models.bert_embeddings_reference()
+        weights = models.bert_embeddings_state_dict(copy=False)  # read only
+        with NoRandomInit():  # every parameter is loaded below, or the check fails with state_dict_mismatch
+            module = probe.build(cls, 30522, 384)
+        probe.call(module.eval)
+        homeless = load_pretrained(probe, module, weights)
+        weights = {k: v.to(probe.device) for k, v in weights.items()}
+        ids, types = real["input_ids"].to(probe.device), real["token_type_ids"].to(probe.device)
+        what = f"the embeddings of {ids.shape[0]} real sentence pairs {tuple(ids.shape)}, with MiniLM's weights loaded (eval mode)"
+        out = call_bert(probe, module, ids, types)
+        expect_bert(probe, out, real["expected"].to(probe.device), weights, ids, types, 1e-12, homeless, what)
+        out = call_bert(probe, module, ids, None)
+        expect_bert(
+            probe,
+            out,
+            real["expected_no_types"].to(probe.device),
+            weights,
+            ids,
+            torch.zeros_like(ids),
+            1e-12,
+            homeless,
+            what.replace("(eval", "and token_type_ids=None (eval"),
+        )
+        values_right.append("minilm")
+
+    def values_small() -> None:
+        # Values again: a small config, non-default arguments, low-variance weights.
+        weights = bert_small_weights(probe)
+        module = probe.build(cls, V, d, **small)
+        probe.call(module.eval)
+        homeless = load_pretrained(probe, module, weights)
+        # T = max_position_embeddings, so every position; ids that use every row of the vocabulary (0 and
+        # V - 1 among them), then three [PAD] columns; every segment. Then T = 1.
+        words = torch.cat([probe.ids(V, 4, P - 3, every=True), torch.full((4, 3), pad, device=probe.device)], dim=1)  # a padded batch
+        ids, types = probe.sequence(probe.tag(words, "ids", V), P), probe.sequence(probe.segments(S, 4, P, every=True), P)
+        reference_module = reference.BertEmbeddings(V, d, **small).to(probe.device).eval()
+        reference_module.load_state_dict(weights)
+        built.update(module=module, ids=ids, types=types, reference_module=reference_module)
+        made = f"{probe.name}({V}, {d}, " + ", ".join(f"{k}={v}" for k, v in small.items()) + ")"
+        for ids_T, types_T in ((ids, types), (probe.sequence(probe.ids(V, 4, 1), P), probe.sequence(probe.segments(S, 4, 1), P))):
+            with torch.no_grad():
+                expected_T = reference_module(ids_T, types_T)
+            what = f"the output of {made} for input_ids of shape {tuple(ids_T.shape)} on low-variance weights (eval mode)"
+            out = call_bert(probe, module, ids_T, types_T)
+            expect_bert(probe, out, expected_T, weights, ids_T, types_T, small["layer_norm_eps"], homeless, what)
+        values_right.append("small")
+
+    def dropout() -> None:
+        """In training mode: dropout, the last step, at rate hidden_dropout_prob, of the module's own
+        eval-mode output (right or wrong: its values are the probes above's business)."""
+        if "module" not in built:
+            return  # it could not be built or loaded: values_small said so
+        module, ids, types = built["module"], built["ids"], built["types"]
+        probe.call(module.eval)
+        expected = probe.call(module, ids, types)
+        if not isinstance(expected, torch.Tensor):
+            return
+        probe.call(module.train)
+        out = probe.call(module, ids, types)
+        expect_dropout(
+            probe,
+            out,
+            expected.detach(),
+            small["hidden_dropout_prob"],
+            f"`{probe.name}`'s output",
+            where="Build `self.dropout = nn.Dropout(hidden_dropout_prob)` in __init__ and apply it last: `return self.dropout(self.LayerNorm(words + positions + segments))`.",
+            hint="BERT (like the original Transformer) drops values of the normalised sum in training: dropout is the last step of the embedding block, "
+            "and a dropout module switches itself off after .eval().",
+            not_dropout=(
+                "layernorm_order",
+                f"In training mode `{probe.name}`'s output is not dropout(LayerNorm(sum)): its entries are not all either 0 or the eval-mode value / (1 - p), "
+                "which is what dropout after the LayerNorm gives (dropout before it, or on each embedding, gives something else).",
+            ),
+        )
+
+    def gradients() -> None:
+        """Training: every table gets its gradient, on every row the inputs used, except [PAD]'s word row
+        (padding_idx=pad_token_id, as HF builds it); the segment and position tables train every row."""
+        if len(values_right) < 2:
+            return  # wrong values give wrong gradients: the values said so
+        module, ids, types, reference_module = built["module"], built["ids"], built["types"], built["reference_module"]
+        probe.call(module.eval)
+        module.zero_grad(set_to_none=True)
+        out = probe.call(module, ids, types)
+        if not out.requires_grad:
+            probe.fail(
+                "no_gradient",
+                f"`{probe.name}`'s output does not require grad although its weights do: it is cut off from their gradient, so it could never be fine-tuned.",
+                hint=NO_GRADIENT_HINT,
+                fix=BERT_GRADIENT_FIX,
+            )
+        upstream = probe.randn(*out.shape)
+        probe.call(lambda: (out * upstream).sum().backward(), what=f"backward through `{probe.name}`")
+        reference_module.zero_grad(set_to_none=True)
+        (reference_module(ids, types) * upstream).sum().backward()
+        expect_bert_gradients(probe, module, reference_module, ids, types)
+
+    probe.independent(values_minilm, values_small, dropout, device, gradients)
 
 
 BERT_TABLES = {  # HF's name -> what its rows are

@@ -23,6 +23,7 @@ from helpers.exercises import oracle, structure
 from helpers.exercises.common import (
     WRONG_BASE,
     angle_tolerance,
+    expect_cases,
     expect_then,
     frequencies,
     half_precision_error,
@@ -915,6 +916,14 @@ def check_apply_rope(fn, probe: Probe) -> None:
         try:
             out = probe.call(fn, *args)
         except Failure as failure:
+            if failure.code == "raised" and positions is not None and "IndexError" in failure.message and int(positions.max()) >= length:
+                probe.fail(
+                    "raised",
+                    f"{failure.message.rstrip('.')}. That was with positions up to {int(positions.max())} for a sequence of T = {length} tokens, "
+                    "as when decoding at an offset with a cache: were the cos/sin rows cut to the first T before the positions picked from them (cos[:T][positions])?",
+                    hint="The positions index the whole cache of max_len rows: a token at position 3999 needs row 3999, whatever the sequence's length T.",
+                    fix="Gather from the full tables, `cos[positions]` and `sin[positions]`, and slice `cos[:T]` only when positions is None.",
+                )
             if failure.code == "raised" and positions is not None and positions.dim() == 2:
                 probe.fail(
                     "raised",
@@ -1008,8 +1017,8 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
         ),
         ("x (2, 3, 1, 8), one token (T = 1) at position 3999", sequence(probe.randn(2, 3, 1, 8)), (probe.positions(ROPE_MAX_LEN, 1),)),
     )
-    for what, x, extra in cases:
-        out = probe.call(fn, x, *extra)
+
+    def expect(out, what: str, x: torch.Tensor, extra: tuple) -> None:
         positions, base = (list(extra) + [None, 10000.0][len(extra) :])[:2]
         expected = rope64(x, positions, base, "adjacent")
         mistakes = probe.known_mistakes(x, *extra)
@@ -1018,9 +1027,22 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
             return probe.call(fn, x, p)
 
         tight, loose = rope_tolerance(x, positions, base, "adjacent"), rope_tolerance(x, positions, base, "adjacent", half=True)
+        as_halves = torch.cat([expected[..., 0::2], expected[..., 1::2]], dim=-1)  # the right pairs, written back as two halves
+        if isinstance(out, torch.Tensor) and out.shape == expected.shape and not close(out, expected, **tight) and close(out, as_halves, **tight):
+            probe.fail(
+                "wrong_values",
+                f"For {what}, your pairs are turned right, but the output lays them out as two halves, all first components then all second ones, "
+                "instead of interleaving them again: component 2i and 2i + 1 of the output must be pair i.",
+                hint="torch.cat joins whole blocks one after the other; the output needs pair i back in columns 2i and 2i + 1, as it came in.",
+                fix="Interleave the turned components: `torch.stack((y0, y1), dim=-1).flatten(-2)` instead of `torch.cat((y0, y1), dim=-1)`.",
+            )
         fallback = low_precision(probe) if x.dtype == torch.bfloat16 else precision_first(probe, out, expected, tight, loose, rope_properties(probe, rotate, x.shape[-1], "adjacent"))
         with helped(INTERLEAVED_HELP):
             expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **tight)
+
+    runs = [((x, *extra), lambda x=x, extra=extra: probe.call(fn, x, *extra), lambda out, what=what, x=x, extra=extra: expect(out, what, x, extra)) for what, x, extra in cases]
+    positions_ignored = lambda args: [(args[0], None, *args[2:])] if len(args) > 1 and args[1] is not None else []  # noqa: E731
+    expect_cases(probe, runs, {"rope_ignores_positions": positions_ignored} if "rope_ignores_positions" in probe.exercise.mistakes else {})
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0))
     oracle.gptj_interleaved(probe, fn)  # the second oracle: inside transformers' GPT-J
@@ -1390,12 +1412,9 @@ def check_apply_partial_rope(fn, probe: Probe) -> None:
     B, Hq, Hk, T = 3, 4, 2, 5
     runs = [(16, 4, case) for case in rope_cases(probe, B, T)]
     runs += [(16, 8, ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T))), (8, 8, ("positions=None", torch.float32, None))]
-    for d, r, (what, dtype, positions) in runs:
-        cos, sin = (t.to(probe.device, copy=True) for t in reference_tables(r))
-        length = T if positions is None else positions.shape[-1]
-        q, k = (probe.sequence(probe.randn(B, H, length, d, dtype=dtype), None, dim=-2) for H in (Hq, Hk))
-        args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
-        out = two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")
+
+    def expect(out, args: tuple, d: int, r: int, what: str, dtype: torch.dtype) -> None:
+        q, k, cos, sin = args[:4]
         expected = reference.apply_partial_rope(*args)
         for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
             inner = bf16_arithmetic(probe) if dtype == torch.bfloat16 else rope_properties(probe, turned_part(probe, fn, index, d, cos, sin), r)
@@ -1410,6 +1429,17 @@ def check_apply_partial_rope(fn, probe: Probe) -> None:
                     mistakes=probe.known_mistakes(*args, index=index),
                     **rope_tolerance(x),
                 )
+
+    cases = []
+    for d, r, (what, dtype, positions) in runs:
+        cos, sin = (t.to(probe.device, copy=True) for t in reference_tables(r))
+        length = T if positions is None else positions.shape[-1]
+        q, k = (probe.sequence(probe.randn(B, H, length, d, dtype=dtype), None, dim=-2) for H in (Hq, Hk))
+        args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
+        call = lambda args=args: two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")  # noqa: E731
+        cases.append((args, call, lambda out, args=args, d=d, r=r, what=what, dtype=dtype: expect(out, args, d, r, what, dtype)))
+    # A second mistake: the turn the other way is the catalogue's mistakes run with -sin (q_rot compared).
+    expect_cases(probe, cases, {"rope_sign_flip": lambda args: [(*args[:3], -args[3], *args[4:])]}, index=0)
     # Device: tables, positions and q, k on the device; anything made on the CPU inside shows.
     for positions in (None, torch.arange(T)):
         probe.device_pass(

@@ -6,6 +6,7 @@ and return what the mistaken code outputs."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -80,8 +81,8 @@ def alibi_bias_wrong_sign(n_heads: int, seq_len: int) -> torch.Tensor:
 
 def alibi_bias_missing_causal_mask(n_heads: int, seq_len: int) -> list[torch.Tensor]:
     """Your bias lets a query see the keys after it: above the diagonal
-    (j > i) it holds values above -1e9, none of them -inf, so softmax gives
-    the future a weight. (0 there is no mask: it is the largest bias of all.)
+    (j > i) it holds finite values, none of them -inf or at or below -1e9,
+    so softmax gives the future a weight.
 
     Hint: softmax gives zero weight only to -inf, or to a score so negative
     that it acts as one: this check takes -inf, the dtype's most negative
@@ -155,7 +156,7 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
             first = f"{slopes[0]:.4g}" if abs(slopes[0] - 1) > 1e-6 else "1 = 2^0"
             found.append(
                 (
-                    "wrong_values",
+                    "slopes_from_zero",
                     f"{source} for {n_heads} heads are {listed(slopes)}: a geometric sequence with the right ratio 2^(-8/{n_heads}) = {ratio:.4g}, but it starts at {first} instead of "
                     f"2^(-8/{n_heads}) = {ratio:.4g}.",
                     "The paper counts heads from 1: m_h = 2^(-8h/n) for h = 1 .. n, so the first slope is already the ratio and the last is exactly 2^(-8) = 1/256. Does your h start at 0?",
@@ -165,7 +166,7 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
         elif near(slopes.flip(0), expected):
             found.append(
                 (
-                    "wrong_values",
+                    "slopes_reversed",
                     f"{source} for {n_heads} heads are {listed(slopes)}: the right slopes in reverse order, the smallest first.",
                     "Head 0 is the steepest: its slope 2^(-8/n) is the largest, and the slopes shrink from head to head down to 2^(-8).",
                     "Let the exponent grow with the head index: `2 ** (-8 * (h + 1) / n)` for h = 0 .. n-1, without reversing the list.",
@@ -184,8 +185,28 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
         how = f"form one geometric sequence, ratio {float(slopes[1] / slopes[0]):.4g}, while the paper's rule for {n_heads} heads is two interleaved ones"
     else:
         return found
-    found.append(("non_power_of_two", f"{probe.explain('non_power_of_two')} ({source} for {n_heads} heads {how}.)", hint, fix))
+    rule = f"{n_heads} is not a power of two, and for such a head count the slopes follow the authors' rule: those of {closest} heads, then every other slope of {2 * closest} heads"
+    found.append(("non_power_of_two", f"{source} for {n_heads} heads {how}. {rule}.", hint, fix))
     return found
+
+
+WEAK_MASK = -1e3  # below this a float32 score underflows to a weight of 0 for scores of ordinary size: a mask, but not a robust one
+
+
+def mask_finding(probe: Probe, bias: torch.Tensor, future: torch.Tensor) -> tuple[str, str, str, str]:
+    """missing_causal_mask, said for the value the student put above the diagonal: none, 0, or a weak mask like -1e4."""
+    _, hint, fix = advice(probe.exercise, "missing_causal_mask")
+    h, q, k = (int(x) for x in (bias.isfinite() & future).nonzero()[0])
+    value = float(bias[h, q, k])
+    if bool((bias[future] <= WEAK_MASK).all()):
+        message = (
+            f"Your bias masks the keys after each query with {value:g}, not -inf (bias[{h}, {q}, {k}]). In float32, exp({value:g}) underflows to exactly 0, "
+            f"so for scores of ordinary size it does act as a mask, but not robustly: a score larger than {-value:g} (large logits), or a dtype whose range it leaves "
+            "(float16 ends at -65504), brings the future back. This exercise asks for -inf, torch.finfo(dtype).min, or anything at or below -1e9."
+        )
+        return ("missing_causal_mask", message, hint, fix)
+    zero = " (0 there is no mask: it is the largest bias of all.)" if bool((bias[future] == 0).all()) else ""
+    return ("missing_causal_mask", f"{probe.explain('missing_causal_mask')}{zero} (Here bias[{h}, {q}, {k}] = {value:.4g}, for a key after its query.)", hint, fix)
 
 
 def bias_findings(probe: Probe, out: torch.Tensor, n_heads: int, seq_len: int) -> list[tuple[str, str, str, str]]:
@@ -200,9 +221,7 @@ def bias_findings(probe: Probe, out: torch.Tensor, n_heads: int, seq_len: int) -
         return []  # a mask where a finite bias belongs: the generic probes say where
     found = []
     if bool(bias[future].isfinite().any()):
-        _, hint, fix = advice(probe.exercise, "missing_causal_mask")
-        h, q, k = (int(x) for x in (bias.isfinite() & future).nonzero()[0])
-        found.append(("missing_causal_mask", f"{probe.explain('missing_causal_mask')} (Here bias[{h}, {q}, {k}] = {bias[h, q, k]:.4g}, for a key after its query.)", hint, fix))
+        found.append(mask_finding(probe, bias, future))
     if seq_len < 2:
         return found
     diagonal = bias.diagonal(dim1=-2, dim2=-1)  # (H, T)
@@ -211,11 +230,21 @@ def bias_findings(probe: Probe, out: torch.Tensor, n_heads: int, seq_len: int) -
     model = diagonal[:, :, None] - slopes[:, None, None] * (i - j)
     if not torch.allclose(bias[past], model[past], rtol=1e-4, atol=1e-5):
         return found  # not -m_h · (i - j) plus a constant per row: no slopes to read
-    found += slope_findings(probe, slopes, n_heads, "The slopes your bias uses, bias[h, i, i] - bias[h, i, i-1],")
+    read = slope_findings(probe, slopes, n_heads, "The slopes your bias uses, bias[h, i, i] - bias[h, i, i-1],")
+    shaped_right = not found and torch.allclose(diagonal, torch.zeros_like(diagonal), atol=1e-5)
+    if shaped_right and read and read[0][0] != "wrong_sign":  # the bias is built right around its slopes: the slopes are the mistake
+        code, message, _, _ = read[0]
+        read[0] = (
+            code,
+            f"{message} The rest of your bias is right: 0 on the diagonal, -m_h · (i - j) below it, masked above it. Only its slopes are wrong.",
+            "If your alibi_bias takes its slopes from your alibi_slopes, the bias is right and alibi_slopes is the function to fix: its own check cell names the mistake.",
+            'Run `check("alibi_slopes", alibi_slopes)`, follow its fix, then run this check again; if you compute the slopes inside alibi_bias instead, correct them there the same way.',
+        )
+    found += read
     if not torch.allclose(diagonal, torch.zeros_like(diagonal), atol=1e-5):
         found.append(
             (
-                "wrong_values",
+                "bias_row_offset",
                 f"Your bias is -m_h · (i - j) plus a different constant in each row (bias[{n_heads - 1}, {seq_len - 1}, {seq_len - 1}] = {diagonal[-1, -1]:.4g}, not 0): "
                 "the authors' m_h · j shortcut, or an offset from the last position. Softmax would not see it; the bias is not 0 on the diagonal, though, and not a function of i - j alone.",
                 "The shortcut adds m_h · j to every row and relies on softmax forgetting a constant per row. This exercise asks for the bias itself: 0 for a key at the query's own position, -m_h for the key one step back, and so on.",
@@ -287,6 +316,13 @@ def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dic
             if imprecise is not None:
                 findings.append(imprecise)
                 continue
+            if expected.dim() == 3 and isinstance(out, torch.Tensor) and out.dim() == 4 and out.shape[0] == 1 and close(out[0], expected):
+                probe.fail(
+                    "wrong_shape",
+                    f"the result of {call} has shape {tuple(out.shape)}: the right bias with a leading axis of size 1.",
+                    hint="The exercise returns one bias per head, (n_heads, seq_len, seq_len); the batch axis is added where the bias meets the scores (B, n_heads, T, T), by broadcasting.",
+                    fix="Build the bias as (n_heads, seq_len, seq_len), from `slopes[:, None, None]`, and return it without the `[None]` or `.unsqueeze(0)` that adds the batch axis.",
+                )
             if expected.dim() >= 2 and close(out, expected.transpose(-1, -2)):
                 probe.fail("wrong_values", f"the result of {call} is the right bias transposed: its -inf mask lies below the diagonal, above it the penalties.")
             read = []
@@ -380,6 +416,178 @@ def check_alibi_bias(fn, probe: Probe) -> None:
     oracle.bloom_bias(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
+# --- t5_relative_bucket: its mistakes take (relative_position, bidirectional, num_buckets, max_distance) ---------
+
+
+def _buckets(
+    relative_position: torch.Tensor,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+    *,
+    split: str = "halves",
+    direction: int = 1,
+    exact: str = "half",
+    spacing: str = "log",
+    clamp: bool = True,
+) -> torch.Tensor:
+    """The bucketing with one or more of its steps done wrong (each keyword, one mistake), float64 logs:
+    the right steps give the reference's buckets on the probes' inputs."""
+    relative = relative_position.long() * direction
+    buckets = torch.zeros_like(relative)
+    if bidirectional and split == "halves":
+        num_buckets //= 2
+        buckets = buckets + (relative > 0).long() * num_buckets
+    elif bidirectional and split == "halved_only":  # half the buckets, but no offset for the keys after the query
+        num_buckets //= 2
+    distance = relative.abs() if bidirectional else (-relative).clamp(min=0)
+    max_exact = num_buckets if exact == "all" else num_buckets // 2
+    d = distance.double().clamp(min=1e-9)
+    if spacing == "linear":
+        scaled = (d - max_exact) / (max_distance - max_exact) * (num_buckets - max_exact)
+    else:
+        denominator = math.log(max_distance) if spacing == "log_of_max" else math.log(max_distance / max(max_exact, 1))
+        scaled = torch.log(d / max(max_exact, 1)) / denominator * (num_buckets - max_exact)
+    large = max_exact + (scaled.round() if spacing == "rounded" else scaled).long()
+    if clamp:
+        large = large.clamp(max=num_buckets - 1)
+    return buckets + torch.where(distance < max_exact, distance, large)
+
+
+BUCKET_FACES = {  # code -> the keyword sets of _buckets that make it
+    "bucket_sign_split_missing": [{"split": "halved_only"}, {"split": "none"}],
+    "bucket_direction_reversed": [{"direction": -1}],
+    "bucket_exact_region": [{"exact": "all"}],
+    "bucket_log_spacing": [{"spacing": "linear"}, {"spacing": "log_of_max"}, {"spacing": "rounded"}],
+    "bucket_not_clamped": [{"clamp": False}],
+}
+
+
+def _faces(code: str) -> Callable[..., list[torch.Tensor]]:
+    return lambda *args: [_buckets(*args, **face) for face in BUCKET_FACES[code]]
+
+
+def bucket_sign_split_missing(*args) -> list[torch.Tensor]:
+    """Your buckets do not split by sign: bidirectional, a key d positions after the query gets
+    the same bucket as the key d positions before it, so attention cannot tell left from right.
+
+    Hint: bidirectional, T5 gives each direction its own half of the buckets: num_buckets // 2
+    each, the keys after the query (relative_position > 0) in the upper half.
+
+    Fix: `num_buckets //= 2`, then add `(relative_position > 0).long() * num_buckets` to the
+    bucket of `relative_position.abs()`."""
+    return _faces("bucket_sign_split_missing")(*args)
+
+
+def bucket_direction_reversed(*args) -> list[torch.Tensor]:
+    """Your buckets read the relative position the other way round: keys after the query get
+    the buckets of keys before it (bidirectional), or the decoder's buckets count keys after
+    the query instead of before it (bidirectional=False).
+
+    Hint: relative_position is memory_position - query_position, key minus query: negative
+    for keys before the query, the only ones a causal decoder sees.
+
+    Fix: keep the sign as given: the upper half for `relative_position > 0`, and for
+    bidirectional=False the distance `-torch.clamp(relative_position, max=0)`."""
+    return _faces("bucket_direction_reversed")(*args)
+
+
+def bucket_exact_region(*args) -> list[torch.Tensor]:
+    """Your exact buckets cover the wrong distances: in T5, half of one direction's n buckets
+    hold one distance each, 0 .. n/2 - 1, and only the other half is log-spaced.
+
+    Hint: with the defaults, bidirectional: 16 buckets per direction, distances 0 to 7 exact,
+    8 to 127 shared by buckets 8 to 15. Is your max_exact computed after halving num_buckets?
+
+    Fix: `max_exact = num_buckets // 2` with num_buckets already halved when bidirectional, and
+    `is_small = distance < max_exact`."""
+    return _faces("bucket_exact_region")(*args)
+
+
+def bucket_log_spacing(*args) -> list[torch.Tensor]:
+    """Your buckets past the exact ones are not T5's: they must be log-spaced from max_exact
+    up to max_distance, and the bucket is the logarithm's scaled value truncated toward zero.
+
+    Hint: a distance d ≥ max_exact goes to max_exact + log(d / max_exact) / log(max_distance /
+    max_exact) · (n - max_exact), cut to an integer with .long() (not rounded): distance 20 with
+    the defaults is bucket 8 + int(2.64) = 10.
+
+    Fix: `max_exact + (torch.log(distance.float() / max_exact) / math.log(max_distance /
+    max_exact) * (num_buckets - max_exact)).long()`."""
+    return _faces("bucket_log_spacing")(*args)
+
+
+def bucket_not_clamped(*args) -> list[torch.Tensor]:
+    """Your far buckets are not clamped: distances from max_distance on must all share the last
+    bucket, n - 1, but yours keep growing past it, into the other direction's half or past
+    num_buckets (an index the bias table, nn.Embedding(num_buckets, n_heads), does not have).
+
+    Hint: the log-spaced buckets reach n - 1 at max_distance; every distance beyond maps there too.
+
+    Fix: `large = torch.clamp(large, max=num_buckets - 1)` (num_buckets already halved when
+    bidirectional), before choosing between the exact and the large bucket."""
+    return _faces("bucket_not_clamped")(*args)
+
+
+BUCKET_MISTAKES = {
+    "bucket_sign_split_missing": bucket_sign_split_missing,
+    "bucket_direction_reversed": bucket_direction_reversed,
+    "bucket_exact_region": bucket_exact_region,
+    "bucket_log_spacing": bucket_log_spacing,
+    "bucket_not_clamped": bucket_not_clamped,
+}
+
+BUCKET_HELP = (  # wrong_values: (hint, fix)
+    "Work out a few buckets by hand with the defaults (bidirectional, 32 buckets, max_distance 128): relative_position 0 → 0, -1 → 1, 1 → 17, -20 → 10, 20 → 26, -200 → 15, 200 → 31.",
+    "Print `t5_relative_bucket(torch.tensor([0, -1, 1, -20, 20, -200, 200]))`: it must be [0, 1, 17, 10, 26, 15, 31]. "
+    "Follow the first wrong entry through your steps: the sign split, the exact region, the log-spaced buckets, the clamp.",
+)
+
+
+def pair_of_bucket_mistakes(probe: Probe, out: torch.Tensor, args: tuple) -> None:
+    """Two steps wrong at once (no split and no clamp, say): the first is the diagnosis, the other under Also."""
+    for first, first_faces in BUCKET_FACES.items():
+        for other, other_faces in BUCKET_FACES.items():
+            if other == first or list(BUCKET_FACES).index(other) < list(BUCKET_FACES).index(first):
+                continue
+            for a in first_faces:
+                for b in other_faces:
+                    if close(out, _buckets(*args, **a, **b)):
+                        probe.also.append(f"{other}: {probe.explain(other)}")
+                        probe.fail(first, probe.explain(first))
+
+
+def relative_positions(length: int, device=None) -> torch.Tensor:
+    """Key minus query for every (query, key) of a length-T attention matrix, as T5 makes them: (T, T)."""
+    positions = torch.arange(length, device=device)
+    return positions[None, :] - positions[:, None]
+
+
+def check_t5_relative_bucket(fn, probe: Probe) -> None:
+    cases = (  # (what, relative positions, more arguments); distances past max_distance in each
+        ("the (160, 160) relative positions of a 160-token attention matrix, defaults", relative_positions(160, probe.device), ()),
+        ("the same, bidirectional=False (a decoder)", relative_positions(160, probe.device), (False,)),
+        ("a vector -300 .. 300, num_buckets=16, max_distance=64", torch.arange(-300, 301, device=probe.device), (True, 16, 64)),
+        ("int32 positions of shape (2, 3, 40), bidirectional=False, num_buckets=10, max_distance=50", probe.randint(121, 2, 3, 40).int() - 60, (False, 10, 50)),
+    )
+    try:
+        for what, relative, more in cases:
+            out = probe.call(fn, relative, *more)
+            expected = probe.exercise.reference(relative, *more)
+            try:
+                probe.expect(out, expected, what=f"the buckets of {what}", mistakes=probe.known_mistakes(relative, *more), hint=BUCKET_HELP[0], fix=BUCKET_HELP[1])
+            except Failure as failure:
+                if failure.code == "wrong_values":
+                    pair_of_bucket_mistakes(probe, out, (relative, *more))
+                raise
+    except Failure as failure:
+        if failure.code == "wrong_dtype":
+            failure.hint = "Bucket ids index a table of learned biases, nn.Embedding(num_buckets, n_heads): an index is an integer, torch.long."
+            failure.fix = "Cut the log-spaced buckets with `.long()` (truncation, as T5 does) and keep every other step in integers; `.long()` on the result if a float slipped in."
+        raise
+    probe.device_pass(lambda device: probe.call(fn, relative_positions(40, device)))
+
+
 EXERCISES = [
     Exercise(
         id="alibi_slopes",
@@ -411,5 +619,17 @@ EXERCISES = [
         minutes=10,
         no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
         edges=("lengths",),
+    ),
+    Exercise(
+        id="t5_relative_bucket",
+        chapter=6,
+        points=2,
+        kind="function",
+        reference=reference.t5_relative_bucket,
+        check=check_t5_relative_bucket,
+        mistakes=BUCKET_MISTAKES,
+        difficulty=2,
+        importance=2,
+        minutes=15,
     ),
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -209,6 +210,20 @@ def wrong_scale(weight: torch.Tensor, ids: torch.Tensor, scale: float | None) ->
 SCALE_MISTAKES = {"missing_scale": missing_scale, "divided_by_scale": divided_by_scale, "wrong_scale": wrong_scale}
 
 
+def expect_fixed_scale(probe: Probe, module: nn.Module, d_model: int) -> None:
+    """sqrt(d_model) is a constant of the formula: kept in a trainable Parameter it gives the right output
+    today and drifts with the first optimizer step."""
+    for name, parameter in module.named_parameters():
+        if parameter.numel() == 1 and parameter.requires_grad and abs(float(parameter.detach().cpu()) - d_model**0.5) <= 1e-4 * d_model**0.5:
+            probe.fail(
+                "scale_is_parameter",
+                f"`{probe.name}` keeps its scale in a trainable Parameter, `{name}` = {float(parameter.detach().cpu()):.6g} = sqrt({d_model}): the output is right now, "
+                "but the optimizer will move the scale away from sqrt(d_model) with the first step.",
+                hint="sqrt(d_model) is part of the formula, not something to learn: a number, or a buffer if you want it to move with the module, never a Parameter.",
+                fix="Multiply by a plain number, `* math.sqrt(self.d_model)`, or register it with `self.register_buffer('scale', torch.tensor(math.sqrt(d_model)))` instead of `nn.Parameter`.",
+            )
+
+
 def name_the_scale(probe: Probe, failure: Failure, scale: float | None, d_model: int) -> None:
     """A wrong_scale diagnosis, with the constant the student's rows were multiplied by."""
     if failure.code == "wrong_scale":
@@ -227,6 +242,52 @@ def faces(result: Any, index: int | None = None) -> list[torch.Tensor]:
     """A mistake's result (one face or a list of faces), reduced to tensor `index` of each face."""
     found = result if isinstance(result, list) else [result]
     return found if index is None else [face[index] for face in found if face is not None]
+
+
+# Two independent mistakes in one function: a catalogue mistake run on inputs that embody the other
+# (padding_idx dropped, another base, positions ignored, sin negated) reproduces the output. An exercise
+# declares, per code, how its inputs embody that mistake: args -> a list of argument tuples.
+PairTransforms = dict[str, Callable[[tuple], list[tuple]]]
+
+
+def _pair(probe: Probe, out: Any, args: tuple, transforms: PairTransforms, index: int | None, first: str | None = None) -> tuple[str, str] | None:
+    """(catalogue mistake, other mistake) that together reproduce `out`, the catalogue mistake `first` if given;
+    None if no pair fits."""
+    if index is not None and isinstance(out, (tuple, list)):
+        out = out[index] if len(out) > index else None
+    for other, transform in transforms.items():
+        for variant in transform(args):
+            for code, faces in probe.known_mistakes(*variant, index=index)().items():
+                if code != other and first in (None, code) and any(isinstance(f, torch.Tensor) and close(out, f, atol=1e-4, rtol=1e-4) for f in faces):
+                    return code, other
+    return None
+
+
+def expect_cases(probe: Probe, cases: list[tuple[tuple, Callable[[], Any], Callable[[Any], None]]], transforms: PairTransforms, index: int | None = None) -> None:
+    """Each case is (its arguments, a call of the student's code, the usual probe of that output). No
+    single mistake reproducing an output, a pair may (`transforms`); once a catalogue mistake is the
+    diagnosis, the later cases still run, to list a second mistake that shows only there (positions
+    ignored shows only where positions are given)."""
+    first = None
+    for args, call, expect in cases:
+        out = call()
+        if first is not None:
+            pair = _pair(probe, out, args, transforms, index, first.code)
+            if pair is not None and not any(finding.startswith(f"{pair[1]}:") for finding in probe.also):
+                probe.also.append(f"{pair[1]}: {probe.explain(pair[1])}")
+            continue
+        try:
+            expect(out)
+        except Failure as failure:
+            pair = _pair(probe, out, args, transforms, index) if failure.code == "wrong_values" else None
+            if pair is not None:
+                probe.also.append(f"{pair[1]}: {probe.explain(pair[1])}")
+                probe.fail(pair[0], probe.explain(pair[0]))
+            if failure.code not in probe.exercise.mistakes:
+                raise
+            first = failure
+    if first is not None:
+        raise first
 
 
 def expect_then(probe: Probe, fallback: Callable[[Failure], None], *args: Any, **kwargs: Any) -> None:
@@ -495,6 +556,14 @@ def refuses(probe: Probe, run: Callable[[], Any], what: str, advice: str, *, hin
         if failure.code != "raised":
             raise
         error = failure.message.split(" raised ", 1)[-1].rstrip(".")
+        if error.startswith(("IndexError", "AssertionError")) and "out of range in self" not in error:  # the student's own check, not torch's lookup
+            probe.fail(
+                "no_length_check",
+                f"For {what}, `{probe.name}` checks the length, but raises {error}: a ValueError is what says that an argument's value (here its length) is wrong, "
+                "and what callers catch for it; IndexError means an index the code computed fell off a table, and an assert disappears under `python -O`.",
+                hint="Your check is in the right place; only the exception's type is off. The caller passed a sequence that is too long: that is a bad value, not a bad index.",
+                fix="Keep the check and raise the right type: `raise ValueError(f'sequence length {T} > max_len {self.max_len}')` instead of IndexError or assert.",
+            )
         probe.fail(
             "no_length_check",
             f"For {what}, `{probe.name}` raised {error}, not a ValueError. That is what your users would meet (and with a table lookup on a GPU, "
@@ -590,11 +659,13 @@ def expect_dropout(
         probe.fail(code, message, *advice)
     dropped = float((out == 0).float().mean())
     if abs(rate - p) > DROPOUT_RATE_TOLERANCE or abs(dropped - p) > DROPPED_FRACTION_TOLERANCE:
+        argument = next(iter(re.findall(r"nn\.Dropout\((\w+)\)", where)), "rate")  # the constructor's own name for the rate
+        bare = ", the default of a bare `nn.Dropout()`" if abs(rate - 0.5) <= DROPOUT_RATE_TOLERANCE else ""
         probe.fail(
             "dropout_rate_ignored",
-            f"In training mode {what} looks like dropout with p = {rate:.2f} ({dropped:.0%} of the values were zeroed), but the module was built with rate {p}.",
-            hint="The rate is an argument of the constructor: a number written into the code ignores whatever rate the module was built with.",
-            fix="Keep the rate that __init__ receives and build the dropout from it, `self.dropout = nn.Dropout(rate)` with `rate` that argument, not a fixed number such as 0.1.",
+            f"In training mode {what} looks like dropout with p = {rate:.2f}{bare} ({dropped:.0%} of the values were zeroed), but the module was built with {argument}={p}.",
+            hint="The rate is an argument of the constructor: a number written into the code, or nn.Dropout's own default, ignores whatever rate the module was built with.",
+            fix=f"Keep the rate that __init__ receives and build the dropout from it, `self.dropout = nn.Dropout({argument})`, not `nn.Dropout()` or a fixed number such as 0.1.",
         )
 
 

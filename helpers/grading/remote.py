@@ -61,6 +61,7 @@ class Settings:
     device: str = "cpu"
     forbidden: list[tuple[str, str]] = field(default_factory=list)
     factories_on_meta: bool = False
+    copies_off_meta: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,8 @@ class Session:
             checking.SEED_SALT.reset(seeds)
 
     @contextlib.contextmanager
-    def settings_for(self, timeout: float, memory_mb: int, device: str, forbidden: list, factories_on_meta: bool) -> Iterator[None]:
-        saved, self.settings = self.settings, Settings(timeout, memory_mb, device, forbidden, factories_on_meta)
+    def settings_for(self, timeout: float, memory_mb: int, device: str, forbidden: list, factories_on_meta: bool, copies_off_meta: bool) -> Iterator[None]:
+        saved, self.settings = self.settings, Settings(timeout, memory_mb, device, forbidden, factories_on_meta, copies_off_meta)
         try:
             yield
         finally:
@@ -170,7 +171,7 @@ class Session:
 
     def request_settings(self) -> dict:
         s = self.settings
-        return {"timeout": s.timeout, "memory_mb": s.memory_mb, "device": s.device, "forbidden": s.forbidden, "factories_on_meta": s.factories_on_meta, "grad": torch.is_grad_enabled()}
+        return {"timeout": s.timeout, "memory_mb": s.memory_mb, "device": s.device, "forbidden": s.forbidden, "factories_on_meta": s.factories_on_meta, "copies_off_meta": s.copies_off_meta, "grad": torch.is_grad_enabled()}
 
     def outcome(self, reply: dict) -> None:
         """Raise here what the student's code raised there."""

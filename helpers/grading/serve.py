@@ -317,7 +317,7 @@ def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple
                 checking.time_limit(float(settings.get("timeout", 10))),
                 checking.memory_cap(int(settings.get("memory_mb", 4096)), device),
                 watch,
-                checking._FactoriesOnMeta() if settings.get("factories_on_meta") else contextlib.nullcontext(),
+                checking._FactoriesOnMeta() if settings.get("factories_on_meta") else checking._CopiesOffMeta() if settings.get("copies_off_meta") else contextlib.nullcontext(),
                 checking._ReferenceWatch("it"),  # in a sandbox, what is left of the reference (sandbox.reference_stand_in)
             ):
                 result = fn(*args, **kwargs)

@@ -487,3 +487,45 @@ def one_hot_masked_softmax_flat(weight, ids):
 
 
 WRONG += [("one_hot_lookup", "nan_or_inf", one_hot_masked_softmax_flat)]
+
+
+# --- issue 22: autograd writing the gradient for the student (the review's loophole) -------------
+
+
+def backward_indexing_then_backward(grad_out, ids, vocab_size, padding_idx=None):
+    """`W[ids].backward(grad_out)`: no embedding API, but autograd computes the answer."""
+    weight = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device, requires_grad=True)
+    weight[ids].backward(grad_out)
+    grad = weight.grad
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad
+
+
+def backward_autograd_grad(grad_out, ids, vocab_size, padding_idx=None):
+    weight = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device, requires_grad=True)
+    (grad,) = torch.autograd.grad(weight[ids], weight, grad_out)
+    return grad.index_fill(0, torch.tensor([padding_idx], device=grad.device), 0) if padding_idx is not None else grad
+
+
+WRONG += [
+    ("embedding_backward", "forbidden_api", backward_indexing_then_backward),
+    ("embedding_backward", "forbidden_api", backward_autograd_grad),
+]
+
+
+# --- issue 22: .cpu() in student code, which the meta device could not copy out of ----------------
+
+
+def lookup_on_the_cpu(weight, ids):
+    """Looks up on the CPU "to be safe": on a GPU the result stays on the CPU."""
+    return weight.cpu()[ids.cpu()]
+
+
+def lookup_to_cpu_and_back(weight, ids):
+    """Right: the CPU detour ends on the input's device."""
+    return weight.to("cpu")[ids.to("cpu")].to(weight.device)
+
+
+WRONG += [("lookup", "wrong_device", lookup_on_the_cpu)]
+RIGHT["lookup"].append(lookup_to_cpu_and_back)

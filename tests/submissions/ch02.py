@@ -823,3 +823,18 @@ class ScaledEmbeddingSparse(ScaledEmbeddingPlain):
 
 
 RIGHT["ScaledEmbedding"] += [ScaledEmbeddingSparse]
+
+
+# --- issue 22: a trainable sqrt(d) scale (right today, drifts with the first step) ----------------
+
+
+class ScaleAsParameter(ScaledEmbeddingPlain):
+    def __init__(self, vocab_size, d_model):
+        super().__init__(vocab_size, d_model)
+        self.scale = nn.Parameter(torch.tensor(math.sqrt(d_model)))
+
+    def forward(self, ids):
+        return self.emb(ids) * self.scale
+
+
+WRONG += [("ScaledEmbedding", "scale_is_parameter", ScaleAsParameter)]

@@ -249,8 +249,13 @@ def shift_matrix_exp(k, d_model, base=10000.0):
     return torch.linalg.matrix_exp(k * G).float()
 
 
+def shift_numpy_then_float32(k, d_model, base=10000.0):
+    """NumPy's float64, cast to float32 at the end."""
+    return shift_numpy_float64(k, d_model, base).float()
+
+
 def shift_numpy_float64(k, d_model, base=10000.0):
-    """NumPy's float64, returned as it is: a matrix is right in either precision."""
+    """NumPy's float64, returned as it is: right values, but not the float32 the exercise returns."""
     M = np.zeros((d_model, d_model))
     for i in range(d_model // 2):
         b = k * base ** (-2 * i / d_model)
@@ -743,7 +748,7 @@ class TokenAndPositionWavelengths(_TokenAndPosition):
 
 RIGHT = {
     "sinusoidal_encoding": [table_loop, table_exp_log, table_pow_stack, table_numpy, table_keras_masks, table_polar],
-    "relative_shift_matrix": [shift_blocks, shift_block_diag, shift_matrix_exp, shift_numpy_float64, shift_polar],
+    "relative_shift_matrix": [shift_blocks, shift_block_diag, shift_matrix_exp, shift_numpy_then_float32, shift_polar],
     "PositionalEncoding": [PositionalEncodingAnnotated, PositionalEncodingFunctional, PositionalEncodingIndexSelect],
     "TokenAndPositionEmbedding": [TokenAndPositionComposed, TokenAndPositionOwnTable, TokenAndPositionNumpy],
 }
@@ -763,7 +768,7 @@ WRONG = [
     ("sinusoidal_encoding", "odd_d_model", table_odd_rounded_down),
     ("sinusoidal_encoding", "wrong_dtype", table_float64),
     ("sinusoidal_encoding", "wrong_shape", table_transposed),
-    ("relative_shift_matrix", "sin_cos_swapped", shift_transposed_blocks),
+    ("relative_shift_matrix", "shift_reversed", shift_transposed_blocks),
     ("relative_shift_matrix", "concatenated_halves", shift_halves),
     ("relative_shift_matrix", "wrong_base", shift_base_1000),
     ("relative_shift_matrix", "wrong_exponent", shift_i_over_d),
@@ -1208,3 +1213,41 @@ WRONG += [
     ("sinusoidal_encoding", "nan_or_inf", table_position_over_itself_transposed),
     ("sinusoidal_encoding", "nan_or_inf", table_position_over_itself_float64),
 ]
+
+
+# --- issue 22: a batch of one squeezed away, the length taken from the batch axis --------------
+
+
+class TokenAndPositionSqueezed(_TokenAndPosition):
+    """Squeezes "the batch of one" that a single sentence makes: (1, T, d) becomes (T, d)."""
+
+    def forward(self, ids):
+        return super().forward(ids).squeeze(0)
+
+
+class TokenAndPositionLengthFromBatch(_TokenAndPosition):
+    def forward(self, ids):
+        T = ids.shape[0]  # the batch axis
+        if T > self.max_len:
+            raise ValueError("sequence longer than max_len")
+        return self.dropout(self.combine(self.embedding(ids), self.pe[:T]))
+
+
+WRONG += [
+    ("TokenAndPositionEmbedding", "wrong_shape", TokenAndPositionSqueezed),
+    ("TokenAndPositionEmbedding", "batch_seq_confusion", TokenAndPositionLengthFromBatch),
+]
+
+
+class TokenAndPositionTrainableScale(_TokenAndPosition):
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.scale = nn.Parameter(torch.tensor(math.sqrt(d_model)))
+
+    def combine(self, tokens, pe):
+        return tokens * self.scale + pe
+
+
+WRONG += [("TokenAndPositionEmbedding", "scale_is_parameter", TokenAndPositionTrainableScale)]
+
+WRONG += [("relative_shift_matrix", "wrong_dtype", shift_numpy_float64)]

@@ -150,7 +150,7 @@ WRONG = [
     ("alibi_slopes", "non_power_of_two", slopes_geometric_always),
     ("alibi_slopes", "non_power_of_two", slopes_power_of_two_only),
     ("alibi_slopes", "wrong_sign", slopes_negative),
-    ("alibi_slopes", "wrong_values", slopes_from_zero),
+    ("alibi_slopes", "slopes_from_zero", slopes_from_zero),
     ("alibi_slopes", "wrong_type", slopes_list),
     ("alibi_bias", "non_power_of_two", bias_geometric_always),
     ("alibi_bias", "wrong_sign", bias_plus_sign),
@@ -272,28 +272,28 @@ def bias_masked_with_minus_1e4(n_heads, seq_len):
 
 WRONG += [
     ("alibi_slopes", "wrong_sign", slopes_negative_and_stretched),
-    ("alibi_slopes", "wrong_values", slopes_reversed),
+    ("alibi_slopes", "slopes_reversed", slopes_reversed),
     ("alibi_slopes", "non_power_of_two", slopes_odd_extras),
     ("alibi_slopes", "wrong_sign", slopes_negative_from_zero),
     ("alibi_bias", "missing_causal_mask", bias_no_mask_plus_sign),
     ("alibi_bias", "missing_causal_mask", bias_no_mask_stretched),
     ("alibi_bias", "wrong_sign", bias_plus_sign_stretched),
-    ("alibi_bias", "wrong_values", bias_fairseq_shortcut),
+    ("alibi_bias", "bias_row_offset", bias_fairseq_shortcut),
     ("alibi_bias", "missing_causal_mask", bias_mpt_port),
     ("alibi_bias", "missing_causal_mask", bias_mpt_full),
-    ("alibi_bias", "wrong_values", bias_heads_from_zero),
+    ("alibi_bias", "slopes_from_zero", bias_heads_from_zero),
     ("alibi_bias", "missing_causal_mask", bias_masked_with_minus_1e4),
 ]
 
 # (exercise, diagnosis, a further finding in result.also, the code)
 ALSO = [
     ("alibi_slopes", "wrong_sign", "non_power_of_two", slopes_negative_and_stretched),
-    ("alibi_slopes", "wrong_values", "non_power_of_two", slopes_reversed),
-    ("alibi_slopes", "wrong_sign", "wrong_values", slopes_negative_from_zero),
+    ("alibi_slopes", "slopes_reversed", "non_power_of_two", slopes_reversed),
+    ("alibi_slopes", "wrong_sign", "slopes_from_zero", slopes_negative_from_zero),
     ("alibi_bias", "missing_causal_mask", "wrong_sign", bias_no_mask_plus_sign),
     ("alibi_bias", "missing_causal_mask", "non_power_of_two", bias_no_mask_stretched),
     ("alibi_bias", "wrong_sign", "non_power_of_two", bias_plus_sign_stretched),
-    ("alibi_bias", "missing_causal_mask", "wrong_values", bias_mpt_port),
+    ("alibi_bias", "missing_causal_mask", "bias_row_offset", bias_mpt_port),
 ]
 
 
@@ -354,3 +354,110 @@ WRONG += [
     ("alibi_bias", "nan_or_inf", bias_zero_times_inf_mask),
     ("alibi_bias", "nan_or_inf", bias_inf_times_distance),
 ]
+
+
+# --- t5_relative_bucket (issue 22): T5's relative position buckets ---------------------------------
+
+
+def bucket_like_transformers(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """transformers' T5Attention._relative_position_bucket, as a student copies its steps."""
+    relative_buckets = 0
+    if bidirectional:
+        num_buckets //= 2
+        relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+        relative_position = torch.abs(relative_position)
+    else:
+        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    if_large = max_exact + (torch.log(relative_position.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)).to(torch.long)
+    if_large = torch.min(if_large, torch.full_like(if_large, num_buckets - 1))
+    return relative_buckets + torch.where(is_small, relative_position, if_large)
+
+
+def bucket_loop_float64(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """One position at a time, math.log in float64."""
+    n = num_buckets // 2 if bidirectional else num_buckets
+    exact = n // 2
+    out = []
+    for r in relative_position.flatten().tolist():
+        offset = n if bidirectional and r > 0 else 0
+        d = abs(r) if bidirectional else max(-r, 0)
+        bucket = d if d < exact else min(n - 1, exact + int(math.log(d / exact) / math.log(max_distance / exact) * (n - exact)))
+        out.append(offset + bucket)
+    return torch.tensor(out, dtype=torch.long, device=relative_position.device).reshape(relative_position.shape)
+
+
+def bucket_boundaries(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """The log-spaced buckets' first distances, then bucketize: no log per element."""
+    n = num_buckets // 2 if bidirectional else num_buckets
+    exact = n // 2
+    distance = relative_position.long().abs() if bidirectional else (-relative_position.long()).clamp(min=0)
+    # the smallest distance of bucket exact + k is exact · (max_distance / exact)^(k / (n - exact)), rounded up
+    starts = [exact] + [math.ceil(exact * (max_distance / exact) ** (k / (n - exact)) - 1e-9) for k in range(1, n - exact)]
+    bucket = torch.where(distance < exact, distance, exact - 1 + torch.bucketize(distance, torch.tensor(starts, device=distance.device), right=True))
+    return bucket + ((relative_position > 0).long() * n if bidirectional else 0)
+
+
+def bucket_no_sign_split(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """Halves the buckets, but forgets to put the keys after the query in the upper half."""
+    if not bidirectional:
+        return bucket_like_transformers(relative_position, False, num_buckets, max_distance)
+    return bucket_like_transformers(-relative_position.abs(), False, num_buckets // 2, max_distance)  # |r| counted as a distance back
+
+
+def bucket_query_minus_key(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    return bucket_like_transformers(-relative_position, bidirectional, num_buckets, max_distance)
+
+
+def bucket_exact_before_halving(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """max_exact from the full num_buckets, before the halving: 16 exact buckets of 16."""
+    max_exact = num_buckets // 2
+    n = num_buckets // 2 if bidirectional else num_buckets
+    offset = (relative_position > 0).long() * n if bidirectional else 0
+    d = relative_position.abs() if bidirectional else (-relative_position).clamp(min=0)
+    if_large = (max_exact + (torch.log(d.float() / max_exact) / math.log(max_distance / max_exact) * (n - max_exact)).long()).clamp(max=n - 1)
+    return offset + torch.where(d < max_exact, d, if_large)
+
+
+def bucket_rounded(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    n = num_buckets // 2 if bidirectional else num_buckets
+    exact = n // 2
+    offset = (relative_position > 0).long() * n if bidirectional else 0
+    d = relative_position.abs() if bidirectional else (-relative_position).clamp(min=0)
+    if_large = (exact + (torch.log(d.float() / exact) / math.log(max_distance / exact) * (n - exact)).round().long()).clamp(max=n - 1)
+    return offset + torch.where(d < exact, d, if_large)
+
+
+def bucket_unclamped(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    n = num_buckets // 2 if bidirectional else num_buckets
+    exact = n // 2
+    offset = (relative_position > 0).long() * n if bidirectional else 0
+    d = relative_position.abs() if bidirectional else (-relative_position).clamp(min=0)
+    if_large = exact + (torch.log(d.float() / exact) / math.log(max_distance / exact) * (n - exact)).long()
+    return offset + torch.where(d < exact, d, if_large)
+
+
+def bucket_float(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    return bucket_like_transformers(relative_position, bidirectional, num_buckets, max_distance).float()
+
+
+def bucket_no_split_no_clamp(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """Two steps missing: the sign split and the clamp."""
+    n = num_buckets // 2 if bidirectional else num_buckets
+    exact = n // 2
+    d = relative_position.abs() if bidirectional else (-relative_position).clamp(min=0)
+    if_large = exact + (torch.log(d.float() / exact) / math.log(max_distance / exact) * (n - exact)).long()
+    return torch.where(d < exact, d, if_large)
+
+
+RIGHT["t5_relative_bucket"] = [bucket_like_transformers, bucket_loop_float64, bucket_boundaries]
+WRONG += [
+    ("t5_relative_bucket", "bucket_sign_split_missing", bucket_no_sign_split),
+    ("t5_relative_bucket", "bucket_direction_reversed", bucket_query_minus_key),
+    ("t5_relative_bucket", "bucket_exact_region", bucket_exact_before_halving),
+    ("t5_relative_bucket", "bucket_log_spacing", bucket_rounded),
+    ("t5_relative_bucket", "bucket_not_clamped", bucket_unclamped),
+    ("t5_relative_bucket", "wrong_dtype", bucket_float),
+]
+ALSO += [("t5_relative_bucket", "bucket_sign_split_missing", "bucket_not_clamped", bucket_no_split_no_clamp)]

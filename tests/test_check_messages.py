@@ -1,0 +1,361 @@
+"""What a check says about a student's code is true of that code (issue 22, item 2).
+
+Each test holds the student's code as the November teaching review wrote it
+(shared/reviews/teaching-2026-11.md) and asserts the corrected message: the
+old one said something false about it."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from helpers import check
+from helpers.checking import CheckResult, advice
+from helpers.exercises import all_exercises
+from helpers.registry import GENERIC_ADVICE
+from tests.submissions.ch04 import BertPlain
+from tests.submissions.ch06 import slopes_official
+
+# --- chapter 01 ------------------------------------------------------------------------
+
+
+def one_hot_lookup_by_indexing(weight, ids):
+    return weight[ids]
+
+
+def one_hot_lookup_index_select(weight, ids):
+    return weight.index_select(0, ids.reshape(-1)).reshape(*ids.shape, weight.shape[1])
+
+
+def one_hot_lookup_elementwise(weight, ids):
+    one_hot = torch.nn.functional.one_hot(ids, weight.shape[0]).to(weight.dtype)
+    return (one_hot[..., None] * weight).sum(-2)  # a (..., V, d) intermediate
+
+
+@pytest.mark.parametrize("fn", [one_hot_lookup_by_indexing, one_hot_lookup_index_select])
+def test_one_hot_lookup_by_indexing_is_told_indexing(fn):
+    result = check("one_hot_lookup", fn)
+    assert result.diagnosis == "not_a_matrix_product", str(result)
+    assert "by indexing the table" in result.message and "element by element" not in result.message
+
+
+def test_one_hot_lookup_element_by_element_is_told_so():
+    result = check("one_hot_lookup", one_hot_lookup_elementwise)
+    assert result.diagnosis == "not_a_matrix_product" and "element by element" in result.message, str(result)
+
+
+def embedding_backward_plus_equals(grad_out, ids, vocab_size, padding_idx=None):
+    grad = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device)
+    grad[ids] += grad_out
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad
+
+
+def test_plus_equals_is_not_told_it_assigns():
+    result = check("embedding_backward", embedding_backward_plus_equals)
+    assert result.diagnosis == "no_accumulation", str(result)
+    assert "`grad[ids] += grad_out` does the same" in result.message
+
+
+def lookup_plus_bias(weight, ids):
+    return weight[ids] + 0.01
+
+
+def relative_shift_matrix_symmetric(k, d_model, base=10000.0):
+    M = torch.zeros(d_model, d_model)
+    for i in range(d_model // 2):
+        c, s = math.cos(k * base ** (-2 * i / d_model)), math.sin(k * base ** (-2 * i / d_model))
+        M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, s], [s, c]])
+    return M
+
+
+@pytest.mark.parametrize(
+    "exercise, fn, says",
+    [
+        ("lookup", lookup_plus_bias, "weight[ids[b, t]]"),
+        ("relative_shift_matrix", relative_shift_matrix_symmetric, "k = 1 and d_model = 2"),
+    ],
+)
+def test_wrong_values_hints_fit_the_exercise(exercise, fn, says):
+    """No "position 0, one token" where an exercise has no positions; a fix that is not the hint again."""
+    result = check(exercise, fn)
+    assert result.diagnosis == "wrong_values", str(result)
+    assert says in result.hint and "position 0" not in result.hint + result.fix and result.hint != result.fix
+
+
+def embedding_backward_mean(grad_out, ids, vocab_size, padding_idx=None):
+    """Averages the uses of a repeated id instead of summing them."""
+    d = grad_out.shape[-1]
+    total = torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device).index_add_(0, ids.reshape(-1), grad_out.reshape(-1, d))
+    count = torch.bincount(ids.reshape(-1), minlength=vocab_size).clamp(min=1).to(grad_out.dtype)
+    grad = total / count[:, None]
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad
+
+
+def test_embedding_backward_wrong_values_hint_is_one_id_used_twice():
+    result = check("embedding_backward", embedding_backward_mean)
+    assert result.diagnosis == "wrong_values", str(result)
+    assert "one id used twice" in result.hint and "position 0" not in result.hint + result.fix
+
+
+def test_the_generic_wrong_values_advice_names_no_positions_and_differs():
+    hint, fix = GENERIC_ADVICE["wrong_values"]
+    assert "position 0" not in hint + fix and hint != fix
+
+
+def test_no_text_starts_with_a_capitalised_identifier():
+    """advice() capitalises the first letter of each text: "nn.Embedding" must not become "Nn.Embedding"."""
+    texts = [text for exercise in all_exercises().values() for code in exercise.mistakes for text in advice(exercise, code)]
+    assert texts and not [text for text in texts if text.startswith(("Nn.", "Torch.", "F."))]
+
+
+# --- chapter 03 ------------------------------------------------------------------------
+
+
+class TokenAndPositionLearned(nn.Module):
+    """An nn.Embedding as the position table: chapter 04's learned positions."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__()
+        self.tok = nn.Embedding(vocab_size, d_model)
+        self.pos = nn.Embedding(max_len, d_model)
+        self.d = d_model
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        return self.drop(self.tok(ids) * math.sqrt(self.d) + self.pos(torch.arange(T, device=ids.device)))
+
+
+def test_a_learned_position_table_is_named_and_its_fix_is_valid_code():
+    result = check("TokenAndPositionEmbedding", TokenAndPositionLearned)
+    assert result.diagnosis == "pe_is_parameter", str(result)
+    assert "learned position table" in result.message and "drift" not in result.message
+    assert "register_buffer('pe'" in result.fix and "pos.weight" not in result.fix
+
+
+def sinusoidal_encoding_half(max_len, d_model, base=10000.0):
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    angles = pos / base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)[:, : d_model // 2]
+    return pe.half()
+
+
+def test_a_table_in_the_wrong_dtype_is_not_told_to_copy_an_input_dtype():
+    """sinusoidal_encoding takes no tensor: `dtype=x.dtype` is no fix there."""
+    result = check("sinusoidal_encoding", sinusoidal_encoding_half)
+    assert result.diagnosis == "wrong_dtype", str(result)
+    assert "x.dtype" not in result.fix and "float32" in result.fix
+
+
+# --- chapter 04 ------------------------------------------------------------------------
+
+
+class BertSeed002(nn.Module):
+    """Seed 002's class with its device bug fixed: eps hard-coded to BERT's 1e-12."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=1e-12)
+        self.dropout = nn.Dropout(hidden_dropout_prob)
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+def test_a_hard_coded_eps_is_told_the_eps_it_uses():
+    result = check("BertEmbeddings", BertSeed002)
+    assert result.diagnosis == "layernorm_eps", str(result)
+    assert result.message.startswith("Your LayerNorm uses eps = 1e-12") and "(1e-07 here)" in result.message
+    assert "default is 1e-5" not in result.message
+
+
+class BertBareDropout(BertPlain):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dropout = nn.Dropout()  # p = 0.5
+
+
+def test_a_bare_dropout_is_told_its_rate_and_the_argument_to_use():
+    result = check("BertEmbeddings", BertBareDropout)
+    assert result.diagnosis == "dropout_rate_ignored", str(result)
+    assert "p = 0.5" in result.message and "hidden_dropout_prob=0.25" in result.message
+    assert "nn.Dropout(hidden_dropout_prob)" in result.fix
+
+
+class LearnedIndexError(nn.Module):
+    """Checks the length, then raises the wrong exception."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.max_len = max_len
+        self.pos = nn.Embedding(max_len, d_model)
+
+    def forward(self, x):
+        T = x.shape[1]
+        if T > self.max_len:
+            raise IndexError(f"sequence length {T} > max_len {self.max_len}")
+        return x + self.pos(torch.arange(T, device=x.device))
+
+
+def test_a_length_check_that_raises_index_error_is_told_it_checks():
+    result = check("LearnedPositionalEmbedding", LearnedIndexError)
+    assert result.diagnosis == "no_length_check", str(result)
+    assert "checks the length, but raises IndexError" in result.message and "raise ValueError" in result.fix
+
+
+# --- chapter 06 ------------------------------------------------------------------------
+
+
+def bias_minus_1e4(n_heads, seq_len):
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return (-slopes_official(n_heads)[:, None, None] * (i - j)).masked_fill(j > i, -1e4)
+
+
+def test_a_minus_1e4_mask_is_not_told_it_gives_the_future_weight():
+    result = check("alibi_bias", bias_minus_1e4)
+    assert result.diagnosis == "missing_causal_mask", str(result)
+    assert "underflows to exactly 0" in result.message and "gives the future a weight" not in result.message
+    assert "0 there is no mask" not in result.message
+
+
+def slopes_odd_extras(n_heads):
+    """The extra heads take slopes [1::2] of 2n' heads instead of [0::2]."""
+    closest = 2 ** math.floor(math.log2(n_heads))
+    rule = lambda n: [2 ** (-8 * (h + 1) / n) for h in range(n)]
+    return torch.tensor(rule(closest) + rule(2 * closest)[1::2][: n_heads - closest])
+
+
+def slopes_sorted(n_heads):
+    return slopes_official(n_heads).sort(descending=True).values
+
+
+@pytest.mark.parametrize("fn", [slopes_odd_extras, slopes_sorted])
+def test_the_slopes_message_leads_with_what_the_slopes_are(fn):
+    result = check("alibi_slopes", fn)
+    assert result.diagnosis == "non_power_of_two", str(result)
+    assert result.message.startswith("Your slopes for") and "follow 2^(-8(h+1)/n) for every head count" not in result.message
+
+
+def alibi_slopes(n_heads):  # the student's own alibi_slopes, wrong for 12 heads
+    return torch.tensor([2 ** (-8 * (h + 1) / n_heads) for h in range(n_heads)])
+
+
+def alibi_bias(n_heads, seq_len):  # right, on the slopes above
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return (-alibi_slopes(n_heads)[:, None, None] * (i - j)).masked_fill(j > i, float("-inf"))
+
+
+def test_a_right_bias_on_wrong_slopes_is_told_to_fix_the_slopes():
+    result = check("alibi_bias", alibi_bias)
+    assert result.diagnosis == "non_power_of_two", str(result)
+    assert "The rest of your bias is right" in result.message and 'check("alibi_slopes", alibi_slopes)' in result.fix
+    assert "Build the bias from" not in result.fix
+
+
+def bias_with_batch_axis(n_heads, seq_len):
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return (-slopes_official(n_heads)[:, None, None] * (i - j)).masked_fill(j > i, float("-inf"))[None]
+
+
+def test_a_leading_axis_of_one_is_not_told_about_heads_last():
+    result = check("alibi_bias", bias_with_batch_axis)
+    assert result.diagnosis == "wrong_shape", str(result)
+    assert "leading axis of size 1" in result.message and "(seq_len, seq_len, n_heads)" not in result.fix
+
+
+# --- the panel --------------------------------------------------------------------------
+
+
+def test_the_panel_shows_code_as_code_and_escapes_it_first():
+    result = CheckResult("lookup", False, "wrong_values", "use `a < b` and `x`", 0, 2, hint="the `<script>` hint", fix="`w[ids]`", also=["wrong_shape: `T`"])
+    page = result._repr_html_()
+    assert "<code>a &lt; b</code>" in page and "<code>x</code>" in page and "<code>&lt;script&gt;</code>" in page
+    assert "<code>w[ids]</code>" in page and "<code>T</code>" in page and "`" not in page
+
+
+class BertSeed002AllFour(nn.Module):
+    """Seed 002's class as written: positions on the CPU, no segment, eps hard-coded, a bare nn.Dropout()."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=1e-12)
+        self.dropout = nn.Dropout()
+
+    def forward(self, input_ids, token_type_ids=None):
+        positions = torch.arange(input_ids.shape[1])
+        return self.dropout(self.LayerNorm(self.word_embeddings(input_ids) + self.position_embeddings(positions)))
+
+
+def test_seed_002s_four_bugs_are_all_named_in_one_run():
+    result = check("BertEmbeddings", BertSeed002AllFour)
+    found = {result.diagnosis} | {finding.split(":")[0] for finding in result.also}
+    assert found == {"missing_token_type", "layernorm_eps", "dropout_rate_ignored", "positions_on_cpu"}, str(result)
+
+
+# --- chapter 05 (05-D11) ------------------------------------------------------------------
+
+
+def rope_interleaved_cat_back(x, positions=None, base=10000.0):
+    """Right pairs, written back with torch.cat: two halves instead of interleaved."""
+    d = x.shape[-1]
+    positions = torch.arange(x.shape[-2], device=x.device) if positions is None else positions
+    angles = positions.float()[:, None] * base ** (-torch.arange(0, d, 2, device=x.device).float() / d)  # (T, d/2)
+    x0, x1 = x[..., 0::2].float(), x[..., 1::2].float()
+    y0, y1 = x0 * angles.cos() - x1 * angles.sin(), x0 * angles.sin() + x1 * angles.cos()
+    return torch.cat((y0, y1), dim=-1).to(x.dtype)
+
+
+def test_pairs_written_back_as_halves_are_told_so():
+    result = check("rope_interleaved", rope_interleaved_cat_back)
+    assert result.diagnosis == "wrong_values", str(result)
+    assert "your pairs are turned right" in result.message and "stack((y0, y1), dim=-1).flatten(-2)" in result.fix
+
+
+def apply_rope_sliced_then_gathered(q, k, cos, sin, positions=None):
+    T = q.shape[-2]
+    c, s = cos[:T], sin[:T]
+    if positions is not None:
+        c, s = c[positions], s[positions]  # positions >= T fall off the sliced rows
+    if c.dim() == 3:
+        c, s = c[:, None], s[:, None]
+    rotate = lambda x: torch.cat((-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]), dim=-1)  # noqa: E731
+    return q * c + rotate(q) * s, k * c + rotate(k) * s
+
+
+def test_rows_sliced_before_the_gather_are_told_so():
+    result = check("apply_rope", apply_rope_sliced_then_gathered)
+    assert result.diagnosis == "raised", str(result)
+    assert "cos[:T][positions]" in result.message and "cos[positions]" in result.fix
+
+
+class BertPositionsByTokenIds(BertPlain):
+    """04-D10: the position table looked up by the token ids."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(input_ids.clamp(max=self.position_embeddings.num_embeddings - 1))
+        return self.dropout(self.LayerNorm(x + self.token_type_embeddings(token_type_ids)))
+
+
+def test_bert_wrong_values_hint_fits_bert():
+    """No "position 0, one token, d_model = 2" for a module whose sizes MiniLM fixes."""
+    result = check("BertEmbeddings", BertPositionsByTokenIds)
+    assert result.diagnosis == "wrong_values", str(result)
+    assert "three different ids" in result.hint and "position 0, one token" not in result.hint + result.fix and result.hint != result.fix
