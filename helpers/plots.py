@@ -34,6 +34,11 @@ def lookup_picture(weight: torch.Tensor, ids: torch.Tensor, tokens: list[str] | 
     limit = float(weight.abs().max())
     left.imshow(weight, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit)
     left.set(title=f"embedding table W  {tuple(weight.shape)}", xlabel="dimension (d_model)", ylabel="token id (row)")
+    if weight.shape[0] <= 40:  # a tick per row, so every id the text uses can be read off: bold if used, grey if not
+        used = set(ids.tolist())
+        left.set_yticks(range(weight.shape[0]))
+        for row, label in enumerate(left.get_yticklabels()):
+            label.set(fontweight="bold" if row in used else "normal", color="black" if row in used else "0.6")
     right.imshow(out, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit)
     right.set(title=f"out = W[ids]  {tuple(out.shape)}", xlabel="dimension (d_model)", ylabel="position in the text")
     right.set_yticks(range(len(ids)), [f"{t}  (id {int(i)})" for t, i in zip(tokens, ids)])
