@@ -148,11 +148,12 @@ def embedding_norms(d_model: int | None = None) -> None:
     plt.show()
 
 
-def tied_gradients(input_use: torch.Tensor, output_use: torch.Tensor, used: list[int]) -> None:
+def tied_gradients(input_use: torch.Tensor, output_use: torch.Tensor, used: list[int], targets: list[int] = ()) -> None:
     """The gradient of one tied matrix, row by row: the norm of the lookup's
     part, of the logits' part and of their sum, on a log scale, so that the
     small gradients the logits send to every row show next to the large ones
-    of the rows in the batch. A zero (nothing to draw on a log axis) is marked 0."""
+    of the rows in the batch. A zero (nothing to draw on a log axis) is marked 0.
+    The x labels mark the input tokens (`used`) and the `targets`."""
     plt = _plt()
     parts = {
         "from the lookup (input use)": input_use.detach().cpu(),
@@ -171,7 +172,8 @@ def tied_gradients(input_use: torch.Tensor, output_use: torch.Tensor, used: list
             ax.text(position, floor * 1.15, "0", ha="center", va="bottom", fontsize=8, color=f"C{k}")
     ax.set_yscale("log")
     ax.set_ylim(floor, float(max(n.max() for n in norms.values())) * 2)
-    ax.set_xticks(range(V), [f"{i}\n(in batch)" if i in used else str(i) for i in range(V)], fontsize=8)
+    roles = [", ".join(role for role, rows in (("input", used), ("target", targets)) if i in rows) for i in range(V)]
+    ax.set_xticks(range(V), [f"{i}\n({role})" if role else str(i) for i, role in enumerate(roles)], fontsize=8)
     ax.set(title="One backward pass through a tied model: gradient norm per row (log scale)", xlabel="token id (row of the matrix)", ylabel="‖∂loss/∂W[i]‖")
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
