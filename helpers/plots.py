@@ -433,14 +433,19 @@ def rope_table(cos: torch.Tensor, positions: int = 64) -> None:
 
 
 def rope_matrices(matrices: dict[str, torch.Tensor], position: int) -> None:
-    """The (d, d) matrix that RoPE applies at one position, for each layout."""
+    """The (d, d) matrix that RoPE applies at one position, for each layout, every
+    non-zero entry written in (a cos or a ±sin of m·θ_j), with a colour scale."""
     plt = _plt()
-    fig, axes = plt.subplots(1, len(matrices), figsize=(4.2 * len(matrices), 4))
+    fig, axes = plt.subplots(1, len(matrices), figsize=(4.6 * len(matrices), 4.2), layout="constrained")
     for ax, (name, matrix) in zip(axes, matrices.items()):
-        ax.imshow(matrix.detach().cpu(), cmap="RdBu_r", vmin=-1, vmax=1)
+        matrix = matrix.detach().cpu()
+        image = ax.imshow(matrix, cmap="RdBu_r", vmin=-1, vmax=1)
+        if matrix.shape[0] <= 16:  # small enough to read every entry
+            for (row, column), value in zip(matrix.nonzero().tolist(), matrix[matrix != 0].tolist()):
+                ax.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=6.5, color="white" if abs(value) > 0.6 else "black")
         ax.set(title=name, xlabel="input component", ylabel="output component")
+    fig.colorbar(image, ax=list(axes), label="entry: cos(m·θ_j) or ±sin(m·θ_j)", shrink=0.8)
     fig.suptitle(f"The rotation RoPE applies at position {position}: same angles, different pairs")
-    fig.tight_layout()
     plt.show()
 
 
