@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
+import math
 import threading
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -35,6 +36,10 @@ from functools import cache
 import torch
 
 SEED = 0  # every tiny model is built from this seed: the same weights in every process
+# Random weights at the configs' default std 0.02 make a tiny model all but blind to position: dropping
+# RoPE moved the logits by 5e-3 and changed no prediction. At 0.2 a wrong positional step flips a clear
+# share of the predictions, so a notebook's control shows a bug, not noise.
+INITIALIZER_RANGE = 0.2
 VOCAB = 96  # tiny vocabularies and tables: the models build in well under a second
 MAX_POSITIONS = 64
 _TINY_SPECIAL_TOKENS = {"bos_token_id": VOCAB - 1, "eos_token_id": VOCAB - 1}  # GPT-2's and GPT-J's default 50256 is past a tiny vocabulary
@@ -141,19 +146,31 @@ _LLAMA_LIKE_SIZES = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128
 @cache
 def tiny_llama():
     """LlamaForCausalLM, 4 query heads sharing 2 key/value heads (GQA), head_dim 16."""
-    return _build("models.llama.modeling_llama", "LlamaForCausalLM", "LlamaConfig", num_key_value_heads=2, **_LLAMA_LIKE_SIZES)
+    return _build("models.llama.modeling_llama", "LlamaForCausalLM", "LlamaConfig", num_key_value_heads=2, initializer_range=INITIALIZER_RANGE, **_LLAMA_LIKE_SIZES)
 
 
 @cache
 def tiny_gptj():
     """GPTJForCausalLM, 4 heads of 16 dims, the first rotary_dim = 8 of them rotated (interleaved pairs)."""
-    return _build("models.gptj.modeling_gptj", "GPTJForCausalLM", "GPTJConfig", vocab_size=VOCAB, n_embd=64, n_head=4, n_layer=2, rotary_dim=8, n_positions=MAX_POSITIONS, **_TINY_SPECIAL_TOKENS)
+    return _build(
+        "models.gptj.modeling_gptj",
+        "GPTJForCausalLM",
+        "GPTJConfig",
+        vocab_size=VOCAB,
+        n_embd=64,
+        n_head=4,
+        n_layer=2,
+        rotary_dim=8,
+        n_positions=MAX_POSITIONS,
+        initializer_range=INITIALIZER_RANGE,
+        **_TINY_SPECIAL_TOKENS,
+    )
 
 
 @cache
 def tiny_neox():
     """GPTNeoXForCausalLM, 4 heads of 16 dims, rotary_pct 0.25: the first 4 dims rotated (half-split)."""
-    return _build("models.gpt_neox.modeling_gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXConfig", rotary_pct=0.25, **_LLAMA_LIKE_SIZES)
+    return _build("models.gpt_neox.modeling_gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXConfig", rotary_pct=0.25, initializer_range=INITIALIZER_RANGE, **_LLAMA_LIKE_SIZES)
 
 
 @cache
@@ -165,7 +182,18 @@ def tiny_bloom():
 @cache
 def tiny_gpt2():
     """GPT2LMHeadModel, learned positions (wpe) and an lm_head tied to the token table (wte)."""
-    return _build("models.gpt2.modeling_gpt2", "GPT2LMHeadModel", "GPT2Config", vocab_size=VOCAB, n_embd=64, n_head=4, n_layer=2, n_positions=MAX_POSITIONS, **_TINY_SPECIAL_TOKENS)
+    return _build(
+        "models.gpt2.modeling_gpt2",
+        "GPT2LMHeadModel",
+        "GPT2Config",
+        vocab_size=VOCAB,
+        n_embd=64,
+        n_head=4,
+        n_layer=2,
+        n_positions=MAX_POSITIONS,
+        initializer_range=INITIALIZER_RANGE,
+        **_TINY_SPECIAL_TOKENS,
+    )
 
 
 def minilm():
@@ -443,10 +471,20 @@ def gpt2_final_hidden_and_logits(model, input_ids: torch.Tensor) -> tuple[torch.
     return hidden, logits
 
 
-def gpt2_logits(model, input_ids: torch.Tensor, positions: Callable | None = None, head: Callable | None = None) -> torch.Tensor:
+def gpt2_logits(
+    model,
+    input_ids: torch.Tensor,
+    positions: Callable | None = None,
+    head: Callable | None = None,
+    attention_mask: torch.Tensor | None = None,
+    position_ids: torch.Tensor | None = None,
+) -> torch.Tensor:
     """A GPT-2's logits, (B, T, V), with the caller's steps:
     positions(x (B, T, d)) -> x + P[:T], applied to wte(ids) in place of the library's wte + wpe;
-    head(h (B, T, d)) -> logits, in place of lm_head."""
+    head(h (B, T, d)) -> logits, in place of lm_head.
+    attention_mask and position_ids (B, T) go to the model as they are: GPT-2's default
+    position_ids are 0..T-1 whatever the mask, so a left-padded row needs its own."""
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
     wte = _path(model, "transformer.wte")
     block = _path(model, "transformer.h.0")
 
@@ -458,8 +496,8 @@ def gpt2_logits(model, input_ids: torch.Tensor, positions: Callable | None = Non
     try:
         with torch.no_grad():
             if head is None:
-                return model(input_ids=input_ids).logits
-            return head(_path(model, "transformer")(input_ids=input_ids).last_hidden_state)
+                return model(**inputs).logits
+            return head(_path(model, "transformer")(**inputs).last_hidden_state)
     finally:
         if hook is not None:
             hook.remove()
@@ -484,14 +522,31 @@ def compare_logits(label: str, mine: torch.Tensor, theirs: torch.Tensor, *, equa
     """Print one line: are `mine` and the library's `theirs` equal to float32 tolerance
     (torch.testing.assert_close's: the tiny models' logits are small, a loose tolerance
     would let a wrong step through)? ✓ when that is what `equal` expects: a cell shows a
-    wrong step with equal=False. A difference below 1e-6 is printed as such: its exact
-    value depends on the CPU, and the notebooks' outputs must not. Returns the verdict."""
+    wrong step with equal=False. A difference within the tolerance is printed as a bound,
+    "< 1e-6" or the next power of ten: its exact value depends on the CPU, and the notebooks'
+    outputs must not. Returns the verdict."""
     difference = (mine - theirs).abs().max().item()
     same = torch.allclose(mine, theirs, rtol=1.3e-6, atol=1e-5)
-    shown = "< 1e-6" if difference < 1e-6 else f"{difference:.1e}"
+    if difference < 1e-6:
+        shown = "< 1e-6"
+    else:
+        shown = f"< 1e{math.ceil(math.log10(difference))}" if same else f"{difference:.1e}"
     verdict = "equal to float32 tolerance" if same else "different"
     print(f"{'✓' if same == equal else '✗'} {label}: max |difference| {shown}, {verdict}")
     return same
+
+
+def prediction_change(label: str, mine: torch.Tensor, theirs: torch.Tensor) -> float:
+    """Print how much `mine` (..., V) changes the model's predictions against `theirs`: the
+    difference relative to the logits' size, ‖mine − theirs‖ / ‖theirs‖, and the share of
+    positions whose top-1 token is the same. A max |difference| alone cannot tell a wrong
+    positional step from float noise; a flipped prediction can. Rounded to whole percents,
+    so the line is the same on every CPU. Returns the top-1 agreement."""
+    relative = ((mine - theirs).norm() / theirs.norm()).item()
+    same = mine.argmax(-1) == theirs.argmax(-1)
+    agreement = same.float().mean().item()
+    print(f"{label}: logits {relative:.0%} away (relative), top-1 agreement {agreement:.0%} ({int(same.sum())} of {same.numel()} predictions)")
+    return agreement
 
 
 @cache

@@ -34,6 +34,11 @@ def lookup_picture(weight: torch.Tensor, ids: torch.Tensor, tokens: list[str] | 
     limit = float(weight.abs().max())
     left.imshow(weight, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit)
     left.set(title=f"embedding table W  {tuple(weight.shape)}", xlabel="dimension (d_model)", ylabel="token id (row)")
+    if weight.shape[0] <= 40:  # a tick per row, so every id the text uses can be read off: bold if used, grey if not
+        used = set(ids.tolist())
+        left.set_yticks(range(weight.shape[0]))
+        for row, label in enumerate(left.get_yticklabels()):
+            label.set(fontweight="bold" if row in used else "normal", color="black" if row in used else "0.6")
     right.imshow(out, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit)
     right.set(title=f"out = W[ids]  {tuple(out.shape)}", xlabel="dimension (d_model)", ylabel="position in the text")
     right.set_yticks(range(len(ids)), [f"{t}  (id {int(i)})" for t, i in zip(tokens, ids)])
@@ -143,11 +148,12 @@ def embedding_norms(d_model: int | None = None) -> None:
     plt.show()
 
 
-def tied_gradients(input_use: torch.Tensor, output_use: torch.Tensor, used: list[int]) -> None:
+def tied_gradients(input_use: torch.Tensor, output_use: torch.Tensor, used: list[int], targets: list[int] = ()) -> None:
     """The gradient of one tied matrix, row by row: the norm of the lookup's
     part, of the logits' part and of their sum, on a log scale, so that the
     small gradients the logits send to every row show next to the large ones
-    of the rows in the batch. A zero (nothing to draw on a log axis) is marked 0."""
+    of the rows in the batch. A zero (nothing to draw on a log axis) is marked 0.
+    The x labels mark the input tokens (`used`) and the `targets`."""
     plt = _plt()
     parts = {
         "from the lookup (input use)": input_use.detach().cpu(),
@@ -166,7 +172,8 @@ def tied_gradients(input_use: torch.Tensor, output_use: torch.Tensor, used: list
             ax.text(position, floor * 1.15, "0", ha="center", va="bottom", fontsize=8, color=f"C{k}")
     ax.set_yscale("log")
     ax.set_ylim(floor, float(max(n.max() for n in norms.values())) * 2)
-    ax.set_xticks(range(V), [f"{i}\n(in batch)" if i in used else str(i) for i in range(V)], fontsize=8)
+    roles = [", ".join(role for role, rows in (("input", used), ("target", targets)) if i in rows) for i in range(V)]
+    ax.set_xticks(range(V), [f"{i}\n({role})" if role else str(i) for i, role in enumerate(roles)], fontsize=8)
     ax.set(title="One backward pass through a tied model: gradient norm per row (log scale)", xlabel="token id (row of the matrix)", ylabel="‖∂loss/∂W[i]‖")
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
@@ -426,14 +433,19 @@ def rope_table(cos: torch.Tensor, positions: int = 64) -> None:
 
 
 def rope_matrices(matrices: dict[str, torch.Tensor], position: int) -> None:
-    """The (d, d) matrix that RoPE applies at one position, for each layout."""
+    """The (d, d) matrix that RoPE applies at one position, for each layout, every
+    non-zero entry written in (a cos or a ±sin of m·θ_j), with a colour scale."""
     plt = _plt()
-    fig, axes = plt.subplots(1, len(matrices), figsize=(4.2 * len(matrices), 4))
+    fig, axes = plt.subplots(1, len(matrices), figsize=(4.6 * len(matrices), 4.2), layout="constrained")
     for ax, (name, matrix) in zip(axes, matrices.items()):
-        ax.imshow(matrix.detach().cpu(), cmap="RdBu_r", vmin=-1, vmax=1)
+        matrix = matrix.detach().cpu()
+        image = ax.imshow(matrix, cmap="RdBu_r", vmin=-1, vmax=1)
+        if matrix.shape[0] <= 16:  # small enough to read every entry
+            for (row, column), value in zip(matrix.nonzero().tolist(), matrix[matrix != 0].tolist()):
+                ax.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=6.5, color="white" if abs(value) > 0.6 else "black")
         ax.set(title=name, xlabel="input component", ylabel="output component")
+    fig.colorbar(image, ax=list(axes), label="entry: cos(m·θ_j) or ±sin(m·θ_j)", shrink=0.8)
     fig.suptitle(f"The rotation RoPE applies at position {position}: same angles, different pairs")
-    fig.tight_layout()
     plt.show()
 
 

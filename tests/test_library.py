@@ -445,6 +445,37 @@ def test_compare_logits_says_equal_only_to_float32_tolerance(capsys):
     assert lines[2].startswith("✓ shown as a control") and lines[2].endswith("different")
 
 
+def test_compare_logits_shows_a_difference_within_tolerance_as_a_bound(capsys):
+    theirs = randn(3, 5) * 2  # logits of the tiny models at initializer_range 0.2
+    assert library.compare_logits("float noise", theirs + 2.5e-6, theirs)
+    assert capsys.readouterr().out.strip() == "✓ float noise: max |difference| < 1e-5, equal to float32 tolerance"
+
+
+def test_prediction_change_counts_flipped_predictions(capsys):
+    theirs = torch.eye(4) * 3  # position i predicts token i
+    mine = theirs[[0, 1, 3, 2]]  # positions 2 and 3 now predict each other's token
+    assert library.prediction_change("two swapped", mine, theirs) == 0.5
+    assert library.prediction_change("unchanged", theirs.clone(), theirs) == 1.0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "two swapped: logits 100% away (relative), top-1 agreement 50% (2 of 4 predictions)"
+    assert lines[1] == "unchanged: logits 0% away (relative), top-1 agreement 100% (4 of 4 predictions)"
+
+
+@needs_library
+def test_left_padding_needs_position_ids_in_gpt2():
+    """The lesson of chapter 04's GPT-2 cell: GPT-2's default position_ids ignore the mask, so
+    a left-padded text gets wrong positions; mask.cumsum(-1) - 1 gives its unpadded logits."""
+    model = library.tiny_gpt2()
+    pads, text = 4, torch.randint(0, model.config.vocab_size - 1, (1, 8), generator=torch.Generator().manual_seed(12))
+    ids = torch.cat([torch.full((1, pads), model.config.eos_token_id), text], dim=1)
+    mask = (torch.arange(ids.shape[1]) >= pads).long()[None]  # (1, 12): 0 on the pads
+    alone = library.gpt2_logits(model, text)[0]
+    default = library.gpt2_logits(model, ids, attention_mask=mask)[0, pads:]
+    fixed = library.gpt2_logits(model, ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0))[0, pads:]
+    assert (default.argmax(-1) == alone.argmax(-1)).float().mean() < 0.5  # position matters in the tiny model
+    assert_close(fixed, alone)
+
+
 @needs_library
 def test_gpt2_small_shapes_are_gpt2_small():
     model = library.gpt2_small_shapes()
