@@ -322,6 +322,12 @@ class Session:
         its values updated in place when they changed there."""
         token = wire.text(entry.get("token"), 40)
         got = wire.tensor_from(entry, values, self.devices)
+        if got is None and "same_as" in entry:  # values the grader holds already (serve.Server.remember)
+            twin = self.local.get(wire.text(entry["same_as"], 40))
+            expected = (wire.dtype(entry.get("dtype")), wire.shape(entry.get("shape")))
+            if not isinstance(twin, torch.Tensor) or (twin.dtype, list(twin.shape)) != expected or twin.is_meta:
+                raise wire.ProtocolError("a tensor said to equal one the grader does not hold")
+            got = twin.detach().clone().to(wire.device(entry.get("device"), self.devices))
         local = self.local.get(token)
         if not isinstance(local, torch.Tensor):
             if got is None:

@@ -132,6 +132,17 @@ def tensor_entry(tensor: torch.Tensor, key: str, tensors: dict[str, torch.Tensor
     return entry
 
 
+def digest(tensor: torch.Tensor, smallest: int = 2**20) -> bytes | None:
+    """A fingerprint of a large tensor's values (dtype, shape, bytes); None below `smallest` bytes."""
+    import hashlib
+
+    if tensor.is_meta or tensor.layout != torch.strided or tensor.numel() * tensor.element_size() < smallest:
+        return None
+    values = tensor.detach().to("cpu").contiguous()
+    data = values.view(torch.uint8) if values.dim() else values.reshape(1).view(torch.uint8)
+    return hashlib.blake2b(f"{values.dtype}{tuple(values.shape)}".encode() + data.numpy().tobytes(), digest_size=16).digest()
+
+
 def tensor_from(entry: dict[str, Any], tensors: dict[str, torch.Tensor], devices: set[str]) -> torch.Tensor | None:
     """The tensor an entry describes, on its device; None when its values were not sent."""
     kind, dims, place = dtype(entry.get("dtype")), shape(entry.get("shape")), device(entry.get("device"), devices)
