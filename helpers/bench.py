@@ -137,7 +137,6 @@ def measure_overhead(notebook: str | Path, repeats: int = 1, sandbox: bool = Tru
     }
 
 
-
 def grading_ratio() -> dict[str, Any]:
     return measure_overhead(ROOT / "solutions" / "01_lookup_tables.ipynb")
 

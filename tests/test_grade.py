@@ -177,7 +177,9 @@ def test_tampering_earns_nothing(batch, name):
     assert (lookup["passed"], lookup["score"], lookup["diagnosis"]) == (False, 0, "transposed_weight"), lookup
     assert one_hot["passed"], one_hot  # the grader still works in a tampered kernel
     # The catalogue is not even there to tamper with: the sandbox holds a stand-in without it.
-    assert report["errors"] == ([{"cell": 4, "type": "AttributeError", "message": "AttributeError: module 'helpers.exercises' has no attribute '_catalogue'"}] if name == "tamper_registry" else []), report["errors"]
+    assert report["errors"] == ([{"cell": 4, "type": "AttributeError", "message": "AttributeError: module 'helpers.exercises' has no attribute '_catalogue'"}] if name == "tamper_registry" else []), (
+        report["errors"]
+    )
     assert report["warnings"], "cells that reach into the machinery are flagged for a person"
 
 

@@ -74,7 +74,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r["graded"] for r in reports) else 1
 
 
-
-
 if __name__ == "__main__":
     sys.exit(main())

@@ -94,6 +94,7 @@ def grade_notebook(path: str | Path, **kwargs: Any) -> dict[str, Any]:
     """Synchronous `grade_notebook_async`."""
     return asyncio.run(grade_notebook_async(path, **kwargs))
 
+
 async def grade_many(
     submissions: list[Found],
     out: Path,
@@ -163,5 +164,3 @@ async def grade_many(
     (out / "summary.md").write_text(summary_markdown(summary), encoding="utf-8")
     (out / "summary.csv").write_text(summary_csv(summary), encoding="utf-8")
     return reports
-
-

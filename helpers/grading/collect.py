@@ -33,6 +33,7 @@ SUSPICIOUS = [
     (re.compile(r"_course_grader"), "reaches for the grader's records in the kernel"),
 ]
 
+
 def read_cells(data: bytes) -> tuple[list[tuple[int, str]], list[str]]:
     """(index, source) of every non-empty code cell; and every code cell's source.
 

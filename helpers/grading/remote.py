@@ -171,7 +171,15 @@ class Session:
 
     def request_settings(self) -> dict:
         s = self.settings
-        return {"timeout": s.timeout, "memory_mb": s.memory_mb, "device": s.device, "forbidden": s.forbidden, "factories_on_meta": s.factories_on_meta, "copies_off_meta": s.copies_off_meta, "grad": torch.is_grad_enabled()}
+        return {
+            "timeout": s.timeout,
+            "memory_mb": s.memory_mb,
+            "device": s.device,
+            "forbidden": s.forbidden,
+            "factories_on_meta": s.factories_on_meta,
+            "copies_off_meta": s.copies_off_meta,
+            "grad": torch.is_grad_enabled(),
+        }
 
     def outcome(self, reply: dict) -> None:
         """Raise here what the student's code raised there."""
@@ -250,7 +258,9 @@ class Session:
         token = self.token(module)
         if token not in self.modules:
             self.modules.append(token)
-        attrs = {k: self.encode(v, tensors, leaves, depth + 1) for k, v in vars(module).items() if not k.startswith("_") and k != "training" and (v is None or isinstance(v, (bool, int, float, str, tuple)))}
+        attrs = {
+            k: self.encode(v, tensors, leaves, depth + 1) for k, v in vars(module).items() if not k.startswith("_") and k != "training" and (v is None or isinstance(v, (bool, int, float, str, tuple)))
+        }
         tensor = lambda t: None if t is None else self.encode(t, tensors, leaves, depth + 1)  # noqa: E731
         return {
             "nn": type(module).__name__,

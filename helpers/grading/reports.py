@@ -69,6 +69,8 @@ def report_gradescope(report: dict[str, Any]) -> str:
 
 
 RENDER = {"json": (".json", report_json), "md": (".md", report_markdown), "gradescope": (".results.json", report_gradescope)}
+
+
 def summarize(reports: list[dict[str, Any]], skipped: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """Each student's score; each exercise's pass rate and the class's most common mistake."""
     codes = diagnoses()
@@ -145,5 +147,3 @@ def summary_text(summary: dict[str, Any]) -> str:
         lines.append(f"{e['id']:<{width}}  {rate:<12}  {mistake}")
     lines += [f"skipped: {plain(s['path'])} ({plain(s['reason'])})" for s in summary.get("skipped", [])]
     return "\n".join(lines) + "\n"
-
-

@@ -198,5 +198,3 @@ def sandbox_problem() -> str | None:
     finally:
         scratch.remove()
     return f"bubblewrap cannot make a sandbox here ({reason}); allow user namespaces (see the README), or pass --no-sandbox"
-
-

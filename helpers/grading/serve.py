@@ -392,6 +392,3 @@ def setup(limits: dict[str, int], shell: Any) -> bool:
     SERVER = Server(shell.user_ns)
     shell.course_answer = SERVER.answer
     return True
-
-
-

@@ -288,5 +288,3 @@ class Submission:
             "hint": hint,
             "fix": fix,
         }
-
-

@@ -21,8 +21,7 @@ MAX_HEADER = 16 * 2**20  # bytes of safetensors header (names, shapes, the JSON 
 MAX_TEXT = 4000  # characters of any string a kernel sends (messages, names)
 MAX_ITEMS = 10_000  # entries of any list or dict a kernel sends
 DTYPES = {
-    str(dtype).removeprefix("torch."): dtype
-    for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+    str(dtype).removeprefix("torch."): dtype for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 }
 COMPLEX = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
