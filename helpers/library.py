@@ -557,7 +557,8 @@ def rope_init(rope_type: str, d: int, base: float, factor: float, original_max_l
 # the arguments of each rope type's course function, read from a config's rope_parameters
 _ROPE_ARGUMENTS = {
     "linear": lambda p, config, seq_len: (p["factor"],),
-    "dynamic": lambda p, config, seq_len: (p["factor"], int(config.max_position_embeddings if seq_len is None else max(int(seq_len), config.max_position_embeddings)), config.max_position_embeddings),
+    # dynamic: built at the trained length (seq_len None); rerun with T = max(position_ids) + 1, a tensor, once a sequence grows past it
+    "dynamic": lambda p, config, seq_len: (p["factor"], config.max_position_embeddings if seq_len is None else int(seq_len), config.max_position_embeddings),
     "yarn": lambda p, config, seq_len: (p["factor"], p["original_max_position_embeddings"], float(p.get("beta_fast") or 32), float(p.get("beta_slow") or 1)),
     "llama3": lambda p, config, seq_len: (p["factor"], p["low_freq_factor"], p["high_freq_factor"], p["original_max_position_embeddings"]),
 }
