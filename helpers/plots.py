@@ -638,7 +638,7 @@ def slowdown_by_pair(methods: dict[str, tuple[torch.Tensor, float]], plain: torc
     plt = _plt()
     plain = plain.detach().double().cpu()
     wavelength = 2 * torch.pi / plain
-    fig, ax = plt.subplots(figsize=(9.5, 4.6))
+    fig, ax = plt.subplots(figsize=(11.5, 4.6))
     for n, (name, (inv_freq, scale)) in enumerate(methods.items()):
         slowdown = plain / inv_freq.detach().double().cpu()
         label = f"{name}" + (f"  (attention scale {scale:.3f})" if scale != 1.0 else "")
@@ -648,14 +648,15 @@ def slowdown_by_pair(methods: dict[str, tuple[torch.Tensor, float]], plain: torc
     ax.axhline(factor, color="0.6", linestyle="--", linewidth=1, label=f"slowed by the whole factor s = {factor:g}")
     ax.set_xscale("log")
     ax.set_yscale("log", base=2)
+    largest = max(float((plain / inv_freq.detach().double().cpu()).max()) for inv_freq, _ in methods.values())
     ax.set(
-        title=f"How much each method slows each pair down, s = {factor:g} (red: pairs that never completed a turn within L)",
+        title=f"How much each method slows each pair down, s = {factor:g}\n(red: pairs that never completed a turn within L)",
         xlabel="the pair's original wavelength 2π/θ_i (tokens; fast pairs left, slow pairs right)",
         ylabel="slow-down θ_i / θ'_i",
-        ylim=(0.8, max(factor, 1.0) * 1.6),
+        ylim=(0.8, max(largest, factor, 1.0) * 1.4),
     )
     ax.title.set_fontsize(10)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     plt.show()
 
@@ -664,7 +665,7 @@ def extrapolation_by_method(accuracy: dict[str, torch.Tensor], trained: int, cha
     """Accuracy at each position, one line per method (mean over the seeds, the band from the
     worst seed to the best), against the trained length and chance."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(9.5, 4.2))
+    fig, ax = plt.subplots(figsize=(11, 4.2))
     for n, (method, runs) in enumerate(accuracy.items()):
         runs = runs.detach().float().cpu()
         positions = torch.arange(1, runs.shape[1])
@@ -675,7 +676,7 @@ def extrapolation_by_method(accuracy: dict[str, torch.Tensor], trained: int, cha
     ax.axhline(chance, color="0.3", linestyle="--", linewidth=1, label=f"chance {chance:.3g}")
     ax.set(title=title, xlabel="position in the sequence", ylabel="accuracy", ylim=(0, 1.05))
     ax.title.set_fontsize(10)
-    ax.legend(fontsize=8, loc="lower left", ncol=2)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     plt.show()
 

@@ -206,8 +206,8 @@ def yarn_not_truncated(d, base, factor, original_max_len, beta_fast=32.0, beta_s
     default, as in the YaRN authors' code) rounds the edges outward to whole pairs first.
 
     Hint: The edges are rounded away from the band: the fast edge down to the pair below,
-    the slow edge up to the pair above, before they are clamped to 0 and d - 1. (Some
-    models, gpt-oss among them, set truncate=False; this exercise follows the default.)
+    the slow edge up to the pair above, before they are clamped to 0 and d - 1. (A config
+    may set truncate=False; this exercise follows the default.)
 
     Fix: `low = max(math.floor(low), 0)` and `high = min(math.ceil(high), d - 1)`."""
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, truncate=False), temperature(factor)
@@ -334,14 +334,14 @@ def unpack(probe: Probe, out, call: str, d: int) -> tuple[torch.Tensor, float]:
     if not isinstance(inv_freq, torch.Tensor):
         probe.fail(
             "wrong_type",
-            f"the inv_freq of {call} is a {type(inv_freq).__name__}, not a torch.Tensor.",
+            f"The inv_freq of {call} is a {type(inv_freq).__name__}, not a torch.Tensor.",
             hint="The model registers inv_freq as a buffer and multiplies a tensor of positions by it: it must be a tensor, not a list or a NumPy array.",
             fix="Compute it with torch operations, or wrap it once at the end: `torch.tensor(values, dtype=torch.float32)`.",
         )
     if isinstance(scale, bool) or not isinstance(scale, (int, float)):
         probe.fail(
             "wrong_type",
-            f"the attention_scale of {call} is a {type(scale).__name__}, not a Python float.",
+            f"The attention_scale of {call} is a {type(scale).__name__}, not a Python float.",
             hint="attention_scale is one number for the whole model (transformers stores it as the rotary embedding's attention_scaling); the contract is a plain float.",
             fix="Return a float: `1.0`, or `float(value)` of a tensor or NumPy number.",
         )
@@ -364,9 +364,9 @@ def compare(probe: Probe, out, args: tuple, call: str) -> None:
                 probe.fail(code, f"{probe.explain(code)} ({call}: {describe_difference(inv_freq, expected, 'inv_freq')})")
         if inv_freq.shape == expected.shape:
             probe.expect(inv_freq.to(expected.dtype), expected, what=what, hint=HELP["wrong_values"][0], fix=HELP["wrong_values"][1])
-        probe.fail("wrong_shape", f"{what} has shape {tuple(inv_freq.shape)}; expected {tuple(expected.shape)}, one θ per pair.", *HELP["wrong_shape"])
+        probe.fail("wrong_shape", f"{what[0].upper()}{what[1:]} has shape {tuple(inv_freq.shape)}; expected {tuple(expected.shape)}, one θ per pair.", *HELP["wrong_shape"])
     if inv_freq.dtype != torch.float32:
-        probe.fail("wrong_dtype", f"{what} has the right values but dtype {inv_freq.dtype}; transformers' RoPE functions return float32.", *HELP["wrong_dtype"])
+        probe.fail("wrong_dtype", f"{what[0].upper()}{what[1:]} has the right values but dtype {inv_freq.dtype}; transformers' RoPE functions return float32.", *HELP["wrong_dtype"])
     if math.isnan(scale) or math.isinf(scale):
         probe.fail(
             "nan_or_inf",
