@@ -353,45 +353,53 @@ def faces_of(probe: Probe, args: tuple) -> dict[str, list[tuple[torch.Tensor, fl
 
 
 def compare(probe: Probe, out, args: tuple, call: str) -> None:
-    """The student's result for one call, against the reference and the catalogue."""
+    """The student's result for one call, against the reference and the catalogue. The
+    frequencies and the attention scale are independent findings: both are reported."""
     inv_freq, scale = unpack(probe, out, call, args[0])
     expected, expected_scale = probe.exercise.reference(*args)
+    faces = faces_of(probe, args)
     what = f"the inv_freq of {call}"
-    if not close(inv_freq, expected):
-        probe._no_nan(inv_freq, expected, what)
-        for code, faces in faces_of(probe, args).items():
-            if any(close(inv_freq, f[0]) for f in faces):
-                probe.fail(code, f"{probe.explain(code)} ({call}: {describe_difference(inv_freq, expected, 'inv_freq')})")
-        if inv_freq.shape == expected.shape:
-            probe.expect(inv_freq.to(expected.dtype), expected, what=what, hint=HELP["wrong_values"][0], fix=HELP["wrong_values"][1])
-        probe.fail("wrong_shape", f"{what[0].upper()}{what[1:]} has shape {tuple(inv_freq.shape)}; expected {tuple(expected.shape)}, one θ per pair.", *HELP["wrong_shape"])
-    if inv_freq.dtype != torch.float32:
-        probe.fail("wrong_dtype", f"{what[0].upper()}{what[1:]} has the right values but dtype {inv_freq.dtype}; transformers' RoPE functions return float32.", *HELP["wrong_dtype"])
-    if math.isnan(scale) or math.isinf(scale):
+
+    def frequencies() -> None:
+        if not close(inv_freq, expected):
+            probe._no_nan(inv_freq, expected, what)
+            for code, found in faces.items():
+                if any(close(inv_freq, f[0]) for f in found):
+                    probe.fail(code, f"{probe.explain(code)} ({call}: {describe_difference(inv_freq, expected, 'inv_freq')})")
+            if inv_freq.shape == expected.shape:
+                probe.expect(inv_freq.to(expected.dtype), expected, what=what, hint=HELP["wrong_values"][0], fix=HELP["wrong_values"][1])
+            probe.fail("wrong_shape", f"{what[0].upper()}{what[1:]} has shape {tuple(inv_freq.shape)}; expected {tuple(expected.shape)}, one θ per pair.", *HELP["wrong_shape"])
+        if inv_freq.dtype != torch.float32:
+            probe.fail("wrong_dtype", f"{what[0].upper()}{what[1:]} has the right values but dtype {inv_freq.dtype}; transformers' RoPE functions return float32.", *HELP["wrong_dtype"])
+
+    def attention_scale() -> None:
+        if math.isnan(scale) or math.isinf(scale):
+            probe.fail(
+                "nan_or_inf",
+                f"The attention_scale of {call} is {scale}.",
+                "A scale of nan or inf multiplies every cos and sin: log of 0 or of a negative number, or a division by zero, on the way.",
+                "Compute it from the factor only: 1.0 for these methods, `0.1 * math.log(factor) + 1.0` for YaRN.",
+            )
+        if math.isclose(scale, expected_scale, rel_tol=1e-6):
+            return
+        for code, found in faces.items():  # the faces whose scale is wrong: the temperature's mistakes
+            if any(not math.isclose(f[1], expected_scale, rel_tol=1e-6) and math.isclose(scale, f[1], rel_tol=1e-6) for f in found):
+                probe.fail(code, f"{probe.explain(code)} ({call} returns attention_scale {scale:.6g}; expected {expected_scale:.6g}.)")
+        if expected_scale == 1.0:
+            probe.fail(
+                "unexpected_attention_scale",
+                f"{call} returns attention_scale {scale:.6g}, but {probe.exercise.id} scales no attention: its attention_scale is 1.0 whatever the factor.",
+                hint="Only YaRN (and LongRoPE) change the attention's temperature; interpolation, NTK-aware, dynamic NTK and Llama 3.1's scaling change the frequencies only.",
+                fix="Return `1.0` as the second value: `return inv_freq, 1.0`.",
+            )
         probe.fail(
-            "nan_or_inf",
-            f"the attention_scale of {call} is {scale}.",
-            "A scale of nan or inf multiplies every cos and sin: log of 0 or of a negative number, or a division by zero, on the way.",
-            "Compute it from the factor only: 1.0 for these methods, `0.1 * math.log(factor) + 1.0` for YaRN.",
+            "wrong_values",
+            f"{call} returns attention_scale {scale:.6g}; expected {expected_scale:.6g}.",
+            "YaRN's scale is √(1/t) = 0.1·ln(s) + 1, a natural log, for s > 1.",
+            "`0.1 * math.log(factor) + 1.0` for a factor above 1, else 1.0.",
         )
-    if math.isclose(scale, expected_scale, rel_tol=1e-6):
-        return
-    for code, faces in faces_of(probe, args).items():
-        if any(close(inv_freq, f[0]) and math.isclose(scale, f[1], rel_tol=1e-6) for f in faces):
-            probe.fail(code, f"{probe.explain(code)} ({call} returns attention_scale {scale:.6g}; expected {expected_scale:.6g}.)")
-    if expected_scale == 1.0:
-        probe.fail(
-            "unexpected_attention_scale",
-            f"{call} returns attention_scale {scale:.6g}, but {probe.exercise.id} scales no attention: its attention_scale is 1.0 whatever the factor.",
-            hint="Only YaRN (and LongRoPE) change the attention's temperature; interpolation, NTK-aware, dynamic NTK and Llama 3.1's scaling change the frequencies only.",
-            fix="Return `1.0` as the second value: `return inv_freq, 1.0`.",
-        )
-    probe.fail(
-        "wrong_values",
-        f"{call} returns attention_scale {scale:.6g}; expected {expected_scale:.6g}.",
-        "YaRN's scale is √(1/t) = 0.1·ln(s) + 1, a natural log, for s > 1.",
-        "`0.1 * math.log(factor) + 1.0` for a factor above 1, else 1.0.",
-    )
+
+    probe.independent(frequencies, attention_scale)
 
 
 # How each rope type's course arguments read as the library's: rope_init(rope_type, d, base, factor, original_max_len, seq_len, **extra)

@@ -389,3 +389,20 @@ WRONG = [
     ("llama3_scaling", "factor_inverted", llama3_times_factor),
     ("llama3_scaling", "wrong_dtype", llama3_float64),
 ]
+
+
+# --- two independent mistakes: the first is the diagnosis, the other is listed -----------
+
+
+def yarn_reversed_no_temperature(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    return _yarn_with(d, base, factor, original_max_len, beta_fast, beta_slow, reverse=True, scale=lambda s: 1.0)
+
+
+def linear_times_with_factor_scale(d, base, factor):
+    return theta(d, base) * factor, float(factor)
+
+
+ALSO = [
+    ("yarn_scaling", "ramp_reversed", "missing_temperature", yarn_reversed_no_temperature),
+    ("linear_scaling", "factor_inverted", "unexpected_attention_scale", linear_times_with_factor_scale),
+]
