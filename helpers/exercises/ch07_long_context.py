@@ -325,7 +325,7 @@ HELP = {
 }
 
 
-def unpack(probe: Probe, out, call: str, d: int) -> tuple[torch.Tensor, float]:
+def unpack(probe: Probe, out, call: str) -> tuple[torch.Tensor, float]:
     """(inv_freq, attention_scale) from a result, or wrong_type saying which part is not what the contract says."""
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         got = f"a {type(out).__name__}" + (f" of {len(out)} items" if isinstance(out, (tuple, list)) else "")
@@ -355,7 +355,7 @@ def faces_of(probe: Probe, args: tuple) -> dict[str, list[tuple[torch.Tensor, fl
 def compare(probe: Probe, out, args: tuple, call: str) -> None:
     """The student's result for one call, against the reference and the catalogue. The
     frequencies and the attention scale are independent findings: both are reported."""
-    inv_freq, scale = unpack(probe, out, call, args[0])
+    inv_freq, scale = unpack(probe, out, call)
     expected, expected_scale = probe.exercise.reference(*args)
     faces = faces_of(probe, args)
     what = f"the inv_freq of {call}"
@@ -437,7 +437,7 @@ def against_library(probe: Probe, fn, rope_type: str, cases: list[tuple]) -> Non
             probe.notes.append(f"(transformers {version} computes {rope_type!r} differently from the versions the course was tested on: compared with the course's reference only.)")
             return
         call = f"`{probe.exercise.id}({', '.join(repr(a) for a in args)})`"
-        inv_freq, scale = unpack(probe, probe.call(fn, *args, what=call), call, args[0])
+        inv_freq, scale = unpack(probe, probe.call(fn, *args, what=call), call)
         if not (close(inv_freq, their_inv) and inv_freq.dtype == torch.float32 and math.isclose(scale, their_scale, rel_tol=1e-6)):
             difference = describe_difference(inv_freq, their_inv, "its inv_freq") if inv_freq.shape == their_inv.shape else f"its inv_freq has shape {tuple(inv_freq.shape)}"
             probe.fail(
