@@ -12,6 +12,7 @@ functions for each positional step:
     BLOOM      build_alibi_tensor, and the first layer's attention probabilities      ALiBi
     GPT-2      wte + wpe before the first block, lm_head tied to wte                  learned positions, tying
     BERT       MiniLM's real embedding block (helpers.models)                         learned positions, segments
+    Llama      modeling_rope_utils.ROPE_INIT_FUNCTIONS, its rope_parameters            RoPE scaling for long context (chapter 07)
 
 The *_logits functions run a whole tiny model with one positional step swapped
 for the caller's (a student's function, or the course's reference): "your code,
