@@ -12,6 +12,7 @@ functions for each positional step:
     BLOOM      build_alibi_tensor, and the first layer's attention probabilities      ALiBi
     GPT-2      wte + wpe before the first block, lm_head tied to wte                  learned positions, tying
     BERT       MiniLM's real embedding block (helpers.models)                         learned positions, segments
+    Llama      modeling_rope_utils.ROPE_INIT_FUNCTIONS, its rope_parameters            RoPE scaling for long context (chapter 07)
 
 The *_logits functions run a whole tiny model with one positional step swapped
 for the caller's (a student's function, or the course's reference): "your code,
@@ -556,3 +557,100 @@ def gpt2_small_shapes():
     ~1 GB and ~2 s that its 124M random weights take on this machine."""
     with torch.device("meta"):
         return _build("models.gpt2.modeling_gpt2", "GPT2LMHeadModel", "GPT2Config")
+
+
+# ---------------------------------------------------------------------------
+# Long context: transformers' own RoPE scalings (chapter 07)
+# ---------------------------------------------------------------------------
+
+# The transformers versions the chapter 07 oracle was run on (pyproject.toml pins the same range);
+# outside it a check still compares, and says in one line which version it compared against.
+TESTED_TRANSFORMERS = ("5.23", "6")
+
+
+def outside_tested_range() -> str | None:
+    """None when the installed transformers is in TESTED_TRANSFORMERS, else one line naming it."""
+    from packaging.version import Version
+
+    version = transformers_version()
+    low, high = TESTED_TRANSFORMERS
+    if Version(low) <= Version(version) < Version(high):
+        return None
+    return f"transformers {version} is installed, outside the range {low} to <{high} the course was tested on"
+
+
+def _rope_config(rope_parameters: dict, head_dim: int, max_position_embeddings: int, **sizes):
+    """A LlamaConfig whose RoPE is `rope_parameters` ({"rope_type": ..., "rope_theta": ..., "factor": ...})."""
+    sizes = {"vocab_size": VOCAB, "hidden_size": 2 * head_dim, "intermediate_size": 4 * head_dim, "num_hidden_layers": 2, "num_attention_heads": 2, **sizes}
+    config_class = library_attr("models.llama.configuration_llama", "LlamaConfig")
+    return config_class(head_dim=head_dim, max_position_embeddings=max_position_embeddings, rope_parameters=dict(rope_parameters), **sizes)
+
+
+def rope_parameters(rope_type: str, base: float, factor: float, original_max_len: int, **extra) -> tuple[dict, int]:
+    """(rope_parameters, max_position_embeddings) as a config states a scaled RoPE. For "linear"
+    and "dynamic" the trained length is max_position_embeddings itself (the library reads it
+    there); "yarn" and "llama3" name it original_max_position_embeddings, beside a
+    max_position_embeddings of factor × that."""
+    parameters = {"rope_type": rope_type, "rope_theta": float(base), "factor": float(factor), **extra}
+    if rope_type in ("linear", "dynamic"):
+        return parameters, original_max_len
+    parameters["original_max_position_embeddings"] = original_max_len
+    return parameters, math.ceil(original_max_len * factor)
+
+
+def rope_init(rope_type: str, d: int, base: float, factor: float, original_max_len: int, seq_len: int | None = None, **extra) -> tuple[torch.Tensor, float]:
+    """transformers' own ROPE_INIT_FUNCTIONS[rope_type] for a head of d dims: (inv_freq (d/2,), attention_scale).
+    extra: low_freq_factor and high_freq_factor ("llama3"), beta_fast and beta_slow ("yarn")."""
+    functions = library_attr("modeling_rope_utils", "ROPE_INIT_FUNCTIONS")
+    if rope_type not in functions:
+        raise LibraryUnavailable(f"transformers {transformers_version()} has no RoPE type {rope_type!r}")
+    parameters, max_positions = rope_parameters(rope_type, base, factor, original_max_len, **extra)
+    inv_freq, scale = functions[rope_type](_rope_config(parameters, d, max_positions), "cpu", seq_len=seq_len)
+    return inv_freq, float(scale)
+
+
+# the arguments of each rope type's course function, read from a config's rope_parameters
+_ROPE_ARGUMENTS = {
+    "linear": lambda p, config, seq_len: (p["factor"],),
+    # dynamic: built at the trained length (seq_len None); rerun with T = max(position_ids) + 1, a tensor, once a sequence grows past it
+    "dynamic": lambda p, config, seq_len: (p["factor"], config.max_position_embeddings if seq_len is None else int(seq_len), config.max_position_embeddings),
+    "yarn": lambda p, config, seq_len: (p["factor"], p["original_max_position_embeddings"], float(p.get("beta_fast") or 32), float(p.get("beta_slow") or 1)),
+    "llama3": lambda p, config, seq_len: (p["factor"], p["low_freq_factor"], p["high_freq_factor"], p["original_max_position_embeddings"]),
+}
+
+
+@contextlib.contextmanager
+def rope_type_from(rope_type: str, fn: Callable[..., tuple[torch.Tensor, float]]) -> Iterator[None]:
+    """While inside, transformers computes RoPE type `rope_type` with `fn`, a course-signature
+    function fn(d, base, factor, ...): every model built, and every forward of a "dynamic" one
+    (which recomputes its frequencies when a sequence grows past the trained length), calls it."""
+    functions = library_attr("modeling_rope_utils", "ROPE_INIT_FUNCTIONS")
+    if rope_type not in functions or rope_type not in _ROPE_ARGUMENTS:
+        raise LibraryUnavailable(f"transformers {transformers_version()} has no RoPE type {rope_type!r}")
+
+    def init(config, device=None, seq_len=None, layer_type=None, **kwargs):
+        p = config.rope_parameters
+        d = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        inv_freq, scale = fn(d, p["rope_theta"], *_ROPE_ARGUMENTS[rope_type](p, config, seq_len))
+        return inv_freq.to(device=device), scale
+
+    with _SWAP_LOCK:
+        original = functions[rope_type]
+        functions[rope_type] = init  # the dict the models import: the entry, not the name, is swapped
+        try:
+            yield
+        finally:
+            functions[rope_type] = original
+
+
+def tiny_scaled_llama(rope_parameters: dict, max_position_embeddings: int, initializer_range: float = 0.2):
+    """A LlamaForCausalLM (4 heads of 16 dims, 2 layers) with this RoPE scaling, seeded: the same
+    weights whatever the scaling. initializer_range 0.2 (the default is 0.02) makes q·k large
+    enough that the angles, so the positions, change the predictions visibly."""
+    sizes = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, initializer_range=initializer_range)
+    config = _rope_config(rope_parameters, 16, max_position_embeddings, **sizes)
+    config._attn_implementation = "eager"
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        model = library_attr("models.llama.modeling_llama", "LlamaForCausalLM")(config)
+    return model.float().eval()

@@ -636,3 +636,61 @@ def accuracy_by_position(accuracy: dict[str, torch.Tensor], trained: int, chance
 
 
 # (end of chapter 06)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 07: long context
+# ---------------------------------------------------------------------------
+
+
+def slowdown_by_pair(methods: dict[str, tuple[torch.Tensor, float]], plain: torch.Tensor, trained: int, factor: float) -> None:
+    """For each method's (inv_freq, attention_scale): how much it slows each pair down,
+    θ_i / θ'_i, against the pair's original wavelength 2π/θ_i (log axes). Pairs left of
+    the dotted line turned at least once within the trained length L; right of it, never."""
+    plt = _plt()
+    plain = plain.detach().double().cpu()
+    wavelength = 2 * torch.pi / plain
+    fig, ax = plt.subplots(figsize=(11.5, 4.6))
+    for n, (name, (inv_freq, scale)) in enumerate(methods.items()):
+        slowdown = plain / inv_freq.detach().double().cpu()
+        label = f"{name}" + (f"  (attention scale {scale:.3f})" if scale != 1.0 else "")
+        ax.plot(wavelength, slowdown, marker="o", markersize=2.5, linewidth=1.4, color=f"C{n}", label=label)
+    ax.axvline(trained, color="0.3", linestyle=":", label=f"wavelength = trained length L = {trained}")
+    ax.axvspan(trained, float(wavelength.max()) * 1.5, color="C3", alpha=0.06)
+    ax.axhline(factor, color="0.6", linestyle="--", linewidth=1, label=f"slowed by the whole factor s = {factor:g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log", base=2)
+    largest = max(float((plain / inv_freq.detach().double().cpu()).max()) for inv_freq, _ in methods.values())
+    ax.set(
+        title=f"How much each method slows each pair down, s = {factor:g}\n(red: pairs that never completed a turn within L)",
+        xlabel="the pair's original wavelength 2π/θ_i (tokens; fast pairs left, slow pairs right)",
+        ylabel="slow-down θ_i / θ'_i",
+        ylim=(0.8, max(largest, factor, 1.0) * 1.4),
+    )
+    ax.title.set_fontsize(10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    plt.show()
+
+
+def extrapolation_by_method(accuracy: dict[str, torch.Tensor], trained: int, chance: float, title: str) -> None:
+    """Accuracy at each position, one line per method (mean over the seeds, the band from the
+    worst seed to the best), against the trained length and chance."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    for n, (method, runs) in enumerate(accuracy.items()):
+        runs = runs.detach().float().cpu()
+        positions = torch.arange(1, runs.shape[1])
+        mean, low, high = runs[:, 1:].mean(0), runs[:, 1:].min(0).values, runs[:, 1:].max(0).values
+        ax.plot(positions, mean, color=f"C{n}", linewidth=1.4, label=method)
+        ax.fill_between(positions, low, high, color=f"C{n}", alpha=0.15, linewidth=0)
+    ax.axvline(trained - 0.5, color="0.4", linestyle=":", label=f"trained length {trained}")
+    ax.axhline(chance, color="0.3", linestyle="--", linewidth=1, label=f"chance {chance:.3g}")
+    ax.set(title=title, xlabel="position in the sequence", ylabel="accuracy", ylim=(0, 1.05))
+    ax.title.set_fontsize(10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    plt.show()
+
+
+# (end of chapter 07)

@@ -401,3 +401,86 @@ def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = Tr
 
 
 # (end of chapter 06)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 07: long context, RoPE stretched past its training length
+# ---------------------------------------------------------------------------
+
+# Each method returns (inv_freq, attention_scale), the contract of transformers'
+# modeling_rope_utils.ROPE_INIT_FUNCTIONS: inv_freq (d/2,) float32, the θ_i each
+# pair turns by per position, and a Python float that multiplies cos and sin
+# (so q·k by its square). The arithmetic follows the library's, step by step, in
+# float32, so that the reference and the library agree to the last bit or two.
+
+
+def rope_inv_freq(d: int, base: float) -> torch.Tensor:
+    """θ_i = 1 / base^(2i/d), (d/2,) float32, written as transformers writes it."""
+    return 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+
+
+def linear_scaling(d: int, base: float, factor: float) -> tuple[torch.Tensor, float]:
+    """Position interpolation (Chen et al. 2023; kaiokendev 2023): position m is read
+    as m / factor, so factor·L positions fit in the trained range 0..L. Dividing every
+    θ_i by the factor is the same thing (m·θ/s = (m/s)·θ). transformers' "linear"."""
+    return rope_inv_freq(d, base) / factor, 1.0
+
+
+def ntk_scaling(d: int, base: float, factor: float) -> tuple[torch.Tensor, float]:
+    """NTK-aware scaling (bloc97 2023): a larger base, base' = base · factor^(d/(d-2)).
+    The fastest pair (i = 0) keeps θ_0 = 1; the exponent is chosen so that the slowest
+    pair (i = d/2 - 1) is slowed down by exactly the factor, as interpolation would."""
+    return rope_inv_freq(d, base * factor ** (d / (d - 2))), 1.0
+
+
+def dynamic_ntk_scaling(d: int, base: float, factor: float, seq_len: int, original_max_len: int) -> tuple[torch.Tensor, float]:
+    """Dynamic NTK (emozilla 2023), transformers' "dynamic": NTK-aware scaling whose
+    factor grows with the sequence actually run, and is 1 (no change) up to the
+    trained length: base' = base · (factor·T/L - (factor - 1))^(d/(d-2)), T ≥ L."""
+    seq_len = max(seq_len, original_max_len)  # at or below L: the model exactly as trained
+    grown = factor * seq_len / original_max_len - (factor - 1)  # 1 at T = L, factor at T = 2L... (slope factor/L)
+    return rope_inv_freq(d, base * grown ** (d / (d - 2))), 1.0
+
+
+def yarn_scaling(d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0) -> tuple[torch.Tensor, float]:
+    """YaRN (Peng et al. 2023, §3.2-3.4), as transformers' "yarn" computes it by default:
+    "NTK-by-parts" interpolation plus an attention temperature.
+
+    Pair i makes r_i = L / λ_i turns within the trained length L (λ_i = 2π/θ_i, its
+    wavelength). Pairs with more than beta_fast turns are left alone (they met every
+    angle in training); pairs with fewer than beta_slow turns are interpolated, θ_i / s;
+    a linear ramp over the pair index blends the two in between. The band's edges are
+    the (fractional) pair indices where r_i = beta_fast and r_i = beta_slow, rounded
+    outward (transformers' default truncate=True) and clamped to [0, d - 1].
+    The attention scale, √(1/t) = 0.1·ln(s) + 1 (§3.4), multiplies cos and sin."""
+
+    def pair_with(turns: float) -> float:  # solve L / (2π · base^(2i/d)) = turns for i
+        return d * math.log(original_max_len / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(pair_with(beta_fast)), 0)  # below: fast pairs, kept
+    high = min(math.ceil(pair_with(beta_slow)), d - 1)  # above: slow pairs, interpolated
+    if low == high:
+        high += 0.001  # the library's guard against a zero-width ramp
+    ramp = ((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)  # (d/2,): 0 keep .. 1 interpolate
+    theta = rope_inv_freq(d, base)
+    inv_freq = theta / factor * ramp + theta * (1 - ramp)
+    attention_scale = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    return inv_freq, attention_scale
+
+
+def llama3_scaling(d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int) -> tuple[torch.Tensor, float]:
+    """Llama 3.1's scaling (Meta's reference code, transformers' "llama3"), three bands by
+    wavelength λ_i = 2π/θ_i: shorter than L / high_freq_factor, kept; longer than
+    L / low_freq_factor, divided by the factor; in between, a blend whose weight on the
+    original θ_i, (L/λ_i - low_freq_factor) / (high_freq_factor - low_freq_factor), is
+    0 at the long edge and 1 at the short one. No attention scale."""
+    theta = rope_inv_freq(d, base)
+    wavelength = 2 * math.pi / theta  # (d/2,) tokens per turn
+    long_edge, short_edge = original_max_len / low_freq_factor, original_max_len / high_freq_factor
+    keep = (original_max_len / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)  # (d/2,)
+    blended = (1 - keep) * theta / factor + keep * theta
+    inv_freq = torch.where(wavelength < short_edge, theta, torch.where(wavelength > long_edge, theta / factor, blended))
+    return inv_freq, 1.0
+
+
+# (end of chapter 07)

@@ -112,6 +112,18 @@ DIAGNOSES: dict[str, str] = {
     "bucket_log_spacing": "the buckets past the exact ones are not log-spaced from n/2 up to max_distance, truncated as T5 does",
     "bucket_not_clamped": "distances from max_distance on are not clamped into the last bucket: bucket ids reach num_buckets or more",
     "bias_row_offset": "the bias is -m_h·(i - j) plus a constant per row (the m_h·j shortcut): equal under softmax, but not the bias asked for",
+    # long context: RoPE scaling (chapter 07)
+    "factor_inverted": "the frequencies are multiplied by the scaling factor where they should be divided (or the base made smaller instead of larger)",
+    "ntk_wrong_exponent": "the NTK-aware base is raised by the factor to a power other than d/(d-2)",
+    "scaled_within_original_length": "dynamic scaling changes the frequencies at or below the original (trained) length, where it must leave them alone",
+    "dynamic_wrong_scale": "past the original length, dynamic scaling uses another factor than factor·T/L - (factor - 1)",
+    "ramp_reversed": "the ramp between kept and interpolated pairs goes the wrong way: fast pairs interpolated, slow ones kept",
+    "wavelength_without_2pi": "wavelengths or turns computed without 2π: the band edges fall on the wrong pairs",
+    "wrong_band_edges": "the edges between the bands (YaRN's beta_fast/beta_slow, Llama 3.1's low/high_freq_factor) are not where the method puts them",
+    "yarn_not_truncated": "YaRN's band edges are not rounded outward to whole pairs (transformers' default truncate=True)",
+    "missing_temperature": "YaRN's attention scale is left at 1.0: the temperature 0.1·ln(s) + 1 is missing",
+    "wrong_temperature": "YaRN's attention scale is not 0.1·ln(s) + 1 (its square, square root or inverse, another log, no +1)",
+    "unexpected_attention_scale": "an attention scale other than 1.0 from a method that scales no attention",
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",
     "library_raised": "the code raised inside transformers' own model, on inputs as the model makes them (non-contiguous views, GQA, left padding)",

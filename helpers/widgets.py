@@ -136,3 +136,21 @@ def alibi_explorer(slopes: torch.Tensor, head: int = 0):
 
 
 # (end of chapter 06)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 07: long context
+# ---------------------------------------------------------------------------
+
+FACTORS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0)
+
+
+def scaling_explorer(methods: dict, plain: torch.Tensor, trained: int, factor: float = 4.0):
+    """Slide the factor s: each method (name -> s -> (inv_freq, attention_scale)) redrawn, pair by pair."""
+    import ipywidgets as widgets
+
+    slider = widgets.SelectionSlider(options=list(FACTORS), value=factor, description="factor s", continuous_update=False)
+    return widgets.interactive(lambda factor: plots.slowdown_by_pair({name: method(factor) for name, method in methods.items()}, plain, trained, factor), factor=slider)
+
+
+# (end of chapter 07)

@@ -1,6 +1,6 @@
 """The catalogue of exercises, one module per chapter.
 
-    ch01_lookup_tables.py ... ch06_comparing.py   each chapter's known mistakes,
+    ch01_lookup_tables.py ... ch07_long_context.py   each chapter's known mistakes,
         its probes and `EXERCISES = [Exercise(...), ...]`, pairing 1:1 with
         tests/submissions/chNN.py
     common.py   the probes and mistakes several chapters share
@@ -26,6 +26,7 @@ CHAPTER_MODULES = (
     "ch04_learned",
     "ch05_rope",
     "ch06_comparing",
+    "ch07_long_context",
 )
 
 

@@ -1,0 +1,573 @@
+"""Chapter 07, long context: RoPE stretched past its training length.
+
+Five functions, each returning `(inv_freq, attention_scale)` as transformers'
+`modeling_rope_utils.ROPE_INIT_FUNCTIONS` do: position interpolation (Chen et al.
+2023, the library's "linear"), NTK-aware scaling (bloc97 2023), dynamic NTK (the
+library's "dynamic"), YaRN (Peng et al. 2023, "yarn") and Llama 3.1's bands
+("llama3"). Each mistake takes its exercise's arguments and returns what the
+mistaken code returns, one `(inv_freq, attention_scale)` or a list of them (its faces).
+
+The checks are plain function checks: arguments in, a tensor and a float out,
+compared with the reference, and then, where the library has the method, with
+transformers' own function on a real model's sizes (Llama 3.1, Qwen2.5, Code Llama).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from helpers import library, reference
+from helpers.checking import Probe, close, describe_difference
+from helpers.library import LibraryUnavailable
+from helpers.registry import Exercise
+
+theta_of = reference.rope_inv_freq  # θ_i = 1 / base^(2i/d), float32
+
+
+# --- known mistakes -------------------------------------------------------------------
+# Written as the slips are made: one line each, on top of the right computation.
+
+FACTOR_INVERTED = """Your frequencies are multiplied by the factor where they should be
+divided: the pairs turn faster, not slower, so a long sequence reaches angles even
+further from those met in training.
+
+Hint: Interpolation squeezes the positions: position m is read as m / factor, so that
+factor × L positions land inside the trained range 0 .. L. Since the angle is m·θ,
+reading m / factor is the same as turning by θ / factor.
+
+Fix: Divide: `theta / factor` (and a larger base for NTK-aware scaling,
+base · factor^(d/(d-2)), never a smaller one)."""
+
+
+def linear_factor_inverted(d, base, factor):
+    return theta_of(d, base) * factor, 1.0
+
+
+linear_factor_inverted.__doc__ = FACTOR_INVERTED
+
+
+def linear_wrong_exponent(d, base, factor):
+    """Your frequencies before scaling are off: θ_i is not 1 / base^(2i/d)
+    (an exponent i/d, or 2i over d/2).
+
+    Hint: The pairs are (0, 1), (2, 3), ... or i = 0 .. d/2 - 1 with exponent 2i/d:
+    the slowest pair's θ is base^(-(d-2)/d), just above 1/base. Print your θ for d = 4.
+
+    Fix: `1.0 / base ** (torch.arange(0, d, 2).float() / d)`, then divide by the factor."""
+    i = torch.arange(d // 2, dtype=torch.float32)
+    return [(base ** (-i / d) / factor, 1.0), (base ** (-4 * i / d) / factor, 1.0)]
+
+
+def ntk_factor_inverted(d, base, factor):
+    return theta_of(d, base / factor ** (d / (d - 2))), 1.0
+
+
+ntk_factor_inverted.__doc__ = FACTOR_INVERTED
+
+
+def _ntk_bases(d, base, factor):
+    """The exponents people write instead of d/(d-2): 1, (d-2)/d, d/(d-1), 2/d."""
+    return [base * factor, base * factor ** ((d - 2) / d), base * factor ** (d / (d - 1)), base * factor ** (2 / d)]
+
+
+def ntk_wrong_exponent(d, base, factor):
+    """Your new base is raised by the factor to the wrong power: NTK-aware scaling
+    uses base' = base · factor^(d/(d-2)).
+
+    Hint: The exponent is chosen so that the slowest pair, i = d/2 - 1, is slowed down by
+    exactly the factor: θ' = base'^(-(d-2)/d) must equal base^(-(d-2)/d) / factor. Solve
+    that for base'. (base · factor alone slows that pair by factor^((d-2)/d) only.)
+
+    Fix: `new_base = base * factor ** (d / (d - 2))`, then θ_i = 1 / new_base^(2i/d)."""
+    return [(theta_of(d, b), 1.0) for b in _ntk_bases(d, base, factor)]
+
+
+def dynamic_scaled_within(d, base, factor, seq_len, original_max_len):
+    """Your dynamic scaling changes the frequencies although seq_len is at or below
+    original_max_len: there the model must run exactly as it was trained.
+
+    Hint: Dynamic NTK starts from the trained length: its factor, factor·T/L - (factor - 1),
+    is 1 at T = L and only grows past it. transformers first raises seq_len to at least
+    the trained length (max_position_embeddings), so that shorter sequences use the
+    original θ.
+
+    Fix: Start with `seq_len = max(seq_len, original_max_len)` before the new base is computed."""
+    grown = factor * seq_len / original_max_len - (factor - 1)
+    # the static factor whatever the length; no clamp: a smaller base below L (complex where grown < 0, as the slip makes it)
+    return [(theta_of(d, base * factor ** (d / (d - 2))), 1.0), (theta_of(d, base * grown ** (d / (d - 2))), 1.0)]
+
+
+def dynamic_wrong_scale(d, base, factor, seq_len, original_max_len):
+    """Past original_max_len your dynamic scaling uses another factor than transformers'
+    factor·seq_len/original_max_len - (factor - 1).
+
+    Hint: The factor grows in a straight line from 1 at the trained length L, with slope
+    factor / L: at T = 2L it is factor + 1. It is neither seq_len / L alone, nor
+    factor·seq_len / L (which is already factor at T = L), nor the fixed factor.
+
+    Fix: For seq_len above original_max_len, `grown = factor * seq_len / original_max_len - (factor - 1)`
+    and `new_base = base * grown ** (d / (d - 2))`."""
+    if seq_len <= original_max_len:
+        return None
+    ratio = seq_len / original_max_len
+    return [(theta_of(d, base * g ** (d / (d - 2))), 1.0) for g in (ratio, factor * ratio, factor)]
+
+
+def dynamic_wrong_exponent(d, base, factor, seq_len, original_max_len):
+    seq_len = max(seq_len, original_max_len)
+    grown = factor * seq_len / original_max_len - (factor - 1)
+    return [(theta_of(d, b), 1.0) for b in _ntk_bases(d, base, grown)]
+
+
+dynamic_wrong_exponent.__doc__ = ntk_wrong_exponent.__doc__
+
+
+def _yarn(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0, *, two_pi=True, truncate=True, reverse=False, inverted=False, edges=None):
+    """YaRN's inv_freq with one slip: no 2π, no truncation, the ramp reversed, θ·s, or other edges."""
+    turn = 2 * math.pi if two_pi else 1.0
+
+    def pair_with(turns):
+        return d * math.log(original_max_len / (turns * turn)) / (2 * math.log(base))
+
+    low, high = (pair_with(beta_fast), pair_with(beta_slow)) if edges is None else edges
+    if truncate and edges is None:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    if reverse:
+        ramp = 1 - ramp
+    theta = theta_of(d, base)
+    slow = theta * factor if inverted else theta / factor
+    return slow * ramp + theta * (1 - ramp)
+
+
+def temperature(factor):
+    return 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+
+def yarn_ramp_reversed(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """Your ramp goes the wrong way: the fast pairs (many turns within the trained
+    length) are interpolated, and the slow ones kept as they were.
+
+    Hint: A pair that turns beta_fast = 32 times or more within L met every angle in
+    training: YaRN leaves it alone. A pair that turns less than beta_slow = 1 time meets
+    new angles past L: that one is interpolated, θ / s. The ramp over the pair index goes
+    from 0 (keep) at the fast edge to 1 (interpolate) at the slow edge.
+
+    Fix: Blend as `theta / factor * ramp + theta * (1 - ramp)` with
+    `ramp = ((i - low) / (high - low)).clamp(0, 1)`, i the pair index: 0 below low, 1 above high."""
+    return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, reverse=True), temperature(factor)
+
+
+def yarn_without_two_pi(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """Your band edges are computed without 2π: a pair's wavelength is 2π/θ_i tokens,
+    not 1/θ_i, so your edges sit on the wrong pairs.
+
+    Hint: beta counts turns: pair i makes L·θ_i / (2π) turns within L. Setting that equal
+    to beta and solving for i gives d·ln(L / (2π·beta)) / (2·ln(base)).
+
+    Fix: Put the 2π in the edge formula: `d * math.log(L / (beta * 2 * math.pi)) / (2 * math.log(base))`."""
+    return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, two_pi=False), temperature(factor)
+
+
+def _band_edges_yarn(d, base, factor, original_max_len, beta_fast, beta_slow):
+    return [
+        (_yarn(d, base, factor, original_max_len, beta_slow, beta_fast), temperature(factor)),  # the betas swapped
+        (_yarn(d, base, factor, original_max_len), temperature(factor)),  # the defaults, whatever was given
+        (_yarn(d, base, factor, original_max_len, beta_fast, beta_slow, edges=(beta_fast, beta_slow)), temperature(factor)),  # the betas as pair indices
+    ]
+
+
+WRONG_BAND_EDGES = """Your band edges are not where the method puts them: the pairs that are
+kept, blended and interpolated are not the right ones.
+
+Hint: YaRN's edges are the pair indices where a pair makes beta_fast (32) and beta_slow (1)
+turns within L, from the arguments given; Llama 3.1's are the wavelengths
+L / high_freq_factor (shorter: kept) and L / low_freq_factor (longer: divided by the factor).
+
+Fix: YaRN: `low` from beta_fast, `high` from beta_slow, both with the given arguments.
+Llama 3.1: keep where the wavelength is below `original_max_len / high_freq_factor`, divide where
+it is above `original_max_len / low_freq_factor`."""
+
+
+def yarn_wrong_band_edges(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    return _band_edges_yarn(d, base, factor, original_max_len, beta_fast, beta_slow)
+
+
+yarn_wrong_band_edges.__doc__ = WRONG_BAND_EDGES
+
+
+def yarn_not_truncated(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """Your ramp starts and ends at fractional pair indices: transformers (truncate=True, its
+    default, as in the YaRN authors' code) rounds the edges outward to whole pairs first.
+
+    Hint: The edges are rounded away from the band: the fast edge down to the pair below,
+    the slow edge up to the pair above, before they are clamped to 0 and d - 1. (A config
+    may set truncate=False; this exercise follows the default.)
+
+    Fix: `low = max(math.floor(low), 0)` and `high = min(math.ceil(high), d - 1)`."""
+    return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, truncate=False), temperature(factor)
+
+
+def yarn_factor_inverted(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, inverted=True), temperature(factor)
+
+
+yarn_factor_inverted.__doc__ = FACTOR_INVERTED
+
+
+def yarn_missing_temperature(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """Your frequencies are right but your attention_scale is 1.0: YaRN's temperature is
+    missing.
+
+    Hint: Stretched positions make attention flatter; YaRN sharpens it back with a
+    temperature t, √(1/t) = 0.1·ln(s) + 1 (§3.4). transformers returns that number as the
+    second value, and multiplies cos and sin by it (so q·k by its square).
+
+    Fix: Return `0.1 * math.log(factor) + 1.0` (1.0 for a factor of 1 or less) as attention_scale."""
+    return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow), 1.0
+
+
+def yarn_wrong_temperature(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """Your attention_scale is not 0.1·ln(factor) + 1: its square root, its square, its
+    inverse, a log in base 2 or 10, or the +1 forgotten.
+
+    Hint: The paper's recommendation is √(1/t) = 0.1·ln(s) + 1, a natural log, and that
+    √(1/t) is what multiplies cos and sin (each of q and k), so the scores get its square,
+    1/t. The function returns √(1/t) itself.
+
+    Fix: `attention_scale = 0.1 * math.log(factor) + 1.0` for a factor above 1, else 1.0."""
+    inv_freq, t = _yarn(d, base, factor, original_max_len, beta_fast, beta_slow), temperature(factor)
+    wrong = [math.sqrt(t), t * t, 1 / t, 0.1 * math.log10(factor) + 1, 0.1 * math.log2(factor) + 1, 0.1 * math.log(factor)]
+    return [(inv_freq, w) for w in wrong]
+
+
+def _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, *, two_pi=True, reverse=False, inverted=False, edges=None, long_first=False):
+    theta = theta_of(d, base)
+    wavelength = (2 * math.pi if two_pi else 1.0) / theta
+    long_edge, short_edge = edges or (original_max_len / low_freq_factor, original_max_len / high_freq_factor)
+    keep = (original_max_len / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    if reverse:
+        keep = 1 - keep
+    slow = theta * factor if inverted else theta / factor
+    blended = (1 - keep) * slow + keep * theta
+    if long_first:  # the long band tested first: with the edges swapped, it takes the middle band's pairs too
+        return torch.where(wavelength > long_edge, slow, torch.where(wavelength < short_edge, theta, blended))
+    return torch.where(wavelength < short_edge, theta, torch.where(wavelength > long_edge, slow, blended))
+
+
+def llama3_without_two_pi(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+    return _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, two_pi=False), 1.0
+
+
+llama3_without_two_pi.__doc__ = """Your wavelengths are 1/θ_i, without 2π: a pair turns once
+every 2π/θ_i tokens, so your bands hold the wrong pairs.
+
+Hint: θ_i is an angle per token, in radians; one turn is 2π radians. Pair 0 (θ = 1)
+has a wavelength of about 6.28 tokens, not 1.
+
+Fix: `wavelength = 2 * math.pi / theta`, both for the band edges and for the blend."""
+
+
+def llama3_wrong_band_edges(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+    L = original_max_len
+    edges = [(L / high_freq_factor, L / low_freq_factor), (L * low_freq_factor, L * high_freq_factor), (L, L / high_freq_factor)]
+    return [(_llama3(d, base, factor, low_freq_factor, high_freq_factor, L, edges=e, long_first=first), 1.0) for e in edges for first in (False, True)]
+
+
+llama3_wrong_band_edges.__doc__ = WRONG_BAND_EDGES
+
+
+def llama3_ramp_reversed(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+    """Your blend in the middle band goes the wrong way: the pairs next to the long edge
+    keep most of their θ, and those next to the short edge are slowed the most.
+
+    Hint: The weight on the original θ, (L/λ - low_freq_factor) / (high_freq_factor - low_freq_factor),
+    is 0 at the long edge λ = L / low_freq_factor (there θ / factor, as in the slow band) and 1 at
+    the short edge λ = L / high_freq_factor (there θ, as in the fast band): the blend joins the
+    bands without a jump.
+
+    Fix: `blended = (1 - smooth) * theta / factor + smooth * theta`, with smooth that weight."""
+    return _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, reverse=True), 1.0
+
+
+def llama3_factor_inverted(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+    return _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, inverted=True), 1.0
+
+
+llama3_factor_inverted.__doc__ = FACTOR_INVERTED
+
+
+# --- the probes -----------------------------------------------------------------------
+
+RESULT_HINT = (
+    "transformers' RoPE functions return two things: the (d/2,) float32 tensor of θ_i, one per pair, which the model multiplies by the positions, and a Python float that it multiplies cos and sin by."
+)
+RESULT_FIX = "End with `return inv_freq, attention_scale`, inv_freq a torch float32 tensor of shape (d // 2,) and attention_scale a float such as 1.0."
+HELP = {
+    "wrong_shape": (
+        "One θ per pair: a head of d dims has d/2 pairs. The library doubles the angles itself (cat(freqs, freqs)) when it builds cos and sin.",
+        "Return the d // 2 frequencies only, `torch.arange(0, d, 2)` wide, not the table repeated for both halves.",
+    ),
+    "wrong_dtype": (
+        "The model keeps inv_freq as a float32 buffer and multiplies float32 positions by it; transformers computes it in float32. "
+        "A float64 tensor is a different dtype from what every RoPE function returns.",
+        "Build it in float32 (`torch.arange(0, d, 2).float()`), or cast the result once at the end with `.float()`.",
+    ),
+    "wrong_values": (
+        "Compare your θ_i with the formula for one small case by hand: d = 4 has two pairs, θ_0 = 1 and θ_1 = 1/√base, before any scaling.",
+        "Print `1.0 / base ** (torch.arange(0, d, 2).float() / d)` next to your result for d = 4, then apply the method's change step by step.",
+    ),
+}
+
+
+def unpack(probe: Probe, out, call: str) -> tuple[torch.Tensor, float]:
+    """(inv_freq, attention_scale) from a result, or wrong_type saying which part is not what the contract says."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        got = f"a {type(out).__name__}" + (f" of {len(out)} items" if isinstance(out, (tuple, list)) else "")
+        probe.fail("wrong_type", f"{call} returned {got}; the contract is a pair (inv_freq, attention_scale).", hint=RESULT_HINT, fix=RESULT_FIX)
+    inv_freq, scale = out
+    if not isinstance(inv_freq, torch.Tensor):
+        probe.fail(
+            "wrong_type",
+            f"The inv_freq of {call} is a {type(inv_freq).__name__}, not a torch.Tensor.",
+            hint="The model registers inv_freq as a buffer and multiplies a tensor of positions by it: it must be a tensor, not a list or a NumPy array.",
+            fix="Compute it with torch operations, or wrap it once at the end: `torch.tensor(values, dtype=torch.float32)`.",
+        )
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        probe.fail(
+            "wrong_type",
+            f"The attention_scale of {call} is a {type(scale).__name__}, not a Python float.",
+            hint="attention_scale is one number for the whole model (transformers stores it as the rotary embedding's attention_scaling); the contract is a plain float.",
+            fix="Return a float: `1.0`, or `float(value)` of a tensor or NumPy number.",
+        )
+    return inv_freq, float(scale)
+
+
+def faces_of(probe: Probe, args: tuple) -> dict[str, list[tuple[torch.Tensor, float]]]:
+    return {code: [f for f in faces if isinstance(f, tuple)] for code, faces in probe.known_mistakes(*args)().items()}
+
+
+def compare(probe: Probe, out, args: tuple, call: str) -> None:
+    """The student's result for one call, against the reference and the catalogue. The
+    frequencies and the attention scale are independent findings: both are reported."""
+    inv_freq, scale = unpack(probe, out, call)
+    expected, expected_scale = probe.exercise.reference(*args)
+    faces = faces_of(probe, args)
+    what = f"the inv_freq of {call}"
+
+    def frequencies() -> None:
+        if not close(inv_freq, expected):
+            probe._no_nan(inv_freq, expected, what)
+            for code, found in faces.items():
+                if any(close(inv_freq, f[0]) for f in found):
+                    probe.fail(code, f"{probe.explain(code)} ({call}: {describe_difference(inv_freq, expected, 'inv_freq')})")
+            if inv_freq.shape == expected.shape:
+                probe.expect(inv_freq.to(expected.dtype), expected, what=what, hint=HELP["wrong_values"][0], fix=HELP["wrong_values"][1])
+            probe.fail("wrong_shape", f"{what[0].upper()}{what[1:]} has shape {tuple(inv_freq.shape)}; expected {tuple(expected.shape)}, one θ per pair.", *HELP["wrong_shape"])
+        if inv_freq.dtype != torch.float32:
+            probe.fail("wrong_dtype", f"{what[0].upper()}{what[1:]} has the right values but dtype {inv_freq.dtype}; transformers' RoPE functions return float32.", *HELP["wrong_dtype"])
+
+    def attention_scale() -> None:
+        if math.isnan(scale) or math.isinf(scale):
+            probe.fail(
+                "nan_or_inf",
+                f"The attention_scale of {call} is {scale}.",
+                "A scale of nan or inf multiplies every cos and sin: log of 0 or of a negative number, or a division by zero, on the way.",
+                "Compute it from the factor only: 1.0 for these methods, `0.1 * math.log(factor) + 1.0` for YaRN.",
+            )
+        if math.isclose(scale, expected_scale, rel_tol=1e-6):
+            return
+        for code, found in faces.items():  # the faces whose scale is wrong: the temperature's mistakes
+            if any(not math.isclose(f[1], expected_scale, rel_tol=1e-6) and math.isclose(scale, f[1], rel_tol=1e-6) for f in found):
+                probe.fail(code, f"{probe.explain(code)} ({call} returns attention_scale {scale:.6g}; expected {expected_scale:.6g}.)")
+        if expected_scale == 1.0:
+            probe.fail(
+                "unexpected_attention_scale",
+                f"{call} returns attention_scale {scale:.6g}, but {probe.exercise.id} scales no attention: its attention_scale is 1.0 whatever the factor.",
+                hint="Only YaRN (and LongRoPE) change the attention's temperature; interpolation, NTK-aware, dynamic NTK and Llama 3.1's scaling change the frequencies only.",
+                fix="Return `1.0` as the second value: `return inv_freq, 1.0`.",
+            )
+        probe.fail(
+            "wrong_values",
+            f"{call} returns attention_scale {scale:.6g}; expected {expected_scale:.6g}.",
+            "YaRN's scale is √(1/t) = 0.1·ln(s) + 1, a natural log, for s > 1.",
+            "`0.1 * math.log(factor) + 1.0` for a factor above 1, else 1.0.",
+        )
+
+    probe.independent(frequencies, attention_scale)
+
+
+# How each rope type's course arguments read as the library's: rope_init(rope_type, d, base, factor, original_max_len, seq_len, **extra)
+LIBRARY_CALL = {
+    "linear": lambda d, base, factor: (d, base, factor, 4096),  # "linear" has no trained length: any will do
+    "dynamic": lambda d, base, factor, seq_len, original_max_len: (d, base, factor, original_max_len, seq_len),
+    "yarn": lambda d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0: (d, base, factor, original_max_len, None, {"beta_fast": beta_fast, "beta_slow": beta_slow}),
+    "llama3": lambda d, base, factor, low, high, original_max_len: (d, base, factor, original_max_len, None, {"low_freq_factor": low, "high_freq_factor": high}),
+}
+
+
+def library_result(rope_type: str, args: tuple) -> tuple[torch.Tensor, float]:
+    d, base, factor, original_max_len, *rest = LIBRARY_CALL[rope_type](*args)
+    seq_len, extra = (rest + [None, {}][len(rest) :])[:2]
+    return library.rope_init(rope_type, d, base, factor, original_max_len, seq_len, **extra)
+
+
+def against_library(probe: Probe, fn, rope_type: str, cases: list[tuple]) -> None:
+    """The second oracle: transformers' own ROPE_INIT_FUNCTIONS[rope_type], on a real model's sizes
+    (each case is the course function's arguments). A library whose maths differ from the
+    course's reference is not held against the student: said in one line, as is a version
+    outside the tested range."""
+    if probe.accelerator_pass:
+        return  # nothing here depends on a device: the CPU pass ran it
+    try:
+        outside = library.outside_tested_range()
+        theirs = [library_result(rope_type, args) for args in cases]
+    except LibraryUnavailable as missing:
+        probe.notes.append(f"(The comparison with transformers' own {rope_type!r} RoPE was skipped: {missing}.)")
+        return
+    version = library.transformers_version()
+    for args, (their_inv, their_scale) in zip(cases, theirs):
+        ours_inv, ours_scale = probe.exercise.reference(*args)
+        if not (close(ours_inv, their_inv) and math.isclose(ours_scale, their_scale, rel_tol=1e-6)):
+            probe.notes.append(f"(transformers {version} computes {rope_type!r} differently from the versions the course was tested on: compared with the course's reference only.)")
+            return
+        call = f"`{probe.exercise.id}({', '.join(repr(a) for a in args)})`"
+        inv_freq, scale = unpack(probe, probe.call(fn, *args, what=call), call)
+        if not (close(inv_freq, their_inv) and inv_freq.dtype == torch.float32 and math.isclose(scale, their_scale, rel_tol=1e-6)):
+            difference = describe_difference(inv_freq, their_inv, "its inv_freq") if inv_freq.shape == their_inv.shape else f"its inv_freq has shape {tuple(inv_freq.shape)}"
+            probe.fail(
+                "library_mismatch",
+                f"{call}, a real model's sizes, gives other values than transformers {version}'s own {rope_type!r} RoPE: {difference} "
+                f"Its attention_scale is {scale:.6g}, the library's {their_scale:.6g}. Your code passed the small cases.",
+                hint="On d = 128 and a trained length in the thousands something happens that small cases do not show: an edge clamped, a band empty, an integer division, float32 running out of digits.",
+                fix=f"Call `transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS[{rope_type!r}]` on a LlamaConfig with these numbers and print it next to your result.",
+            )
+    if outside:
+        probe.notes.append(f"(Compared with transformers' own {rope_type!r} RoPE: {outside}.)")
+
+
+def scaling_check(cases: list[tuple], rope_type: str | None = None, library_cases: list[tuple] = ()):
+    """The check of a function exercise: every case against the reference and the catalogue, then the library."""
+
+    def check(fn, probe: Probe) -> None:
+        for args in cases:
+            call = f"`{probe.exercise.id}({', '.join(repr(a) for a in args)})`"
+            compare(probe, probe.call(fn, *args, what=call), args, call)
+        if rope_type is not None:
+            against_library(probe, fn, rope_type, list(library_cases))
+
+    return check
+
+
+def check_dynamic(fn, probe: Probe) -> None:
+    """seq_len below, at and past the trained length (T = 1 is an edge), then the library."""
+    cases = [(8, 10000.0, 2.0, 10, 16), (8, 10000.0, 4.0, 1, 16), (16, 10000.0, 4.0, 16, 16), (16, 10000.0, 2.0, 40, 16), (64, 500000.0, 8.0, 100, 32), (32, 10000.0, 4.0, 17, 16)]
+    for d, base, factor, seq_len, original in cases:
+        call = f"`dynamic_ntk_scaling({d}, {base}, {factor}, seq_len={seq_len}, original_max_len={original})`"
+        compare(probe, probe.call(fn, d, base, factor, probe.length(seq_len), original, what=call), (d, base, factor, seq_len, original), call)
+    # Code Llama's sizes (base 1e6, 16384 trained) run at 40000 tokens; a Llama 2 (4096 trained) at 6000
+    against_library(probe, fn, "dynamic", [(128, 1000000.0, 2.0, 40000, 16384), (128, 10000.0, 4.0, 6000, 4096)])
+
+
+NO_TENSOR_IN = "it takes no tensor: its result is made on the CPU, as transformers' own RoPE functions make theirs, and the model moves it with its buffers"
+
+EXERCISES = [
+    Exercise(
+        id="linear_scaling",
+        chapter=7,
+        points=1,
+        kind="function",
+        reference=reference.linear_scaling,
+        check=scaling_check(
+            [(8, 10000.0, 4.0), (16, 500000.0, 2.5), (2, 10000.0, 8.0)],
+            "linear",
+            [(128, 10000.0, 4.0), (128, 500000.0, 8.0)],
+        ),
+        mistakes={"factor_inverted": linear_factor_inverted, "wrong_exponent": linear_wrong_exponent},
+        difficulty=1,
+        importance=3,
+        minutes=5,
+        no_device_pass=NO_TENSOR_IN,
+    ),
+    Exercise(
+        id="ntk_scaling",
+        chapter=7,
+        points=1,
+        kind="function",
+        reference=reference.ntk_scaling,
+        check=scaling_check([(8, 10000.0, 4.0), (16, 1000000.0, 2.0), (64, 10000.0, 8.0)]),
+        mistakes={"ntk_wrong_exponent": ntk_wrong_exponent, "factor_inverted": ntk_factor_inverted},
+        difficulty=1,
+        importance=2,
+        minutes=5,
+        no_device_pass=NO_TENSOR_IN,
+    ),
+    Exercise(
+        id="dynamic_ntk_scaling",
+        chapter=7,
+        points=2,
+        kind="function",
+        reference=reference.dynamic_ntk_scaling,
+        check=check_dynamic,
+        mistakes={"scaled_within_original_length": dynamic_scaled_within, "dynamic_wrong_scale": dynamic_wrong_scale, "ntk_wrong_exponent": dynamic_wrong_exponent},
+        difficulty=2,
+        importance=2,
+        minutes=10,
+        no_device_pass=NO_TENSOR_IN,
+        edges=("lengths",),
+    ),
+    Exercise(
+        id="yarn_scaling",
+        chapter=7,
+        points=3,
+        kind="function",
+        reference=reference.yarn_scaling,
+        check=scaling_check(
+            [(32, 10000.0, 4.0, 64), (64, 10000.0, 4.0, 512), (32, 500000.0, 4.0, 256, 16.0, 2.0), (16, 10000.0, 1.0, 128)],
+            "yarn",
+            # Llama 2 at 64k (Peng et al.'s YaRN 64k model: d 128, 4096 trained, s 16) and Qwen2.5's YaRN (base 1e6, 32768 trained, s 4)
+            [(128, 10000.0, 16.0, 4096), (128, 1000000.0, 4.0, 32768)],
+        ),
+        mistakes={
+            "ramp_reversed": yarn_ramp_reversed,
+            "wavelength_without_2pi": yarn_without_two_pi,
+            "wrong_band_edges": yarn_wrong_band_edges,
+            "yarn_not_truncated": yarn_not_truncated,
+            "factor_inverted": yarn_factor_inverted,
+            "missing_temperature": yarn_missing_temperature,
+            "wrong_temperature": yarn_wrong_temperature,
+        },
+        difficulty=3,
+        importance=3,
+        minutes=25,
+        no_device_pass=NO_TENSOR_IN,
+    ),
+    Exercise(
+        id="llama3_scaling",
+        chapter=7,
+        points=2,
+        kind="function",
+        reference=reference.llama3_scaling,
+        check=scaling_check(
+            [(16, 10000.0, 4.0, 1.0, 4.0, 64), (32, 10000.0, 8.0, 2.0, 8.0, 128), (64, 500000.0, 8.0, 1.0, 4.0, 8192)],
+            "llama3",
+            # Llama 3.1's own numbers (d 128, base 500000, s 8, bands 1 and 4, 8192 trained), and Llama 3.2's s 32
+            [(128, 500000.0, 8.0, 1.0, 4.0, 8192), (128, 500000.0, 32.0, 1.0, 4.0, 8192)],
+        ),
+        mistakes={
+            "wavelength_without_2pi": llama3_without_two_pi,
+            "wrong_band_edges": llama3_wrong_band_edges,
+            "ramp_reversed": llama3_ramp_reversed,
+            "factor_inverted": llama3_factor_inverted,
+        },
+        difficulty=2,
+        importance=3,
+        minutes=15,
+        no_device_pass=NO_TENSOR_IN,
+    ),
+]
