@@ -503,66 +503,6 @@ def bf16_positions(positions: torch.Tensor, zoom: tuple[int, int] = (248, 272), 
     plt.show()
 
 
-def position_interpolation(trained: int, scale: float, thetas: list[float]) -> None:
-    """One panel per pair: its angle (mod 2π, the rotation it actually applies) against
-    the position, with plain extrapolation and with linear interpolation m → m/s.
-    A pair that turns within L is shown in a window of a few turns around L."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(thetas), figsize=(6.5 * len(thetas), 3.9), squeeze=False)
-    for ax, theta in zip(axes[0], thetas):
-        wavelength = 2 * torch.pi / theta
-        seen = (torch.arange(trained, dtype=torch.float64) * theta) % (2 * torch.pi)
-        if wavelength < trained:  # a fast pair: zoom in on three turns either side of L
-            m = torch.arange(max(0, trained - int(3 * wavelength)), trained + int(3 * wavelength), dtype=torch.float64)
-            style, where = {"marker": "o", "markersize": 3, "linestyle": ""}, f"zoom around L = {trained}"
-        else:
-            m = torch.arange(int(trained * scale), dtype=torch.float64)
-            style, where = {"linestyle": "-"}, f"positions 0 to {int(trained * scale)}"
-        ax.axhspan(float(seen.min()), float(seen.max()), color="C2", alpha=0.15, label=f"met in training (m < {trained})")
-        ax.plot(m, (m * theta) % (2 * torch.pi), color="C0", label="m·θ: extrapolated", **style)
-        ax.plot(m, (m / scale * theta) % (2 * torch.pi), color="C1", label=f"(m/{scale:g})·θ: interpolated", **style)
-        ax.axvline(trained, color="0.4", linestyle=":")
-        ax.set(title=f"pair with θ = {theta:.3g}: wavelength {wavelength:,.0f} tokens\n({where})", xlabel="position m", ylabel="angle mod 2π (rad)", ylim=(0, 2 * torch.pi * 1.25))
-        ax.legend(fontsize=7, loc="upper left", ncol=3)
-    fig.suptitle(f"Position interpolation, s = {scale:g}, trained on L = {trained}: only slow pairs meet new angles past L")
-    fig.tight_layout()
-    plt.show()
-
-
-def context_extension(head_dim: int, base: float, trained: int, scale: float) -> None:
-    """Left: every pair's wavelength against the trained length L; the pairs above
-    it never turned through all their angles in training. Right: how much each
-    context-extension method slows each pair down (new wavelength / old)."""
-    plt = _plt()
-    j = torch.arange(head_dim // 2, dtype=torch.float64)
-    theta = base ** (-2 * j / head_dim)
-    wavelength = 2 * torch.pi / theta
-    new = wavelength > trained
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.2))
-    left.semilogy(j[~new], wavelength[~new], "o", color="C0", markersize=3, label="wavelength ≤ L: went round in training")
-    left.semilogy(j[new], wavelength[new], "o", color="C3", markersize=3, label=f"wavelength > L: new angles past L ({int(new.sum())} pairs)")
-    left.axhline(trained, color="0.4", linestyle=":", label=f"trained length L = {trained}")
-    left.set(title=f"Which pairs meet new angles past L (d = {head_dim}, base {base:g})", xlabel="pair index j (fast → slow)", ylabel="wavelength 2π/θ_j (tokens)")
-    left.legend(fontsize=8)
-    ntk_base = base * scale ** (head_dim / (head_dim - 2))
-    ratio = trained / wavelength  # YaRN's r: how many turns pair j makes within L
-    alpha, beta = 1.0, 32.0  # YaRN's values for Llama: interpolate below 1 turn, leave alone above 32 turns
-    gamma = ((ratio - alpha) / (beta - alpha)).clamp(0, 1)
-    stretch = {
-        "position interpolation: θ_j / s": torch.full_like(j, scale),
-        f"NTK-aware: base' = base·s^(d/(d−2)) = {ntk_base:.3g}": theta / ntk_base ** (-2 * j / head_dim),
-        "YaRN (NTK-by-parts): s if wavelength > L, 1 if < L/32": 1 / ((1 - gamma) / scale + gamma),
-    }
-    for name, factor in stretch.items():
-        right.plot(j, factor, label=name)
-    right.axhline(1, color="0.6", ls="--", label="unchanged")
-    right.axvspan(float(j[new].min()) - 0.5, float(j[-1]) + 0.5, color="C3", alpha=0.08)
-    right.legend(fontsize=8, loc="center left")
-    right.set(title=f"How much each pair is slowed down, s = {scale:g} (red band: wavelength > L)", xlabel="pair index j (fast → slow)", ylabel="new wavelength / old wavelength")
-    fig.tight_layout()
-    plt.show()
-
-
 # (end of chapter 05)
 
 
