@@ -420,10 +420,20 @@ class _Watch(TorchFunctionMode):
 
 
 def _torch_path(func: Callable) -> str:
-    """Where a torch function lives, as a graded kernel finds it again (helpers.grading.serve.resolve)."""
+    """Where a torch function lives, as a graded kernel finds it again (`from_torch_path`)."""
     if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return f"torch.ops.{func}"
-    return f"{getattr(func, '__module__', None) or 'torch'}.{func.__name__}"
+    module = getattr(func, "__module__", None) or "torch"
+    paths = [f"{module}.{name}" for name in (func.__name__, getattr(func, "__qualname__", func.__name__))]
+    return next((path for path in paths if from_torch_path(path) is func), paths[0])
+
+
+def from_torch_path(path: str) -> Any:
+    """A torch function by its dotted path ("torch.nn.functional.embedding", "torch._tensor.Tensor.backward")."""
+    found: Any = torch
+    for part in str(path).split(".")[1:]:
+        found = getattr(found, part, None)
+    return found if str(path).startswith("torch.") else None
 
 
 def _qualified_name(func: Callable) -> str:

@@ -155,7 +155,7 @@ class Server:
         if value is None or isinstance(value, (bool, int, str)):
             return value if not isinstance(value, str) else value[: wire.MAX_TEXT]
         if isinstance(value, float):
-            return {"float": repr(value)}
+            return {"float": repr(float(value))}  # numpy's float64 is a float, with a repr of its own
         if isinstance(value, torch.Tensor):
             return self.tensor(value, out)
         if isinstance(value, nn.Module):
@@ -327,7 +327,7 @@ def put(target: torch.Tensor, values: torch.Tensor) -> None:
 def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple[dict, Any, set[str], list[str]]:
     """Call into the notebook's code with the course's safety net; (outcome, result, torch
     functions seen, torch settings it changed). The same net as a check in a notebook."""
-    forbidden = tuple(f for f in (resolve(path) for path in settings.get("forbidden", [])) if f is not None)
+    forbidden = tuple(f for f in (checking.from_torch_path(path) for path in settings.get("forbidden", [])) if f is not None)
     watch = checking._Watch(forbidden)
     device = torch.device(settings.get("device", "cpu"))
     result, outcome, changed = None, {"kind": "ok"}, []
@@ -361,14 +361,6 @@ def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple
             changed = checking.TorchState.capture().changes_since(state)
             state.restore()
     return outcome, result, {getattr(f, "__name__", "") for f in watch.seen}, changed
-
-
-def resolve(path: str) -> Any:
-    """A torch function by its dotted path ("torch.nn.functional.embedding", "torch.ops.aten.embedding.default")."""
-    found: Any = torch
-    for part in str(path).split(".")[1:]:
-        found = getattr(found, part, None)
-    return found if str(path).startswith("torch.") else None
 
 
 SERVER: Server | None = None  # this kernel's, made by setup
