@@ -190,7 +190,8 @@ def test_no_attack_earns_the_points_it_attacks(batch, name):
 
 def test_what_each_attack_is_told(batch):
     assert by_id(report(batch, "tensor_subclass"))["lookup"]["diagnosis"] == "transposed_weight"
-    assert by_id(report(batch, "forbidden_indirect"))["lookup"]["diagnosis"] == "forbidden_api"
+    forbidden = by_id(report(batch, "forbidden_indirect"))["lookup"]
+    assert forbidden["diagnosis"] == "forbidden_api" and "seen inside the student's kernel" in forbidden["best_effort"]
     assert by_id(report(batch, "copy_the_reference"))["lookup"]["diagnosis"] == "uses_reference"  # what it copied is a stub
     assert by_id(report(batch, "huge_reply"))["lookup"]["diagnosis"] in ("raised", "wrong_shape", "out_of_memory")
 

@@ -39,7 +39,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines += ["| exercise | result | score | diagnosis | message |", "|---|---|---|---|---|"]
     for ex in report["exercises"]:
         result = "✔ passed" if ex["passed"] else "✘ failed"
-        said = " ".join([ex["message"], *([] if ex["passed"] else _help_lines(ex))])
+        said = " ".join([ex["message"], *([] if ex["passed"] else _help_lines(ex)), *([f"(Best effort: {ex['best_effort']}.)"] if ex.get("best_effort") else [])])
         lines.append(f"| `{ex['id']}` | {result} | {ex['score']:g} / {ex['max_score']:g} | {markdown(ex['diagnosis'])} | {markdown(said)} |")
     if report["errors"]:
         lines += ["", "## Errors while running the notebook", "", "Cells are numbered from 0, counting text cells.", "", "| cell | error | last line of the traceback |", "|---|---|---|"]

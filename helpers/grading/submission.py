@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helpers import checking
+from helpers.exercises import get
 from helpers.grading import wire
 from helpers.grading.escape import plain
 from helpers.grading.kernel import STOPPED, GraderError, Kernel, OutOfTime, last_line
@@ -30,6 +31,13 @@ from helpers.grading.limits import (
 from helpers.grading.remote import MISSING, Session
 from helpers.grading.sandbox import Scratch, sandbox_problem
 
+# What a check learns only from inside the kernel (serve.run_student_code): best effort, and the report says so.
+SEEN_IN_KERNEL = {
+    "forbidden_api": "the torch functions it calls",
+    "changed_global_state": "torch's settings it changed",
+    "mutated_input": "the inputs it changed in place",
+    "not_a_matrix_product": "the torch functions it calls",
+}
 NOT_DEFINED = "`{}` is not defined in the notebook: the cell that defines it was deleted or renamed, or did not run (see the errors above it)."
 
 
@@ -272,8 +280,13 @@ class Submission:
         if state["gone"]:
             return {}, state["gone"]
         if outcome.passed:
-            return self.verdict(exercise, True, None, outcome.message), None
-        return self.verdict(exercise, False, outcome.diagnosis, outcome.message, outcome.hint, outcome.fix, list(outcome.also)), None
+            result = self.verdict(exercise, True, None, outcome.message)
+        else:
+            result = self.verdict(exercise, False, outcome.diagnosis, outcome.message, outcome.hint, outcome.fix, list(outcome.also))
+        observed = list(dict.fromkeys(what for code, what in SEEN_IN_KERNEL.items() if code == outcome.diagnosis or (code == "forbidden_api" and get(exercise.id).forbidden)))
+        if observed:
+            result["best_effort"] = f"{'; '.join(observed)}: seen inside the student's kernel, which the student controls (values, shapes, dtypes and gradients are not)"
+        return result, None
 
     @staticmethod
     def verdict(exercise: ExerciseInfo, passed: bool, diagnosis: str | None, message: str, hint: str = "", fix: str = "", also: list[str] | None = None) -> dict[str, Any]:
