@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from helpers.checking import check_device
+    from helpers.probe import check_device
 
     report: dict = {"machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, checks on {check_device()}", "budgets": BUDGETS}
     if not args.grading:

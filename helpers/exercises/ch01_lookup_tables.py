@@ -11,9 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from helpers import reference
-from helpers.checking import Failure, Probe
 from helpers.exercises.common import NO_GRADIENT_HINT, backward_reaches, expect_cases, expect_gradient
+from helpers.probe import Probe
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # Every way to get an embedding without writing one: the functional API, torch's own
 # functions, and the same kernels reached through torch.ops (a packet or an overload).

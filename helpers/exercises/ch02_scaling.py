@@ -12,7 +12,6 @@ import torch
 from torch import nn
 
 from helpers import reference
-from helpers.checking import Failure, Probe, close
 from helpers.exercises import oracle
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
@@ -26,7 +25,9 @@ from helpers.exercises.common import (
     name_the_scale,
     token_table,
 )
+from helpers.probe import Probe, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # torch's wording when a matrix product gets a (V, d) table where it wanted (d, V).
 MATMUL_SHAPE_ERRORS = (

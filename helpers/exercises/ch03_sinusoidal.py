@@ -19,7 +19,6 @@ import torch
 from torch import nn
 
 from helpers import reference
-from helpers.checking import Failure, Probe, advice, close
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
     POSITION_ADDING_MISTAKES,
@@ -48,7 +47,9 @@ from helpers.exercises.common import (
     token_table,
 )
 from helpers.exercises.structure import name_what_is_wrong, sinusoidal_findings
+from helpers.probe import Probe, advice, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 TABLE_LAYOUT = "Row pos, column 2i holds sin(pos / base^(2i/d_model)); column 2i+1 holds cos of the same angle."
 

@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers import reference
-from helpers.checking import Failure, Probe, close
 from helpers.exercises import oracle
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
@@ -33,7 +32,9 @@ from helpers.exercises.common import (
     position_tables,
     refuses_past_max_len,
 )
+from helpers.probe import Probe, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # --- known mistakes of BertEmbeddings -------------------------------------------------
 

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 import torch
 
 from helpers import reference
-from helpers.checking import Failure, Probe, advice, close
 from helpers.exercises import oracle, structure
 from helpers.exercises.common import (
     WRONG_BASE,
@@ -34,7 +33,9 @@ from helpers.exercises.common import (
     refuses_past_max_len,
     says,
 )
+from helpers.probe import Probe, advice, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # --- known mistakes -------------------------------------------------------------------
 

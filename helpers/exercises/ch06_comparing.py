@@ -11,10 +11,11 @@ from collections.abc import Callable
 import torch
 
 from helpers import reference
-from helpers.checking import STOPS_EVERYTHING, Failure, Probe, advice, close
 from helpers.exercises import oracle
 from helpers.exercises.common import float64_accepted
+from helpers.probe import STOPS_EVERYTHING, Probe, advice, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # --- known mistakes -------------------------------------------------------------------
 

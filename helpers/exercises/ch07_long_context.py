@@ -19,8 +19,8 @@ import math
 import torch
 
 from helpers import library, reference
-from helpers.checking import Probe, close, describe_difference
 from helpers.library import LibraryUnavailable
+from helpers.probe import Probe, close, describe_difference
 from helpers.registry import Exercise
 
 theta_of = reference.rope_inv_freq  # θ_i = 1 / base^(2i/d), float32

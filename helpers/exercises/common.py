@@ -13,7 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from helpers.checking import Failure, Probe, close
+from helpers.probe import Probe, close
+from helpers.safety import Failure
 
 # ---------------------------------------------------------------------------
 # Mistakes shared by several exercises
@@ -22,7 +23,7 @@ from helpers.checking import Failure, Probe, close
 
 def says(message: str) -> Callable[[Callable], Callable]:
     """Give a mistake the shared wording of its code: a mistake's docstring is its
-    message, then its "Hint:" and "Fix:" paragraphs (see checking.advice)."""
+    message, then its "Hint:" and "Fix:" paragraphs (see probe.advice)."""
 
     def decorate(mistake: Callable) -> Callable:
         mistake.__doc__ = message

@@ -31,9 +31,10 @@ from typing import Any
 import torch
 
 from helpers import library, reference
-from helpers.checking import Failure, Probe, close
 from helpers.exercises.common import find_table, oriented, position_tables
 from helpers.library import LibraryUnavailable
+from helpers.probe import Probe, close
+from helpers.safety import Failure
 
 T, PADS = 9, (0, 3)  # two sequences, the second with three pads on the left
 # Right steps reproduce the library's logits to ~1e-7 (float64 or float32 tables alike); wrong ones are off by ~1e-3.
