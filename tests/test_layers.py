@@ -100,3 +100,29 @@ def test_the_framework_is_layered():
 def test_no_module_over_900_lines(path: Path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= OVER_FOR_NOW.get(module_name(path), MAX_LINES), f"{path.name} has {lines} lines"
+
+
+def test_the_catalogue_finds_its_chapters_by_file_name():
+    from helpers import exercises
+
+    files = sorted(path.stem for path in (PACKAGE / "exercises").glob("ch*.py"))
+    assert exercises.chapter_modules() == files
+    assert [int(name[2:4]) for name in files] == sorted({e.chapter for e in exercises.all_exercises().values()})
+
+
+def test_an_exercise_in_the_wrong_chapter_module_is_refused(monkeypatch):
+    import dataclasses
+
+    from helpers import exercises
+    from helpers.exercises import ch01_lookup_tables
+
+    moved = dataclasses.replace(ch01_lookup_tables.EXERCISES[0], chapter=2)
+    monkeypatch.setattr(ch01_lookup_tables, "EXERCISES", [moved, *ch01_lookup_tables.EXERCISES[1:]])
+    exercises._catalogue.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="says chapter 2, but lives in ch01_lookup_tables"):
+            exercises.all_exercises()
+    finally:
+        monkeypatch.undo()
+        exercises._catalogue.cache_clear()
+    assert exercises.get(moved.id).chapter == 1
