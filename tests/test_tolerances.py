@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from helpers import reference
 from helpers.checking import close
-from helpers.exercises import ch03_sinusoidal, ch05_rope, common, structure
+from helpers.exercises import ch03_sinusoidal, common, rope, structure
 from helpers.exercises.common import angle_tolerance, frequencies, half_precision_error
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16)
@@ -123,14 +123,14 @@ def test_half_tolerance_passes_one_bfloat16_rounding_and_fails_bfloat16_angles()
     torch.manual_seed(0)
     T, d = 300, 8
     q = torch.randn(1, 2, T, d).bfloat16()
-    expected = ch05_rope.rope64(q, None, 10000.0)
+    expected = rope.rope64(q, None, 10000.0)
     cos, sin = reference.rope_cache(d, T)
     right, _ = reference.apply_rope(q, q, cos, sin)
-    assert close(right, expected, **ch05_rope.HALF_TOLERANCE)
+    assert close(right, expected, **rope.HALF_TOLERANCE)
     angles = (torch.arange(T).bfloat16()[:, None] * reference.rope_frequencies(d).bfloat16()).float()
     angles = torch.cat([angles, angles], -1)
     wrong, _ = reference.apply_rope(q, q, angles.cos(), angles.sin())
-    assert not close(wrong, expected, **ch05_rope.HALF_TOLERANCE)
+    assert not close(wrong, expected, **rope.HALF_TOLERANCE)
 
 
 def test_dropout_rate_tolerance():

@@ -36,11 +36,11 @@ from helpers.exercises.common import (
     fitted_scale,
     float64_accepted,
     frequencies,
-    half_precision_error,
     module_device_pass,
     name_of,
     name_the_scale,
     position_tables,
+    precision_first,
     refuses_past_max_len,
     registered_tensors,
     says,
@@ -87,35 +87,33 @@ OUTPUT_RTOL = 1e-5
 ROWS_READ_ATOL = 1e-4
 
 
-PRECISION_FIX = (
+TABLE_PRECISION_FIX = (
     "Build the table in float32, or in float64 and cast once at the end: the positions `torch.arange(max_len, dtype=torch.float32)` "
     "(float16 holds the integers only up to 2048), the frequencies and the angles in float32, and no `.half()`, `.bfloat16()` or "
     "`dtype=torch.float16` on the way, buffers included."
 )
 
 
-def precision_first(probe: Probe, out, expected: torch.Tensor, args: tuple, then: Callable[[Failure], None]) -> Callable[[Failure], None]:
-    """expect_then's fallback for a table (`args` = max_len, d_model[, base]) off by more than
-    float32 rounding: within what one step through bfloat16 or float16 makes (of the positions,
-    the frequencies, the angles or the table) it is low_precision, not a wrong formula; else `then`."""
+def table_precision_first(probe: Probe, out, expected: torch.Tensor, args: tuple, then: Callable[[Failure], None]) -> Callable[[Failure], None]:
+    """common.precision_first for a table (`args` = max_len, d_model[, base]): within what one step
+    through bfloat16 or float16 makes (of the positions, the frequencies, the angles or the table)
+    it is low_precision, not a wrong formula; else `then`."""
 
-    def fallback(failure: Failure) -> None:
+    def fallback(failure: Failure) -> None:  # the tolerances are worked out only for a table that missed
         angles, _ = table_angles(*args)
-        tight = table_tolerance(*args)["atol"]
-        loose = angle_tolerance(torch.bfloat16, angles, torch.ones(()), 1.0, torch.bfloat16)  # ω rounded after it was made: no |ln ω|
-        error = half_precision_error(out, expected, tight, loose)
-        if error is None:
-            then(failure)
-            return
-        worst = [int(i) for i in torch.unravel_index(error.argmax(), error.shape)][-2:]
-        _, hint, _ = advice(probe.exercise, "low_precision")
-        probe.fail(
-            "low_precision",
-            f"{failure.message.split(';')[0]}, by up to {float(error.max()):.1e} (at row {worst[0]}, column {worst[1]}): more than float32 rounding ever makes there, "
-            "and as much as one step through float16 or bfloat16 makes. Somewhere on the way the positions, the frequencies, the angles or the table itself were held in half precision.",
-            hint=hint,
-            fix=PRECISION_FIX,
-        )
+        precision_first(
+            probe,
+            out,
+            expected,
+            table_tolerance(*args)["atol"],
+            angle_tolerance(torch.bfloat16, angles, torch.ones(()), 1.0, torch.bfloat16),  # ω rounded after it was made: no |ln ω|
+            then,
+            code="low_precision",
+            said="more than float32 rounding ever makes there, and as much as one step through float16 or bfloat16 makes. "
+            "Somewhere on the way the positions, the frequencies, the angles or the table itself were held in half precision.",
+            fix=TABLE_PRECISION_FIX,
+            at_row=True,
+        )(failure)
 
     return fallback
 
@@ -428,7 +426,7 @@ def table_probes(fn, probe: Probe) -> None:
         hint = "The table is (max_len, d_model): one row per position." if isinstance(out, torch.Tensor) and out.shape == expected.shape[::-1] else TABLE_LAYOUT
         expect_then(
             probe,
-            precision_first(probe, out, expected, args, structurally(probe, out, args[2] if len(args) > 2 else 10000.0)),
+            table_precision_first(probe, out, expected, args, structurally(probe, out, args[2] if len(args) > 2 else 10000.0)),
             out,
             expected,
             what=f"the table of `{call}`",
@@ -586,7 +584,7 @@ def expect_table(probe: Probe, table: torch.Tensor | None, what: str, mistakes: 
         return
     max_len, d = table.shape
     expected = right_table(max_len, d, device=table.device)
-    fallback = precision_first(probe, table[None], expected[None], (max_len, d), structurally(probe, table))
+    fallback = table_precision_first(probe, table[None], expected[None], (max_len, d), structurally(probe, table))
     expect_then(probe, fallback, table[None], expected[None], what=what, mistakes=mistakes(expected), hint=TABLE_LAYOUT, **table_tolerance(max_len, d))
 
 

@@ -12,8 +12,7 @@ The mistakes of each exercise share its arguments and return what the mistaken c
 from __future__ import annotations
 
 import contextlib
-import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -25,7 +24,6 @@ from helpers.exercises.common import (
     expect_cases,
     expect_then,
     frequencies,
-    half_precision_error,
     module_device_pass,
     plain_tensors,
     raised,
@@ -33,11 +31,30 @@ from helpers.exercises.common import (
     refuses_past_max_len,
     says,
 )
+from helpers.exercises.rope import (
+    ROPE_MAX_LEN,
+    angles_precision_first,
+    cache_with,
+    further_findings,
+    gather_rows,
+    reference_tables,
+    rope64,
+    rope_angles,
+    rope_cases,
+    rope_positions,
+    rope_properties,
+    rope_tolerance,
+    rope_with,
+    table_rope_with,
+    turn_adjacent,
+    turn_half,
+    two_tensors,
+)
 from helpers.probe import Probe, advice, close
 from helpers.registry import Exercise
 from helpers.safety import Failure
 
-# --- known mistakes -------------------------------------------------------------------
+# --- known mistakes (each one RoPE of helpers.exercises.rope with one knob turned) ---
 
 ROPE_WRONG_EXPONENT = """Your frequencies have the wrong exponent: θ_i is not
 base^(-2i/d) for i = 0 .. d/2 - 1, with d the head dimension.
@@ -48,56 +65,6 @@ an integer division that rounds every exponent to zero.
 
 Fix: `theta = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)`,
 with d = head_dim (x.shape[-1]): true division `/`, never `//`."""
-
-# Shared machinery first: one RoPE with a knob per mistake, so each mistake
-# below reads as "the right thing, with this one thing changed".
-
-
-def _rotate_adjacent(x: torch.Tensor) -> torch.Tensor:
-    """(x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...): adjacent pairs turned by 90 degrees."""
-    return torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat([-x2, x1], dim=-1)
-
-
-def _rope(
-    x: torch.Tensor,
-    positions: torch.Tensor | None = None,
-    base: float = 10000.0,
-    *,
-    pairing: str = "half",
-    angle_layout: str | None = None,
-    sign: float = 1.0,
-    exponent: str = "2i/d",
-    angle_dtype: torch.dtype = torch.float32,
-    ignore_positions: bool = False,
-) -> torch.Tensor:
-    """RoPE on x (..., T, d) with one knob turned.
-    pairing: which components form a pair ("half": i, i+d/2; "adjacent": 2i, 2i+1);
-    angle_layout: how the d/2 angles are laid over the d columns (default: the same as pairing)."""
-    T, d = x.shape[-2], x.shape[-1]
-    if positions is None or ignore_positions:
-        positions = torch.arange(T, device=x.device)
-    theta = frequencies(d, base, exponent, torch.float32, x.device)
-    angles = positions.to(angle_dtype)[..., None] * theta.to(angle_dtype)  # (T, d/2) or (B, T, d/2)
-    if angles.dim() == 3:
-        angles = angles.unsqueeze(1)  # (B, 1, T, d/2)
-    if (angle_layout or pairing) == "half":
-        angles = torch.cat([angles, angles], dim=-1)
-    else:
-        angles = angles.repeat_interleave(2, dim=-1)
-    cos, sin = angles.cos().float(), angles.sin().float()
-    turn = _rotate_half if pairing == "half" else _rotate_adjacent
-    return (x.float() * cos + sign * turn(x.float()) * sin).to(x.dtype)
-
-
-def _cache(head_dim: int, max_len: int, base: float = 10000.0, *, layout: str = "half", exponent: str = "2i/d") -> tuple[torch.Tensor, torch.Tensor]:
-    angles = torch.outer(torch.arange(max_len, dtype=torch.float64), frequencies(head_dim, base, exponent))
-    angles = torch.cat([angles, angles], dim=-1) if layout == "half" else angles.repeat_interleave(2, dim=-1)
-    return angles.cos().float(), angles.sin().float()
 
 
 # rope_cache ------------------------------------------------------------------
@@ -115,17 +82,17 @@ def rope_cache_interleaved(head_dim: int, max_len: int, base: float = 10000.0) -
     Fix: lay the (max_len, head_dim/2) angles out as two copies side by side,
     `torch.cat([angles, angles], dim=-1)`, instead of
     `angles.repeat_interleave(2, dim=-1)`."""
-    return _cache(head_dim, max_len, base, layout="adjacent")
+    return cache_with(head_dim, max_len, base, layout="adjacent")
 
 
 @says(WRONG_BASE)
 def rope_cache_wrong_base(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [_cache(head_dim, max_len, 1000.0), _cache(head_dim, max_len, 10000.0)]
+    return [cache_with(head_dim, max_len, 1000.0), cache_with(head_dim, max_len, 10000.0)]
 
 
 @says(ROPE_WRONG_EXPONENT)
 def rope_cache_wrong_exponent(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [_cache(head_dim, max_len, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
+    return [cache_with(head_dim, max_len, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
 
 
 def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -219,7 +186,7 @@ def rotate_half_interleaved(x: torch.Tensor) -> torch.Tensor:
 
     Fix: split the last axis in halves, `x1, x2 = x.chunk(2, dim=-1)`, and
     `return torch.cat((-x2, x1), dim=-1)`."""
-    return _rotate_adjacent(x)
+    return turn_adjacent(x)
 
 
 def rotate_half_mixed_pairing(x: torch.Tensor) -> list[torch.Tensor]:
@@ -240,26 +207,6 @@ def rotate_half_mixed_pairing(x: torch.Tensor) -> list[torch.Tensor]:
 # apply_rope ------------------------------------------------------------------
 
 
-def _gather(cos: torch.Tensor, sin: torch.Tensor, T: int, positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    cos, sin = (cos[:T], sin[:T]) if positions is None else (cos[positions], sin[positions])
-    if cos.dim() == 3:
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    return cos, sin
-
-
-def _as_interleaved(table: torch.Tensor) -> torch.Tensor:
-    """A half-split cos/sin table re-laid out with each angle in two adjacent columns."""
-    return table[..., : table.shape[-1] // 2].repeat_interleave(2, dim=-1)
-
-
-def _table_rope(q, k, cos, sin, positions, *, pairing="half", angle_layout="half", sign=1.0, ignore_positions=False):
-    c, s = _gather(cos, sin, q.shape[-2], None if ignore_positions else positions)
-    if angle_layout == "adjacent":
-        c, s = _as_interleaved(c), _as_interleaved(s)
-    turn = _rotate_half if pairing == "half" else _rotate_adjacent
-    return tuple((x.float() * c + sign * turn(x.float()) * s).to(x.dtype) for x in (q, k))
-
-
 def apply_rope_interleaved(q, k, cos, sin, positions=None):
     """Your output turns adjacent pairs (x[2i], x[2i+1]) by angle i: that is
     the interleaved (Meta/GPT-J) layout, and this exercise uses the half-split
@@ -271,7 +218,7 @@ def apply_rope_interleaved(q, k, cos, sin, positions=None):
 
     Fix: use the tables as they come: `q * cos + rotate_half(q) * sin`, the same
     for k, with no repeat_interleave and no 0::2 / 1::2 slicing."""
-    return _table_rope(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
+    return table_rope_with(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
 
 
 def apply_rope_sign_flip(q, k, cos, sin, positions=None):
@@ -285,7 +232,7 @@ def apply_rope_sign_flip(q, k, cos, sin, positions=None):
 
     Fix: a plus sign: `q * cos + rotate_half(q) * sin`, the same for k (the minus
     lives inside rotate_half)."""
-    return _table_rope(q, k, cos, sin, positions, sign=-1.0)
+    return table_rope_with(q, k, cos, sin, positions, sign=-1.0)
 
 
 def apply_rope_mixed_pairing(q, k, cos, sin, positions=None):
@@ -301,8 +248,8 @@ def apply_rope_mixed_pairing(q, k, cos, sin, positions=None):
     Fix: keep the tables as given and turn with rotate_half:
     `q * cos + rotate_half(q) * sin`, the same for k."""
     return [
-        _table_rope(q, k, cos, sin, positions, pairing="adjacent", angle_layout="half"),
-        _table_rope(q, k, cos, sin, positions, pairing="half", angle_layout="adjacent"),
+        table_rope_with(q, k, cos, sin, positions, pairing="adjacent", angle_layout="half"),
+        table_rope_with(q, k, cos, sin, positions, pairing="half", angle_layout="adjacent"),
     ]
 
 
@@ -317,7 +264,7 @@ def apply_rope_ignores_positions(q, k, cos, sin, positions=None):
     Fix: gather the rows, `cos[positions]` and `sin[positions]`, then
     `.unsqueeze(1)` when positions is (B, T), so they broadcast over the heads;
     slice `[:T]` only when positions is None."""
-    return _table_rope(q, k, cos, sin, positions, ignore_positions=True)
+    return table_rope_with(q, k, cos, sin, positions, ignore_positions=True)
 
 
 # rope_interleaved ------------------------------------------------------------
@@ -334,7 +281,7 @@ def rope_interleaved_half_split(x, positions=None, base=10000.0):
     Fix: take the pairs as `x0, x1 = x[..., 0::2], x[..., 1::2]`, turn them, and
     interleave them back with `torch.stack((y0, y1), dim=-1).flatten(-2)`; or
     `torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))`."""
-    return _rope(x, positions, base, pairing="half")
+    return rope_with(x, positions, base, pairing="half")
 
 
 def rope_interleaved_sign_flip(x, positions=None, base=10000.0):
@@ -348,7 +295,7 @@ def rope_interleaved_sign_flip(x, positions=None, base=10000.0):
     Fix: turn by +m·θ_i: `(x0 * cos - x1 * sin, x0 * sin + x1 * cos)`, or
     multiply by `torch.polar(torch.ones_like(angles), angles)`, not its
     conjugate."""
-    return _rope(x, positions, base, pairing="adjacent", sign=-1.0)
+    return rope_with(x, positions, base, pairing="adjacent", sign=-1.0)
 
 
 def rope_interleaved_mixed_pairing(x, positions=None, base=10000.0):
@@ -365,8 +312,8 @@ def rope_interleaved_mixed_pairing(x, positions=None, base=10000.0):
     `x[..., 1::2]` with it; or widen the angles with
     `angles.repeat_interleave(2, dim=-1)`, never `torch.cat([angles, angles], dim=-1)`."""
     return [
-        _rope(x, positions, base, pairing="adjacent", angle_layout="half"),
-        _rope(x, positions, base, pairing="half", angle_layout="adjacent"),
+        rope_with(x, positions, base, pairing="adjacent", angle_layout="half"),
+        rope_with(x, positions, base, pairing="half", angle_layout="adjacent"),
     ]
 
 
@@ -379,17 +326,17 @@ def rope_interleaved_ignores_positions(x, positions=None, base=10000.0):
 
     Fix: `if positions is None: positions = torch.arange(T, device=x.device)`,
     then build the angles from them: `positions.float()[..., None] * theta`."""
-    return _rope(x, positions, base, pairing="adjacent", ignore_positions=True)
+    return rope_with(x, positions, base, pairing="adjacent", ignore_positions=True)
 
 
 @says(WRONG_BASE)
 def rope_interleaved_wrong_base(x, positions=None, base=10000.0):
-    return [_rope(x, positions, b, pairing="adjacent") for b in (1000.0, 10000.0)]
+    return [rope_with(x, positions, b, pairing="adjacent") for b in (1000.0, 10000.0)]
 
 
 @says(ROPE_WRONG_EXPONENT)
 def rope_interleaved_wrong_exponent(x, positions=None, base=10000.0):
-    return [_rope(x, positions, base, pairing="adjacent", exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
+    return [rope_with(x, positions, base, pairing="adjacent", exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
 
 
 def rope_interleaved_low_precision(x, positions=None, base=10000.0):
@@ -402,7 +349,7 @@ def rope_interleaved_low_precision(x, positions=None, base=10000.0):
 
     Fix: `angles = positions.float()[..., None] * theta.float()`, rotate
     `x.float()`, and cast the result with `.to(x.dtype)`."""
-    return _rope(x, positions, base, pairing="adjacent", angle_dtype=x.dtype)
+    return rope_with(x, positions, base, pairing="adjacent", angle_dtype=x.dtype)
 
 
 # RotaryEmbedding (one tensor at a time: the check applies them to q and to k) --
@@ -420,7 +367,7 @@ def rotary_interleaved(x, positions=None, base=10000.0):
     Fix: build the tables as rope_cache does and turn with
     `q * cos + rotate_half(q) * sin` (k likewise); no 0::2 / 1::2 slicing, no
     repeat_interleave."""
-    return _rope(x, positions, base, pairing="adjacent")
+    return rope_with(x, positions, base, pairing="adjacent")
 
 
 def rotary_sign_flip(x, positions=None, base=10000.0):
@@ -433,7 +380,7 @@ def rotary_sign_flip(x, positions=None, base=10000.0):
 
     Fix: `x * cos + rotate_half(x) * sin`, with rotate_half returning
     `torch.cat((-x2, x1), dim=-1)` for the halves x1, x2."""
-    return _rope(x, positions, base, sign=-1.0)
+    return rope_with(x, positions, base, sign=-1.0)
 
 
 def rotary_mixed_pairing(x, positions=None, base=10000.0):
@@ -448,8 +395,8 @@ def rotary_mixed_pairing(x, positions=None, base=10000.0):
     Fix: half-split throughout: `torch.cat([angles, angles], dim=-1)` for the
     tables, and rotate_half for the turn."""
     return [
-        _rope(x, positions, base, pairing="half", angle_layout="adjacent"),
-        _rope(x, positions, base, pairing="adjacent", angle_layout="half"),
+        rope_with(x, positions, base, pairing="half", angle_layout="adjacent"),
+        rope_with(x, positions, base, pairing="adjacent", angle_layout="half"),
     ]
 
 
@@ -464,17 +411,17 @@ def rotary_ignores_positions(x, positions=None, base=10000.0):
     Fix: gather `cos[positions]` and `sin[positions]`: (T, Dh), or (B, T, Dh)
     followed by `.unsqueeze(1)` for the heads; slice `[:T]` only when positions
     is None."""
-    return _rope(x, positions, base, ignore_positions=True)
+    return rope_with(x, positions, base, ignore_positions=True)
 
 
 @says(WRONG_BASE)
 def rotary_wrong_base(x, positions=None, base=10000.0):
-    return [_rope(x, positions, b) for b in (1000.0, 10000.0)]
+    return [rope_with(x, positions, b) for b in (1000.0, 10000.0)]
 
 
 @says(ROPE_WRONG_EXPONENT)
 def rotary_wrong_exponent(x, positions=None, base=10000.0):
-    return [_rope(x, positions, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
+    return [rope_with(x, positions, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
 
 
 def rotary_low_precision(x, positions=None, base=10000.0):
@@ -488,88 +435,10 @@ def rotary_low_precision(x, positions=None, base=10000.0):
     Fix: build the tables once, in `__init__`, in float32; in forward cast only
     what you multiply with, `cos[positions].to(q.dtype)`, or compute in float32
     and cast the result."""
-    return _rope(x, positions, base, angle_dtype=x.dtype)
+    return rope_with(x, positions, base, angle_dtype=x.dtype)
 
 
-# --- probes ----------------------------------------------------------------------------
-
-# Every check runs at positions in the thousands (few of them, small heads, so
-# it stays fast) and once in bfloat16, where computing angles in low precision
-# shows. Float32 results are compared with RoPE computed in float64, entry by entry
-# within common.angle_tolerance: float32 arithmetic is off by ~1e-4 at position 4000
-# with θ_0 = 1, but by ~1e-7 where the angle is small, which is where cos/sin tables
-# stored in float16 (~5e-4 everywhere) show. Every mistake in the catalogue is off by O(1).
-HALF_TOLERANCE = {"rtol": 1.6e-2, "atol": 4e-2}  # a bfloat16 result: 2 units of its rounding, ~5 on |x| ≤ 4
-ROPE_MAX_LEN = 4000  # positions in the thousands; 8 × 4000 floats stay under torch's threading grain
-
-
-@functools.lru_cache(maxsize=8)
-def reference_tables(head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The reference cos/sin tables up to ROPE_MAX_LEN, built once (on the CPU). Never hand them to student code: clone."""
-    return reference.rope_cache(head_dim, ROPE_MAX_LEN, base)
-
-
-def rope_angles(T: int, d: int, positions: torch.Tensor | None, base: float, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(angles, θ) in float64 on the CPU, laid out over the d columns as `layout` pairs them:
-    angles (T, d), or (B, 1, T, d) for positions (B, T); θ (d,), each pair's frequency per column."""
-    theta = frequencies(d, base)  # (d/2,) float64
-    theta = torch.cat([theta, theta]) if layout == "half" else theta.repeat_interleave(2)
-    m = torch.arange(T) if positions is None else positions.detach().cpu()
-    angles = m.double()[..., None] * theta  # (T, d) or (B, T, d)
-    return (angles[:, None] if angles.dim() == 3 else angles), theta
-
-
-def rope64(x: torch.Tensor, positions: torch.Tensor | None, base: float, layout: str = "half") -> torch.Tensor:
-    """The float64 RoPE the checks compare with (on the CPU: MPS has no float64), in x's dtype and device."""
-    angles, _ = rope_angles(x.shape[-2], x.shape[-1], positions, base, layout)
-    x64 = x.detach().to("cpu", torch.float64)
-    turn = _rotate_half if layout == "half" else _rotate_adjacent
-    return (x64 * angles.cos() + turn(x64) * angles.sin()).to(x.device, x.dtype)
-
-
-def rope_tolerance(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0, layout: str = "half", half: bool = False) -> dict:
-    """rtol and atol for x rotated: a float32 (or float64) result entry by entry within what
-    rounding makes of its angle (common.angle_tolerance, on |x| at that position); a half one
-    within its own rounding. half=True: what positions, frequencies, angles or tables rounded
-    to bfloat16 (or float16) would make, frequencies rounded after being computed (no |ln θ|)."""
-    if x.dtype not in (torch.float32, torch.float64) and not half:
-        return HALF_TOLERANCE
-    angles, theta = rope_angles(x.shape[-2], x.shape[-1], positions, base, layout)
-    size = x.detach().to("cpu", torch.float64).norm(dim=-1, keepdim=True)  # (..., T, 1): a pair is no larger than its vector
-    if half:
-        return {"atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), size, torch.bfloat16), "size": size}
-    return {"rtol": 0.0, "atol": angle_tolerance(x.dtype, angles, theta, size)}
-
-
-def precision_first(probe: Probe, out, expected: torch.Tensor, tight: dict, loose: dict, then) -> Callable[[Failure], None]:
-    """expect_then's fallback for a float32 result off by more than float32 rounding (`tight`):
-    when it is within what half-precision angles or tables would make (`loose`, with the
-    magnitude `size` of what was turned) and that says something (common.half_precision_error),
-    half precision on the way is the finding; otherwise `then` reads the output."""
-
-    def fallback(failure: Failure) -> None:
-        error = half_precision_error(out, expected, tight["atol"], loose["atol"], loose["size"])
-        if error is not None:
-            probe.fail(
-                "low_precision_angles",
-                f"{failure.message.split(';')[0]}, by up to {float(error.max()):.1e}: more than float32 arithmetic ever is, and as much as rounding to float16 or bfloat16 makes. Somewhere on the way, the angles, the positions, the frequencies or the cos and sin tables were kept in half precision.",
-                hint=PRECISION_HINT,
-                fix=PRECISION_FIX,
-            )
-        then(failure)
-
-    return fallback
-
-
-PRECISION_HINT = (
-    "float32 keeps 24 bits, float16 11 and bfloat16 8. A cos/sin table stored in float16 is off by up to 5e-4 even at position 0, and an angle "
-    "m·θ rounded in half precision is off by more and more as m grows (float16 cannot even hold the integers past 2048). Turned in float32, "
-    "such a result still looks float32, but it carries the half-precision error."
-)
-PRECISION_FIX = (
-    "Keep everything before the final cast in float32: positions `.float()`, θ and the angles in float32, and the cos/sin tables (buffers "
-    "included) stored in float32: no `.half()`, `.bfloat16()` or `dtype=torch.float16` on the way; cast only the result, `.to(x.dtype)`."
-)
+# --- probes (the shared RoPE kit is helpers.exercises.rope) ---------------------------
 
 
 @contextlib.contextmanager
@@ -582,149 +451,6 @@ def helped(helps: dict[str, tuple[str, str]]) -> Iterator[None]:
         hint, fix = helps.get(failure.code, ("", ""))
         failure.hint, failure.fix = failure.hint or hint, failure.fix or fix
         raise
-
-
-@contextlib.contextmanager
-def further_findings(probe: Probe, findings) -> Iterator[None]:
-    """When the catalogue names one mistake and the structural findings() confirm it,
-    the other findings are further, independent mistakes: listed in `also`."""
-    try:
-        yield
-    except Failure as failure:
-        try:
-            found = findings()
-        except Exception:  # a reading that breaks on this output adds nothing
-            found = []
-        if any(code == failure.code for code, _ in found):
-            probe.also.extend(f"{code}: {said}" for code, said in found if code != failure.code and f"{code}: {said}" not in probe.also)
-        raise
-
-
-def two_tensors(probe: Probe, out, what: str, names: str) -> tuple[torch.Tensor, torch.Tensor]:
-    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
-        got = type(out).__name__ + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
-        probe.fail(
-            "wrong_type",
-            f"{what} should return two tensors, {names}; got {got}.",
-            hint="The caller unpacks your result into two names, so it must be a pair of separate tensors, not one stacked or concatenated tensor.",
-            fix=f"End with `return {names.strip('()')}`: two tensors in a tuple, in that order.",
-        )
-    return out[0], out[1]
-
-
-def rope_positions(probe: Probe, *shape: int) -> torch.Tensor:
-    """Positions up to ROPE_MAX_LEN - 1 (T >= 4): 256 and 257, which collide in bfloat16, and
-    in every row both edges, 0 and ROPE_MAX_LEN - 1."""
-    sampled = probe.positions(ROPE_MAX_LEN, *shape)
-    sampled[..., :3] = torch.tensor([256, 257, 0], device=probe.device)
-    sampled[..., -1] = ROPE_MAX_LEN - 1
-    return sampled
-
-
-def rope_cases(probe: Probe, B: int, T: int) -> list[tuple[str, torch.dtype, torch.Tensor | None]]:
-    """(what, dtype of q and k, positions) for apply_rope and RotaryEmbedding."""
-    return [
-        ("positions=None", torch.float32, None),
-        (
-            "positions 2995..2999 (decoding at an offset)",
-            torch.float32,
-            torch.arange(2995, 2995 + T, device=probe.device),
-        ),
-        ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T)),
-        ("positions of shape (B, T), a different row per sequence", torch.float32, rope_positions(probe, B, T)),
-        ("bfloat16 q and k, positions up to 3999", torch.bfloat16, rope_positions(probe, T)),
-        ("one token (T = 1) at position 3999, as when decoding", torch.float32, probe.positions(ROPE_MAX_LEN, 1)),
-    ]
-
-
-# What a fix says in each layout: the turn, where the angles of the given positions
-# come from, and what one-hot vectors at position 1 (head_dim 4, base 10000) turn into.
-TURN = {
-    "half": "`x * cos + rotate_half(x) * sin`",
-    "adjacent": "`(x0 * cos - x1 * sin, x0 * sin + x1 * cos)` on the pairs `x0, x1 = x[..., 0::2], x[..., 1::2]`",
-}
-AT_POSITIONS = {
-    "half": "rows `cos[positions]` and `sin[positions]` (`[:T]` only when positions is None)",
-    "adjacent": "angles `positions.float()[..., None] * theta` (0..T-1 only when positions is None)",
-}
-ONE_HOT = {
-    "half": "e_0 = (1, 0, 0, 0) and e_1 = (0, 1, 0, 0) must become (cos 1, 0, sin 1, 0) and (0, cos 0.01, 0, sin 0.01)",
-    "adjacent": "e_0 = (1, 0, 0, 0) and e_2 = (0, 0, 1, 0) must become (cos 1, sin 1, 0, 0) and (0, 0, cos 0.01, sin 0.01)",
-}
-
-
-ONE_HOT_POSITIONS = (1, 50)  # both below the smallest max_len a check builds (64)
-
-
-def one_hot_images(probe: Probe, rotate, head_dim: int) -> torch.Tensor:
-    """(2, d, d): e_j turned at positions 1 and 50, all in one call (the one-hot vectors along the batch)."""
-    x = torch.eye(head_dim, device=probe.device)[:, None, None, :].expand(head_dim, 1, 2, head_dim).contiguous()
-    turned = rotate(x, torch.tensor(ONE_HOT_POSITIONS, device=probe.device))
-    return turned.detach().float()[:, 0].transpose(0, 1)
-
-
-def rotation_findings(probe: Probe, rotate, head_dim: int, layout: str, base: float):
-    """structure.rotation_findings on the student's own rotations; a function, run only when needed."""
-
-    def find() -> list[tuple[str, str]]:
-        return structure.rotation_findings(one_hot_images(probe, rotate, head_dim), ONE_HOT_POSITIONS, layout, base)
-
-    return find
-
-
-def rope_properties(probe: Probe, rotate, head_dim: int, layout: str = "half", base: float = 10000.0):
-    """When no known mistake reproduces the output: read the layout, the direction and
-    each pair's θ from one-hot vectors (structure.rotation_findings); failing that, say
-    which RoPE property the student's code keeps and which it breaks.
-    rotate(x (B, 1, T, d), positions (T,)); layout ("half" or "adjacent") is the
-    exercise's, base the one `rotate` was built with."""
-
-    def fallback(failure: Failure) -> None:
-        try:
-            findings = rotation_findings(probe, rotate, head_dim, layout, base)()
-        except Exception:  # a Failure too: the student's code broke on one-hot inputs
-            findings = []
-        structure.name_what_is_wrong(probe, failure, findings)
-        try:
-            x = probe.randn(1, 1, 4, head_dim)
-            turned = rotate(x, torch.tensor([3, 700, 2000, 3500], device=probe.device))
-            ratio = turned.detach().float().norm(dim=-1) / x.norm(dim=-1)
-            q, k = probe.randn(1, 1, 1, head_dim).repeat(1, 1, 3, 1), probe.randn(1, 1, 1, head_dim).repeat(1, 1, 3, 1)
-            m = torch.tensor([7, 1007, 3007], device=probe.device)
-            dots = (rotate(q, m).detach().float() * rotate(k, m - 5).detach().float()).sum(-1).flatten().tolist()
-        except Exception:  # the student's code broke on these inputs: the message we have will do
-            return
-        if close(turned, x, rtol=1e-4, atol=1e-4):
-            probe.fail(
-                "wrong_values",
-                f"{failure.message} It returns its input unchanged: nothing is rotated.",
-                hint="Position 0 turns by nothing, but positions 700 or 3500 must turn: an output equal to its input was never rotated, or was rotated and then not returned (k forgotten?).",
-                fix=f"Return the rotated tensors, not the ones you were given: {TURN[layout]} for each of them.",
-            )
-        norms_kept = bool(((ratio - 1).abs() < 1e-2).all())
-        relative = max(dots) - min(dots) < 1e-2 * (1 + max(abs(d) for d in dots))
-        if not norms_kept:
-            probe.fail(
-                "wrong_values",
-                f"{failure.message} It is not a rotation: ‖output‖/‖input‖ ranges from {ratio.min():.3f} to {ratio.max():.3f} instead of staying 1.",
-                hint="A rotation keeps the length of every pair. Lengths change when the two members of a pair meet different angles, when cos and sin multiply the wrong terms, or when a term is missing: follow one pair through your code.",
-                fix=f"Turn each pair (x0, x1) by its one angle a into (x0·cos a − x1·sin a, x0·sin a + x1·cos a); in code, {TURN[layout]}.",
-            )
-        if not relative:
-            probe.fail(
-                "wrong_values",
-                f"{failure.message} Norms are kept, but q_m·k_n does not depend on m − n alone: at offset 5 it is {', '.join(f'{d:.3f}' for d in dots)} for m = 7, 1007, 3007.",
-                hint="q at position m and k at position n must turn by m·θ_i and n·θ_i with the same θ_i: only then does q_m·k_n depend on m − n alone. Positions used other than as given, or q and k turned by different tables, break that.",
-                fix=f"Turn q and k with the same frequencies, at the positions given: {AT_POSITIONS[layout]}.",
-            )
-        probe.fail(
-            "wrong_values",
-            f"{failure.message} It keeps norms and q_m·k_n depends only on m − n: a rotary embedding, but not this one.",
-            hint="Rotary embeddings differ in four places: the layout of the pairs, the direction of the turn, the base, and the exponent of θ_i. One-hot vectors at position 1 show all four, since their angles are the θ_i themselves.",
-            fix=f"Turn one-hot vectors at position 1 with head_dim 4 and base 10000: {ONE_HOT[layout]}. The first entry that differs names what to change.",
-        )
-
-    return fallback
 
 
 # rope_cache -------------------------------------------------------------------
@@ -801,7 +527,7 @@ def check_rope_cache(fn, probe: Probe) -> None:
             with helped(CACHE_HELP), further_findings(probe, lambda tables=tables, base=base: structure.rope_findings(*tables, base)):
                 expect_then(
                     probe,
-                    precision_first(probe, tables[index], expected[index], tight, loose, cache_structure(probe, tables, base)),
+                    angles_precision_first(probe, tables[index], expected[index], tight, loose, cache_structure(probe, tables, base)),
                     tables[index],
                     expected[index],
                     what=f"the {name} table of {call}",
@@ -945,7 +671,7 @@ def check_apply_rope(fn, probe: Probe) -> None:
             shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
             x = args[index]
             tight, loose = rope_tolerance(x, positions), rope_tolerance(x, positions, half=True)
-            fallback = bf16_arithmetic(probe) if dtype == torch.bfloat16 else precision_first(probe, out[index], expected[index], tight, loose, rope_properties(probe, rotate, d))
+            fallback = bf16_arithmetic(probe) if dtype == torch.bfloat16 else angles_precision_first(probe, out[index], expected[index], tight, loose, rope_properties(probe, rotate, d))
             with helped(APPLY_ROPE_OWN_HELP):
                 expect_then(
                     probe,
@@ -1037,7 +763,7 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
                 hint="torch.cat joins whole blocks one after the other; the output needs pair i back in columns 2i and 2i + 1, as it came in.",
                 fix="Interleave the turned components: `torch.stack((y0, y1), dim=-1).flatten(-2)` instead of `torch.cat((y0, y1), dim=-1)`.",
             )
-        fallback = low_precision(probe) if x.dtype == torch.bfloat16 else precision_first(probe, out, expected, tight, loose, rope_properties(probe, rotate, x.shape[-1], "adjacent"))
+        fallback = low_precision(probe) if x.dtype == torch.bfloat16 else angles_precision_first(probe, out, expected, tight, loose, rope_properties(probe, rotate, x.shape[-1], "adjacent"))
         with helped(INTERLEAVED_HELP):
             expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **tight)
 
@@ -1062,7 +788,7 @@ def shift_matrix_not_transposed(x: torch.Tensor, positions: torch.Tensor | None 
 
     Fix: multiply the row vector by M_m: `x[..., t, :] @ relative_shift_matrix(m, d, base)`
     (or `M.T @ x` for a column vector)."""
-    return _rope(x, positions, base, pairing="adjacent", sign=-1.0)
+    return rope_with(x, positions, base, pairing="adjacent", sign=-1.0)
 
 
 def shift_matrix_ignores_positions(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
@@ -1072,7 +798,7 @@ def shift_matrix_ignores_positions(x: torch.Tensor, positions: torch.Tensor | No
     holds position positions[t], and that is the m of its matrix.
 
     Fix: build one matrix per given position: `relative_shift_matrix(int(m), d, base) for m in positions`."""
-    return _rope(x, positions, base, pairing="adjacent", ignore_positions=True)
+    return rope_with(x, positions, base, pairing="adjacent", ignore_positions=True)
 
 
 # RotaryEmbedding --------------------------------------------------------------
@@ -1165,7 +891,7 @@ def rotary_values(cls, probe: Probe, module) -> None:
 
             mistakes = probe.known_mistakes(x, positions, base)
             tight, loose = rope_tolerance(x, positions, base), rope_tolerance(x, positions, base, half=True)
-            fallback = low_precision(probe) if dtype == torch.bfloat16 else precision_first(probe, got, want, tight, loose, rope_properties(probe, rotate, head_dim, base=base))
+            fallback = low_precision(probe) if dtype == torch.bfloat16 else angles_precision_first(probe, got, want, tight, loose, rope_properties(probe, rotate, head_dim, base=base))
             with helped(APPLY_ROPE_HELP):  # the same outputs as apply_rope
                 expect_then(
                     probe,
@@ -1226,9 +952,9 @@ def length_checked(cls, probe: Probe) -> None:
 
 
 def _partial(q, k, cos, sin, positions, **knobs):
-    """The right partial RoPE with one of _table_rope's knobs turned on the rotated part."""
+    """The right partial RoPE with one of table_rope_with's knobs turned on the rotated part."""
     r = cos.shape[-1]
-    turned = _table_rope(q[..., :r], k[..., :r], cos, sin, positions, **knobs)
+    turned = table_rope_with(q[..., :r], k[..., :r], cos, sin, positions, **knobs)
     return tuple(torch.cat([y, x[..., r:]], dim=-1) for y, x in zip(turned, (q, k)))
 
 
@@ -1303,7 +1029,7 @@ def partial_whole_head(q, k, cos, sin, positions=None):
         return []
     tiled = (cos.repeat(1, d // r), sin.repeat(1, d // r))  # the r-wide tables repeated to fit the head
     own = reference.rope_cache(d, T)  # the head's own frequencies, as if r were head_dim
-    return [_table_rope(q, k, *tables, positions) for tables in (tiled, own)]
+    return [table_rope_with(q, k, *tables, positions) for tables in (tiled, own)]
 
 
 def partial_pairs_across_head(q, k, cos, sin, positions=None):
@@ -1319,16 +1045,16 @@ def partial_pairs_across_head(q, k, cos, sin, positions=None):
     r, d = cos.shape[-1], q.shape[-1]
     if 2 * r > d or d % 2:
         return []
-    c, s = _gather(cos, sin, q.shape[-2], positions)
+    c, s = gather_rows(cos, sin, q.shape[-2], positions)
     pairs = torch.cat([torch.arange(r // 2), d // 2 + torch.arange(r // 2)]).to(q.device)  # (i, i + d/2), i < r/2
 
     def sliced_after(x):  # rotate_half of the whole head, cut to r
-        return torch.cat([(x[..., :r].float() * c + _rotate_half(x.float())[..., :r] * s).to(x.dtype), x[..., r:]], dim=-1)
+        return torch.cat([(x[..., :r].float() * c + turn_half(x.float())[..., :r] * s).to(x.dtype), x[..., r:]], dim=-1)
 
     def spread(x):  # the pairs (i, i + d/2) turned, i < r/2, the rest left
         out = x.clone()
         picked = x[..., pairs].float()
-        out[..., pairs] = (picked * c + _rotate_half(picked) * s).to(x.dtype)
+        out[..., pairs] = (picked * c + turn_half(picked) * s).to(x.dtype)
         return out
 
     return [(sliced_after(q), sliced_after(k)), (spread(q), spread(k))]
@@ -1346,8 +1072,8 @@ def partial_last_dims(q, k, cos, sin, positions=None):
     r = cos.shape[-1]
     if r == q.shape[-1]:
         return []
-    in_place = _table_rope(q[..., -r:], k[..., -r:], cos, sin, positions)
-    at_end = _table_rope(q[..., :r], k[..., :r], cos, sin, positions)
+    in_place = table_rope_with(q[..., -r:], k[..., -r:], cos, sin, positions)
+    at_end = table_rope_with(q[..., :r], k[..., :r], cos, sin, positions)
     return [
         tuple(torch.cat([x[..., :-r], y], dim=-1) for x, y in zip((q, k), in_place)),
         tuple(torch.cat([x[..., r:], y], dim=-1) for x, y in zip((q, k), at_end)),
@@ -1365,7 +1091,7 @@ def partial_pass_dropped(q, k, cos, sin, positions=None):
     Fix: join them back after the turned part:
     `torch.cat([x_rot_turned, x[..., r:]], dim=-1)`, for q and for k."""
     r = cos.shape[-1]
-    turned = _table_rope(q[..., :r], k[..., :r], cos, sin, positions)
+    turned = table_rope_with(q[..., :r], k[..., :r], cos, sin, positions)
     zeroed = tuple(torch.cat([y, torch.zeros_like(x[..., r:])], dim=-1) for x, y in zip((q, k), turned))
     return [turned, zeroed]
 

@@ -109,6 +109,41 @@ def half_precision_error(out: Any, expected: torch.Tensor, tight: torch.Tensor, 
     return error if bool(informative.any()) else None
 
 
+def precision_first(
+    probe: Probe,
+    out: Any,
+    expected: torch.Tensor,
+    tight: torch.Tensor,
+    loose: torch.Tensor,
+    then: Callable[[Failure], None],
+    *,
+    code: str,
+    said: str,
+    fix: str,
+    hint: str = "",
+    size: torch.Tensor | float = 1.0,
+    at_row: bool = False,
+) -> Callable[[Failure], None]:
+    """expect_then's fallback for a float32 result off by more than float32 rounding (`tight`):
+    when one step through a half dtype explains it (`loose`, of what has magnitude `size`: see
+    half_precision_error), half precision on the way is the finding, `code`, and the message
+    says by how much (`at_row`: and where, for a table) and then `said`; otherwise `then` reads
+    the output. An empty `hint` is the exercise's (see probe.advice)."""
+
+    def fallback(failure: Failure) -> None:
+        error = half_precision_error(out, expected, tight, loose, size)
+        if error is None:
+            then(failure)
+            return
+        where = ""
+        if at_row:
+            row, column = [int(i) for i in torch.unravel_index(error.argmax(), error.shape)][-2:]
+            where = f" (at row {row}, column {column})"
+        probe.fail(code, f"{failure.message.split(';')[0]}, by up to {float(error.max()):.1e}{where}: {said}", hint=hint, fix=fix)
+
+    return fallback
+
+
 # Position tables added to x (B, T, d): PositionalEncoding (03) and
 # LearnedPositionalEmbedding (04). Each takes x and the right (max_len, d) table.
 
