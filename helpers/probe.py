@@ -509,11 +509,17 @@ def _argument_names(fn: Callable, count: int) -> list[str]:
 
 
 def advice(exercise: registry.Exercise, code: str) -> tuple[str, str, str]:
-    """(message, hint, fix) for a code: from the exercise's own mistake, whose
-    docstring is the message, then a "Hint:" and a "Fix:" paragraph; else the
-    code's one-line meaning and its generic advice."""
+    """(message, hint, fix) for a code. The one order, each of hint and fix on its own:
+    1. the failure's own (check() keeps a hint or fix the failure brought);
+    2. the exercise's own mistake for the code: its docstring is the message, then a
+       "Hint:" and a "Fix:" paragraph;
+    3. `exercise.advice[code]`, the generic advice made specific to the exercise;
+    4. `registry.GENERIC_ADVICE[code]`; the message, without a docstring, is the code's
+       one-line meaning (registry.DIAGNOSES)."""
     doc = inspect.getdoc(exercise.mistakes[code]) if code in exercise.mistakes else None
-    hint, fix = registry.GENERIC_ADVICE.get(code, ("", ""))
+    generic_hint, generic_fix = registry.GENERIC_ADVICE.get(code, ("", ""))
+    own_hint, own_fix = exercise.advice.get(code, ("", ""))
+    hint, fix = own_hint or generic_hint, own_fix or generic_fix
     if not doc:
         return registry.DIAGNOSES[code], hint, fix
     parts = dict(re.findall(r"(?ms)^(Hint|Fix):\s*(.*?)(?=^(?:Hint|Fix):|\Z)", doc))

@@ -126,3 +126,24 @@ def test_an_exercise_in_the_wrong_chapter_module_is_refused(monkeypatch):
         monkeypatch.undo()
         exercises._catalogue.cache_clear()
     assert exercises.get(moved.id).chapter == 1
+
+
+def test_advice_is_resolved_in_one_order():
+    """The mistake's docstring, then exercise.advice, then GENERIC_ADVICE, each of hint and fix on its own
+    (a failure's own hint and fix come before all three: check() keeps them)."""
+    import dataclasses
+
+    from helpers.exercises import get
+    from helpers.probe import advice
+    from helpers.registry import GENERIC_ADVICE
+
+    rope_cache = get("rope_cache")
+    assert "wrong_exponent" in rope_cache.mistakes and "wrong_shape" not in rope_cache.mistakes
+    assert advice(rope_cache, "wrong_shape")[1:] == rope_cache.advice["wrong_shape"] != GENERIC_ADVICE["wrong_shape"]
+    assert advice(dataclasses.replace(rope_cache, advice={}), "wrong_shape")[1:] == GENERIC_ADVICE["wrong_shape"]
+    told = dataclasses.replace(rope_cache, advice={"wrong_exponent": ("the exercise's hint", "the exercise's fix")})
+    _, hint, fix = advice(told, "wrong_exponent")
+    assert hint.startswith("Check the two ends by hand") and fix.startswith("`theta = base **")  # the docstring's
+    hint_only = dataclasses.replace(told, mistakes={"wrong_exponent": lambda: None})
+    hint_only.mistakes["wrong_exponent"].__doc__ = "Wrong exponent.\n\nHint: the docstring's hint."
+    assert advice(hint_only, "wrong_exponent") == ("Wrong exponent.", "The docstring's hint.", "The exercise's fix")

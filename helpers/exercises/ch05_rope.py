@@ -11,9 +11,6 @@ The mistakes of each exercise share its arguments and return what the mistaken c
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import torch
 
 from helpers import reference
@@ -441,18 +438,6 @@ def rotary_low_precision(x, positions=None, base=10000.0):
 # --- probes (the shared RoPE kit is helpers.exercises.rope) ---------------------------
 
 
-@contextlib.contextmanager
-def helped(helps: dict[str, tuple[str, str]]) -> Iterator[None]:
-    """A failure of one of these codes raised inside gets this (hint, fix), where it
-    brought none of its own: the generic advice of a code, made specific to the exercise."""
-    try:
-        yield
-    except Failure as failure:
-        hint, fix = helps.get(failure.code, ("", ""))
-        failure.hint, failure.fix = failure.hint or hint, failure.fix or fix
-        raise
-
-
 # rope_cache -------------------------------------------------------------------
 
 
@@ -524,7 +509,7 @@ def check_rope_cache(fn, probe: Probe) -> None:
             )
         for index, name in enumerate(("cos", "sin")):
             mistakes = probe.known_mistakes(*args, index=index)
-            with helped(CACHE_HELP), further_findings(probe, lambda tables=tables, base=base: structure.rope_findings(*tables, base)):
+            with further_findings(probe, lambda tables=tables, base=base: structure.rope_findings(*tables, base)):
                 expect_then(
                     probe,
                     angles_precision_first(probe, tables[index], expected[index], tight, loose, cache_structure(probe, tables, base)),
@@ -597,15 +582,14 @@ def check_rotate_half(fn, probe: Probe) -> None:
         x = probe.randn(*shape, dtype=dtype)
         out = probe.call(fn, x)
         mistakes = probe.known_mistakes(x)
-        with helped(ROTATE_HALF_HELP):
-            expect_then(
-                probe,
-                quarter_turns(probe, fn),
-                out,
-                reference.rotate_half(x),
-                what=f"rotate_half of a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor",
-                mistakes=mistakes,
-            )
+        expect_then(
+            probe,
+            quarter_turns(probe, fn),
+            out,
+            reference.rotate_half(x),
+            what=f"rotate_half of a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor",
+            mistakes=mistakes,
+        )
     # Device: a sign vector or a mask made on the CPU inside would break on a GPU.
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
 
@@ -672,16 +656,15 @@ def check_apply_rope(fn, probe: Probe) -> None:
             x = args[index]
             tight, loose = rope_tolerance(x, positions), rope_tolerance(x, positions, half=True)
             fallback = bf16_arithmetic(probe) if dtype == torch.bfloat16 else angles_precision_first(probe, out[index], expected[index], tight, loose, rope_properties(probe, rotate, d))
-            with helped(APPLY_ROPE_OWN_HELP):
-                expect_then(
-                    probe,
-                    fallback,
-                    out[index],
-                    expected[index],
-                    what=f"{name} {shape}, {what},",
-                    mistakes=mistakes,
-                    **tight,
-                )
+            expect_then(
+                probe,
+                fallback,
+                out[index],
+                expected[index],
+                what=f"{name} {shape}, {what},",
+                mistakes=mistakes,
+                **tight,
+            )
     # Device: tables, positions and q, k on the device; anything made on the CPU inside shows.
     for positions in (None, torch.arange(5)):
         probe.device_pass(
@@ -764,8 +747,7 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
                 fix="Interleave the turned components: `torch.stack((y0, y1), dim=-1).flatten(-2)` instead of `torch.cat((y0, y1), dim=-1)`.",
             )
         fallback = low_precision(probe) if x.dtype == torch.bfloat16 else angles_precision_first(probe, out, expected, tight, loose, rope_properties(probe, rotate, x.shape[-1], "adjacent"))
-        with helped(INTERLEAVED_HELP):
-            expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **tight)
+        expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **tight)
 
     runs = [((x, *extra), lambda x=x, extra=extra: probe.call(fn, x, *extra), lambda out, what=what, x=x, extra=extra: expect(out, what, x, extra)) for what, x, extra in cases]
     positions_ignored = lambda args: [(args[0], None, *args[2:])] if len(args) > 1 and args[1] is not None else []  # noqa: E731
@@ -892,16 +874,15 @@ def rotary_values(cls, probe: Probe, module) -> None:
             mistakes = probe.known_mistakes(x, positions, base)
             tight, loose = rope_tolerance(x, positions, base), rope_tolerance(x, positions, base, half=True)
             fallback = low_precision(probe) if dtype == torch.bfloat16 else angles_precision_first(probe, got, want, tight, loose, rope_properties(probe, rotate, head_dim, base=base))
-            with helped(APPLY_ROPE_HELP):  # the same outputs as apply_rope
-                expect_then(
-                    probe,
-                    fallback,
-                    got,
-                    want,
-                    what=f"{name} {tuple(want.shape)} from {made} with {what},",
-                    mistakes=mistakes,
-                    **tight,
-                )
+            expect_then(
+                probe,
+                fallback,
+                got,
+                want,
+                what=f"{name} {tuple(want.shape)} from {made} with {what},",
+                mistakes=mistakes,
+                **tight,
+            )
 
 
 def nothing_saved(probe: Probe, module) -> None:
@@ -1146,16 +1127,15 @@ def check_apply_partial_rope(fn, probe: Probe) -> None:
         for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
             inner = bf16_arithmetic(probe) if dtype == torch.bfloat16 else rope_properties(probe, turned_part(probe, fn, index, d, cos, sin), r)
             shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
-            with helped(PARTIAL_HELP):
-                expect_then(
-                    probe,
-                    pass_through_kept(probe, x, out[index], r, inner),
-                    out[index],
-                    expected[index],
-                    what=f"{name} {shape} with rotary_dim r = {r} of head_dim {d}, {what},",
-                    mistakes=probe.known_mistakes(*args, index=index),
-                    **rope_tolerance(x),
-                )
+            expect_then(
+                probe,
+                pass_through_kept(probe, x, out[index], r, inner),
+                out[index],
+                expected[index],
+                what=f"{name} {shape} with rotary_dim r = {r} of head_dim {d}, {what},",
+                mistakes=probe.known_mistakes(*args, index=index),
+                **rope_tolerance(x),
+            )
 
     cases = []
     for d, r, (what, dtype, positions) in runs:
@@ -1184,6 +1164,7 @@ def check_apply_partial_rope(fn, probe: Probe) -> None:
 EXERCISES = [
     Exercise(
         id="rope_cache",
+        advice=CACHE_HELP,
         chapter=5,
         points=2,
         kind="function",
@@ -1205,6 +1186,7 @@ EXERCISES = [
     ),
     Exercise(
         id="rotate_half",
+        advice=ROTATE_HALF_HELP,
         chapter=5,
         points=1,
         kind="function",
@@ -1221,6 +1203,7 @@ EXERCISES = [
     ),
     Exercise(
         id="apply_rope",
+        advice=APPLY_ROPE_OWN_HELP,
         chapter=5,
         points=3,
         kind="function",
@@ -1239,6 +1222,7 @@ EXERCISES = [
     ),
     Exercise(
         id="rope_interleaved",
+        advice=INTERLEAVED_HELP,
         chapter=5,
         points=3,
         kind="function",
@@ -1260,6 +1244,7 @@ EXERCISES = [
     ),
     Exercise(
         id="RotaryEmbedding",
+        advice=APPLY_ROPE_HELP,
         chapter=5,
         points=3,
         kind="module",
@@ -1281,6 +1266,7 @@ EXERCISES = [
     ),
     Exercise(
         id="rope_from_shift_matrix",
+        advice=INTERLEAVED_HELP,
         chapter=5,
         points=2,
         kind="function",
@@ -1294,6 +1280,7 @@ EXERCISES = [
     ),
     Exercise(
         id="apply_partial_rope",
+        advice=PARTIAL_HELP,
         chapter=5,
         points=2,
         kind="function",

@@ -290,15 +290,15 @@ def right_for(probe: Probe, fn, args: tuple) -> bool:
     return close(out, probe.exercise.reference(*args))
 
 
-def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dict[str, tuple[str, str]]) -> None:
+def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], *, masked: bool = False) -> None:
     """Each case is the arguments of one call, head count first; powers of two come
     first. Every case runs (unless one stops everything), so that mistakes that only
     show for some head counts are found beside the others; the first finding in
     ORDER, else the first found, is the diagnosis and the others go to probe.also.
     When the powers of two pass and another head count fails, the rule for a head
-    count that is not a power of two is what is missing. `helps` gives the (hint, fix)
-    of a generic failure (wrong_values, wrong_shape...; misplaced_mask: -inf where a
-    finite bias belongs)."""
+    count that is not a power of two is what is missing. The exercise's advice gives the
+    (hint, fix) of a generic failure (wrong_values, wrong_shape...); a `masked` result with
+    -inf where a finite bias belongs gets MISPLACED_MASK's."""
     passed = []  # the head counts, powers of two, whose results were right
     findings: list[Failure] = []
     for args in cases:
@@ -351,9 +351,9 @@ def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dic
                     hint=hint,
                     fix=fix,
                 )
-            misplaced_mask = failure.code == "nan_or_inf" and isinstance(out, torch.Tensor) and not out.isnan().any()
-            hint, fix = helps.get("misplaced_mask" if misplaced_mask else failure.code, ("", ""))
-            failure.hint, failure.fix = failure.hint or hint, failure.fix or fix
+            misplaced_mask = masked and failure.code == "nan_or_inf" and isinstance(out, torch.Tensor) and not out.isnan().any()
+            if misplaced_mask:
+                failure.hint, failure.fix = failure.hint or MISPLACED_MASK[0], failure.fix or MISPLACED_MASK[1]
             findings.append(failure)
     if not findings:
         return
@@ -395,25 +395,27 @@ BIAS_HELP = {
         "One (seq_len, seq_len) matrix per head, heads first, so that it adds to attention scores of shape (B, n_heads, T, T).",
         "Give the slopes two trailing axes, `slopes[:, None, None]`, so the result is (n_heads, seq_len, seq_len), not (seq_len, seq_len, n_heads).",
     ),
-    "misplaced_mask": (  # nan_or_inf, with -inf where the reference is finite
-        "-inf belongs only above the diagonal, to keys after their query (j > i); the diagonal and everything below hold finite penalties -m_h · (i - j).",
-        "Mask with `j > i` exactly, not `j >= i` or `j < i`: `bias.masked_fill(j > i, float('-inf'))`.",
-    ),
     "wrong_type": (
         "The bias is added to attention scores, so it must come as one torch.Tensor of shape (n_heads, seq_len, seq_len).",
         "Build it with tensor operations and `return bias`; stack a list of per-head matrices with `torch.stack(rows)`.",
     ),
 }
 
+# (hint, fix) of a nan_or_inf with -inf where the reference is finite: a mask on the wrong side
+MISPLACED_MASK = (
+    "-inf belongs only above the diagonal, to keys after their query (j > i); the diagonal and everything below hold finite penalties -m_h · (i - j).",
+    "Mask with `j > i` exactly, not `j >= i` or `j < i`: `bias.masked_fill(j > i, float('-inf'))`.",
+)
+
 
 def check_alibi_slopes(fn, probe: Probe) -> None:
-    alibi_probe(fn, probe, ((8,), (16,), (2,), (1,), (4,), (12,), (6,), (20,)), SLOPES_HELP)
+    alibi_probe(fn, probe, ((8,), (16,), (2,), (1,), (4,), (12,), (6,), (20,)))
     oracle.bloom_slopes(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
 def check_alibi_bias(fn, probe: Probe) -> None:
     cases = ((4, 6), (8, 5), (1, 3), (2, 1), (6, 7), (12, 4))  # (2, 1): one query, one key, the shortest sequence
-    alibi_probe(fn, probe, tuple((n_heads, probe.length(seq_len)) for n_heads, seq_len in cases), BIAS_HELP)
+    alibi_probe(fn, probe, tuple((n_heads, probe.length(seq_len)) for n_heads, seq_len in cases), masked=True)
     oracle.bloom_bias(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
@@ -592,6 +594,7 @@ def check_t5_relative_bucket(fn, probe: Probe) -> None:
 EXERCISES = [
     Exercise(
         id="alibi_slopes",
+        advice=SLOPES_HELP,
         chapter=6,
         points=2,
         kind="function",
@@ -605,6 +608,7 @@ EXERCISES = [
     ),
     Exercise(
         id="alibi_bias",
+        advice=BIAS_HELP,
         chapter=6,
         points=2,
         kind="function",

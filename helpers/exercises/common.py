@@ -563,16 +563,6 @@ def token_table(probe: Probe, module: nn.Module, vocab_size: int, d_model: int) 
 # Probes of a module's behaviour
 # ---------------------------------------------------------------------------
 
-# (hint, fix) for the exercise-specific codes that the probes below share.
-SHARED_ADVICE: dict[str, tuple[str, str]] = {
-    "positions_on_cpu": (
-        "A tensor created in forward without a device lives on the CPU, whatever device the module and its input are on; only registered parameters and buffers travel with .to(device).",
-        "Create it on the input's device, e.g. `positions = torch.arange(T, device=x.device)` (`input_ids.device` if that is your input), "
-        "or slice a buffer registered in __init__, which .to(device) moves with the module.",
-    ),
-}
-
-
 REFUSE_HINT = (
     "Check the input against the table before you use it: a ValueError that names max_len tells the user what to change; an IndexError, a shape mismatch or, on a GPU, a device-side assert does not."
 )
@@ -731,9 +721,8 @@ def module_device_pass(
 ) -> None:
     """probe.device_pass for a module: a fresh one for every run (.to() moves a
     module in place), built from `args` (or args(device)), moved to the device,
-    in eval mode, called on inputs(device) under `mode()`. A failure gets `hint`
-    and `fix`; left empty, those of SHARED_ADVICE[code] (positions_on_cpu), else
-    the exercise's catalogue or the generic advice."""
+    in eval mode, called on inputs(device) under `mode()`. A failure of `code` gets `hint`
+    and `fix`; left empty, check() gives it the exercise's or the generic advice (probe.advice)."""
 
     def run(device: torch.device) -> Any:
         built_with = args(device) if callable(args) else args
@@ -746,7 +735,6 @@ def module_device_pass(
     try:
         probe.device_pass(run, code, message)
     except Failure as failure:
-        default_hint, default_fix = SHARED_ADVICE.get(failure.code, ("", ""))
-        if failure.code == code and not (failure.hint or failure.fix) and (hint or fix or default_hint):
-            probe.fail(code, failure.message, hint=hint or default_hint, fix=fix or default_fix)
+        if failure.code == code and not (failure.hint or failure.fix) and (hint or fix):
+            probe.fail(code, failure.message, hint=hint, fix=fix)
         raise
