@@ -101,25 +101,39 @@ class CheckResult:
     def __str__(self) -> str:
         lines = [self._headline(), f"  {self.message}"]
         lines += [f"  Also: {finding}" for finding in self.also]
-        lines += [f"  {label}: {text}" for label, text in (("Hint", self.hint), ("Fix", self.fix)) if text and not self.passed]
+        lines += [
+            f"  {label}: {text}" for label, text in (("Hint", self.hint), ("Fix", self.fix)) if text and not self.passed
+        ]
         return "\n".join(lines)
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        css_class, colour, background = ("check-pass", "#1a7f37", "#dafbe1") if self.passed else ("check-todo", "#57606a", "#eef1f4") if not self.started else ("check-fail", "#cf222e", "#ffebe9")
+        css_class, colour, background = (
+            ("check-pass", "#1a7f37", "#dafbe1")
+            if self.passed
+            else ("check-todo", "#57606a", "#eef1f4")
+            if not self.started
+            else ("check-fail", "#cf222e", "#ffebe9")
+        )
         # The texts are written with markdown's `code`: escaped first, so a student's name or value stays text, then shown as code.
         text = lambda words: re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(words))
         also = "".join(f"<li>{text(finding)}</li>" for finding in self.also)
         help_ = ""
         if self.hint and not self.passed:  # the fix is folded inside the hint: a second click away
-            fix = f'<details class="check-fix" style="margin:4px 0 0 12px"><summary>Show the fix</summary>{text(self.fix)}</details>' if self.fix else ""
+            fix = (
+                f'<details class="check-fix" style="margin:4px 0 0 12px"><summary>Show the fix</summary>{text(self.fix)}</details>'
+                if self.fix
+                else ""
+            )
             help_ = f'<details class="check-hint" style="margin-top:6px"><summary>Hint</summary>{text(self.hint)}{fix}</details>'
         return (
             f'<div class="course-check {css_class}" data-diagnosis="{self.diagnosis or ""}" '
             f'style="border-left:6px solid {colour};background:{background};'
             f'padding:8px 12px;margin:4px 0;color:#1f2328;font-family:sans-serif">'
-            f"<b>{html.escape(self._headline())}</b><br>{text(self.message)}" + (f'<ul class="check-also" style="margin:4px 0">Also wrong: {also}</ul>' if also else "") + f"{help_}</div>"
+            f"<b>{html.escape(self._headline())}</b><br>{text(self.message)}"
+            + (f'<ul class="check-also" style="margin:4px 0">Also wrong: {also}</ul>' if also else "")
+            + f"{help_}</div>"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -132,7 +146,9 @@ class CheckResult:
 # --------------------------------------------------------------------------
 
 
-GRADED_OUTSIDE = "This notebook is being graded: the grader checks `{}` itself, outside this kernel, once every cell has run."
+GRADED_OUTSIDE = (
+    "This notebook is being graded: the grader checks `{}` itself, outside this kernel, once every cell has run."
+)
 
 
 def check(exercise_id: str, submission: Any) -> CheckResult:
@@ -152,11 +168,18 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
         if submission is None or not callable(submission):
             raise Failure("wrong_type", f"check() needs {what} for {exercise_id!r}, got {type(submission).__name__}.")
         if exercise.kind == "function" and inspect.isclass(submission):
-            raise Failure("wrong_type", f"check() needs {what} for {exercise_id!r}, got the class {name}: pass your own function.")
+            raise Failure(
+                "wrong_type", f"check() needs {what} for {exercise_id!r}, got the class {name}: pass your own function."
+            )
         built_on = [c for c in getattr(submission, "__mro__", ()) if c.__module__ == "helpers.reference"]
-        if submission in _reference_functions() or built_on:  # the reference itself (solution_or_reference's), or a subclass
+        if (
+            submission in _reference_functions() or built_on
+        ):  # the reference itself (solution_or_reference's), or a subclass
             reference = f"helpers.reference.{built_on[0].__name__}" if built_on else _reference_functions()[submission]
-            raise Failure("uses_reference", f"`{name}` is, or is built on, the course's own reference `{reference}`, not code of your own.")
+            raise Failure(
+                "uses_reference",
+                f"`{name}` is, or is built on, the course's own reference `{reference}`, not code of your own.",
+            )
         exercise.check(submission, probe)
         if device.type != "cpu":
             on_device(exercise, submission, name, device)
@@ -170,13 +193,31 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
         raise
     except BaseException as error:  # a submission that broke the check itself
         said = f"{type(error).__name__}: {error}"
-        code, message, hint, fix = "raised", broken_gpu(said) if gpu_is_broken(said) else f"checking `{name}` failed with {_last_line(error)}", "", ""
+        code, message, hint, fix = (
+            "raised",
+            broken_gpu(said) if gpu_is_broken(said) else f"checking `{name}` failed with {_last_line(error)}",
+            "",
+            "",
+        )
     before.restore()  # e.g. the RNG draws of a module's dropout: the notebook's seeds stay reproducible
     if code is None:
-        result = CheckResult(exercise_id, True, None, " ".join([message, *probe.notes]), exercise.points, exercise.points, name)
+        result = CheckResult(
+            exercise_id, True, None, " ".join([message, *probe.notes]), exercise.points, exercise.points, name
+        )
     else:
         _, default_hint, default_fix = advice(exercise, code)
-        result = CheckResult(exercise_id, False, code, message, 0, exercise.points, name, hint or default_hint, fix or default_fix, probe.also)
+        result = CheckResult(
+            exercise_id,
+            False,
+            code,
+            message,
+            0,
+            exercise.points,
+            name,
+            hint or default_hint,
+            fix or default_fix,
+            probe.also,
+        )
     if REMOTE.get() is None:  # the grader's checks are no student's progress
         tracking.record(result)
     return result

@@ -101,7 +101,9 @@ def _broadcasts(shape: torch.Size, to: torch.Size) -> bool:
         return False
 
 
-def close(out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, atol: float | torch.Tensor | None = None) -> bool:
+def close(
+    out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, atol: float | torch.Tensor | None = None
+) -> bool:
     """Same shape and values within the expected dtype's tolerance (any dtype, any device).
     `atol` may be a tensor that broadcasts to the result: a tolerance entry by entry."""
     if not isinstance(out, torch.Tensor) or out.shape != expected.shape or out.is_meta or expected.is_meta:
@@ -110,7 +112,9 @@ def close(out: torch.Tensor, expected: torch.Tensor, rtol: float | None = None, 
     a = out.detach().to("cpu", torch.float64)
     b = expected.detach().to("cpu", torch.float64)
     if isinstance(atol, torch.Tensor) and not _broadcasts(atol.shape, b.shape):
-        atol = float(atol.max())  # entry-by-entry tolerances of the reference, compared with a mistake of another shape: the loosest
+        atol = float(
+            atol.max()
+        )  # entry-by-entry tolerances of the reference, compared with a mistake of another shape: the loosest
     if isinstance(atol, torch.Tensor):
         bound = atol.detach().to("cpu", torch.float64) + (default_rtol if rtol is None else rtol) * b.abs()
         return bool(((a == b) | ((a - b).abs() <= bound) | (a.isnan() & b.isnan())).all())  # a == b: equal infinities
@@ -133,7 +137,9 @@ class Length(int):
 
 
 # Probe.independent: after these nothing more is run; later ones of these are no new finding.
-STOPS_EVERYTHING = frozenset({"timeout", "out_of_memory", "not_implemented", "uses_reference", "changed_global_state", "mutated_input"})
+STOPS_EVERYTHING = frozenset(
+    {"timeout", "out_of_memory", "not_implemented", "uses_reference", "changed_global_state", "mutated_input"}
+)
 CRASHES = STOPS_EVERYTHING | {"raised", "wrong_type", "forbidden_api", "nan_or_inf"}
 
 
@@ -161,7 +167,9 @@ class Probe:
         self.edges_reached: dict[str, set[str]] = {}  # kind -> the edges ("first", "last") some call received
         self.edges_lost: list[str] = []  # tagged inputs that reached student code without one of their edges
         self.built: list[torch.nn.Module] = []  # every module Probe.build made
-        self.gradients: list[tuple[torch.Tensor, torch.Tensor]] = []  # (a trained table, the rows its gradient probe used)
+        self.gradients: list[
+            tuple[torch.Tensor, torch.Tensor]
+        ] = []  # (a trained table, the rows its gradient probe used)
 
     # ---- failing -------------------------------------------------------
     def fail(self, code: str, message: str, hint: str = "", fix: str = "") -> None:
@@ -190,14 +198,18 @@ class Probe:
             raise first
 
     # ---- inputs --------------------------------------------------------
-    def randn(self, *shape: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
+    def randn(
+        self, *shape: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
+    ) -> torch.Tensor:
         return torch.randn(*shape, generator=self.generator, dtype=dtype).to(device or self.device)
 
     def randint(self, high: int, *shape: int, device: torch.device | str | None = None) -> torch.Tensor:
         """Plain random integers: for inputs that must avoid an edge on purpose; else `ids`."""
         return torch.randint(high, shape, generator=self.generator).to(device or self.device)
 
-    def ids(self, high: int, *shape: int, device: torch.device | str | None = None, kind: str = "ids", every: bool = False) -> torch.Tensor:
+    def ids(
+        self, high: int, *shape: int, device: torch.device | str | None = None, kind: str = "ids", every: bool = False
+    ) -> torch.Tensor:
         """Random integers below `high` that hold both edges, 0 and high - 1, on purpose and at
         random places (one element holds high - 1): a frozen first or last row, or an off-by-one
         at either end, shows on every seed, not on the lucky ones. `kind` is what they are
@@ -214,11 +226,15 @@ class Probe:
         values = values[torch.randperm(count, generator=self.generator)].view(shape)
         return self.tag(values.to(device or self.device), kind, high)
 
-    def positions(self, max_len: int, *shape: int, device: torch.device | str | None = None, every: bool = False) -> torch.Tensor:
+    def positions(
+        self, max_len: int, *shape: int, device: torch.device | str | None = None, every: bool = False
+    ) -> torch.Tensor:
         """Position ids below max_len, with 0 and max_len - 1 among them."""
         return self.ids(max_len, *shape, device=device, kind="positions", every=every)
 
-    def segments(self, count: int, *shape: int, device: torch.device | str | None = None, every: bool = False) -> torch.Tensor:
+    def segments(
+        self, count: int, *shape: int, device: torch.device | str | None = None, every: bool = False
+    ) -> torch.Tensor:
         """Segment (token type) ids below count, with 0 and count - 1 among them."""
         return self.ids(count, *shape, device=device, kind="segments", every=every)
 
@@ -244,7 +260,9 @@ class Probe:
         """Which edges the tagged inputs of one call into student code hold."""
 
         def reached(kind: str, first: bool, last: bool) -> None:
-            self.edges_reached.setdefault(kind, set()).update(edge for edge, hit in (("first", first), ("last", last)) if hit)
+            self.edges_reached.setdefault(kind, set()).update(
+                edge for edge, hit in (("first", first), ("last", last)) if hit
+            )
 
         for value in (*args, *kwargs.values()):
             if isinstance(value, Length):
@@ -258,7 +276,9 @@ class Probe:
                     first, last = bool((tensor == 0).any()), bool((tensor == bound - 1).any())
                     reached(kind, first, last)
                     if tensor.numel() >= 2 and not (first and last):
-                        self.edges_lost.append(f"{kind} below {bound}, shape {tuple(tensor.shape)}, without {0 if not first else bound - 1}")
+                        self.edges_lost.append(
+                            f"{kind} below {bound}, shape {tuple(tensor.shape)}, without {0 if not first else bound - 1}"
+                        )
 
     def record_gradient(self, table: torch.Tensor, rows_used: torch.Tensor) -> None:
         """A gradient probe compared `table`'s gradient; `rows_used` (bool, one per row) says
@@ -300,11 +320,19 @@ class Probe:
         except NotImplementedError as error:
             stub = _stub_that_raised(error)
             if stub is not None:
-                where = "" if stub in what else f" It calls `{stub}`, which is the one not implemented yet: that is the cell to fill in first."
+                where = (
+                    ""
+                    if stub in what
+                    else f" It calls `{stub}`, which is the one not implemented yet: that is the cell to fill in first."
+                )
                 self.fail("not_implemented", f"{what} is not implemented yet.{where}")
             self.fail("raised", f"{what} raised {_last_line(error)}")
         except SystemExit as error:
-            self.fail("raised", f"{what} called exit() ({_last_line(error)}), which would end the whole program.", fix="Return the result instead of calling exit() or sys.exit().")
+            self.fail(
+                "raised",
+                f"{what} called exit() ({_last_line(error)}), which would end the whole program.",
+                fix="Return the result instead of calling exit() or sys.exit().",
+            )
         except Exception as error:
             if _is_out_of_memory(error):
                 self.fail(
@@ -313,7 +341,9 @@ class Probe:
                 )
             self.fail("raised", f"{what} raised {_last_line(error)}")
         finally:
-            changed = TorchState.capture().changes_since(state) + (session.take_changed() if session is not None else [])
+            changed = TorchState.capture().changes_since(state) + (
+                session.take_changed() if session is not None else []
+            )
             state.restore()
         if changed:
             self.fail(
@@ -350,7 +380,9 @@ class Probe:
         """Student code runs in a graded kernel: the same net is put up there, for every call
         into it that this block makes (helpers.grading.serve.run_student_code)."""
         forbidden = [_torch_path(f) for f in self.exercise.forbidden]
-        with session.settings_for(self.timeout, self.memory_mb, str(self.device), forbidden, self.factories_on_meta, self.copies_off_meta):
+        with session.settings_for(
+            self.timeout, self.memory_mb, str(self.device), forbidden, self.factories_on_meta, self.copies_off_meta
+        ):
             yield
 
     def build(self, cls: Any, *args: Any, **kwargs: Any) -> torch.nn.Module:
@@ -385,14 +417,21 @@ class Probe:
         values_ok = close(out, expected, rtol, atol)
         if values_ok and out.dtype == expected.dtype and out.device == expected.device:
             return
-        self._no_nan(out, expected, what)  # first: a NaN is the finding, whatever else differs (an expected -inf hides none)
+        self._no_nan(
+            out, expected, what
+        )  # first: a NaN is the finding, whatever else differs (an expected -inf hides none)
         if not values_ok and mistakes is not None:
             for code, wrong in mistakes().items():  # a mistake may have several faces
                 candidates = wrong if isinstance(wrong, (list, tuple)) else [wrong]
                 if any(isinstance(c, torch.Tensor) and close(out, c, rtol, atol) for c in candidates):
                     self.fail(code, self.explain(code))
         if out.shape != expected.shape:
-            self.fail("wrong_shape", f"{what} has shape {tuple(out.shape)}; expected {tuple(expected.shape)}.", hint=hint, fix=fix)
+            self.fail(
+                "wrong_shape",
+                f"{what} has shape {tuple(out.shape)}; expected {tuple(expected.shape)}.",
+                hint=hint,
+                fix=fix,
+            )
         if out.dtype != expected.dtype:
             self.fail("wrong_dtype", f"{what} has dtype {out.dtype}; expected {expected.dtype}.")
         if out.device != expected.device:
@@ -405,7 +444,10 @@ class Probe:
         bad = got.isinf() & want.isfinite()
         if bad.any():
             where = [int(i) for i in bad.nonzero()[0]]
-            self.fail("nan_or_inf", f"{what} holds inf at index {where} (and {int(bad.sum()) - 1} more entries), where the reference has a finite number.")
+            self.fail(
+                "nan_or_inf",
+                f"{what} holds inf at index {where} (and {int(bad.sum()) - 1} more entries), where the reference has a finite number.",
+            )
         self.fail("wrong_values", describe_difference(out, expected, what, rtol, atol), hint=hint, fix=fix)
 
     def _no_nan(self, out: torch.Tensor, expected: torch.Tensor, what: str) -> None:
@@ -414,11 +456,19 @@ class Probe:
         if out.is_meta or expected.is_meta or not (out.is_floating_point() or out.is_complex()):
             return
         got, want = out.detach().cpu(), expected.detach().cpu()
-        bad = got.isnan() & ~want.isnan() if got.shape == want.shape else got.isnan() if not want.isnan().any() else torch.zeros(())
+        bad = (
+            got.isnan() & ~want.isnan()
+            if got.shape == want.shape
+            else got.isnan()
+            if not want.isnan().any()
+            else torch.zeros(())
+        )
         if bad.any():
             where = [int(i) for i in bad.nonzero()[0]]
             nearby = f", where the reference has {want[tuple(where)].item():.4g}" if got.shape == want.shape else ""
-            self.fail("nan_or_inf", f"{what} holds NaN at index {where} (and {int(bad.sum()) - 1} more entries){nearby}.")
+            self.fail(
+                "nan_or_inf", f"{what} holds NaN at index {where} (and {int(bad.sum()) - 1} more entries){nearby}."
+            )
 
     def known_mistakes(self, *args: Any, index: int | None = None, **kwargs: Any) -> Callable[[], dict[str, list[Any]]]:
         """The exercise's catalogue of mistakes, run on these inputs when `expect` asks
@@ -460,7 +510,10 @@ class Probe:
         if self.accelerator_pass:
             return  # the CPU pass ran it; this pass runs on the real device
         _warm_up_meta()
-        message = message or f"`{self.name}` makes or moves a tensor to the CPU whatever its input's device (a torch.arange or torch.zeros without device=, or a .cpu()); on a GPU this fails."
+        message = (
+            message
+            or f"`{self.name}` makes or moves a tensor to the CPU whatever its input's device (a torch.arange or torch.zeros without device=, or a .cpu()); on a GPU this fails."
+        )
         for inputs_on, suspect in ((torch.device("meta"), "cpu"), (torch.device("cpu"), "meta")):
             self.factories_on_meta = suspect == "meta"  # read by call(): only student code is affected
             self.copies_off_meta = suspect == "cpu"
@@ -487,10 +540,18 @@ def _quietly(mistake: Callable, *args: Any, **kwargs: Any) -> Any:
         return None
 
 
-def describe_difference(out: torch.Tensor, expected: torch.Tensor, what: str, rtol: float | None = None, atol: float | torch.Tensor | None = None) -> str:
+def describe_difference(
+    out: torch.Tensor,
+    expected: torch.Tensor,
+    what: str,
+    rtol: float | None = None,
+    atol: float | torch.Tensor | None = None,
+) -> str:
     a = out.detach().to("cpu", torch.float64)
     b = expected.detach().to("cpu", torch.float64)
-    error = torch.where(a == b, 0.0, (a - b).abs()).nan_to_num(nan=float("inf"))  # equal infinities (a mask) are no error
+    error = torch.where(a == b, 0.0, (a - b).abs()).nan_to_num(
+        nan=float("inf")
+    )  # equal infinities (a mask) are no error
     default_rtol, default_atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
     rtol, atol = default_rtol if rtol is None else rtol, default_atol if atol is None else atol
     bound = (atol.detach().to("cpu", torch.float64) if isinstance(atol, torch.Tensor) else atol) + rtol * b.abs()
@@ -502,7 +563,11 @@ def describe_difference(out: torch.Tensor, expected: torch.Tensor, what: str, rt
 
 def _argument_names(fn: Callable, count: int) -> list[str]:
     try:
-        params = [p.name for p in inspect.signature(fn).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [
+            p.name
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
     except (TypeError, ValueError):
         params = []
     return (params + [f"argument {i}" for i in range(len(params), count)])[:count]

@@ -22,10 +22,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS, CHAPTERS = ROOT / "solutions", ROOT / "chapters"
 
-BLOCK = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION[^\n]*\n.*?^[ \t]*# END SOLUTION[^\n]*\n", re.MULTILINE | re.DOTALL)
+BLOCK = re.compile(
+    r"^(?P<indent>[ \t]*)# BEGIN SOLUTION[^\n]*\n.*?^[ \t]*# END SOLUTION[^\n]*\n", re.MULTILINE | re.DOTALL
+)
 STUB = '{indent}raise NotImplementedError("your code here")\n'
 # Every solution notebook executes with these, so its outputs never depend on the machine.
-EXECUTION_ENV = {"COURSE_DEVICE": "cpu", "PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_DISABLE": "1"}
+EXECUTION_ENV = {
+    "COURSE_DEVICE": "cpu",
+    "PYTHONHASHSEED": "0",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TQDM_DISABLE": "1",
+}
 
 
 def student_source(solution_md: str) -> str:
@@ -41,7 +49,9 @@ def execute(notebook, cwd: Path, timeout: int = 600):
 
     for key, value in EXECUTION_ENV.items():
         os.environ.setdefault(key, value)  # inherited by the kernel
-    client = nbclient.NotebookClient(notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}})
+    client = nbclient.NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    )
     client.execute()
     for cell in notebook.cells:  # no timestamps or run counters in the diff
         cell.get("metadata", {}).pop("execution", None)
@@ -73,7 +83,11 @@ def stale(solution: Path) -> list[str]:
     """Files that are not what the release makes of `solution`."""
     import jupytext
 
-    problems = [f"{path.relative_to(ROOT)} is not what the release makes of {solution.relative_to(ROOT)}" for path, text in planned(solution).items() if not path.exists() or path.read_text() != text]
+    problems = [
+        f"{path.relative_to(ROOT)} is not what the release makes of {solution.relative_to(ROOT)}"
+        for path, text in planned(solution).items()
+        if not path.exists() or path.read_text() != text
+    ]
     executed = solution.with_suffix(".ipynb")
     if not executed.exists():
         problems.append(f"{executed.relative_to(ROOT)} is missing")
@@ -96,11 +110,17 @@ def release(solution: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.release", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.release", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("chapters", nargs="*", help="name prefixes, e.g. 01 03_sinusoidal (default: all)")
     parser.add_argument("--check", action="store_true", help="only report stale files; exit 1 if any")
     args = parser.parse_args(argv)
-    solutions = [s for s in sorted(SOLUTIONS.glob("[0-9][0-9]_*.md")) if not args.chapters or any(s.name.startswith(p) for p in args.chapters)]
+    solutions = [
+        s
+        for s in sorted(SOLUTIONS.glob("[0-9][0-9]_*.md"))
+        if not args.chapters or any(s.name.startswith(p) for p in args.chapters)
+    ]
     if not solutions:
         print("no solution notebooks matched", file=sys.stderr)
         return 2

@@ -92,7 +92,9 @@ class TorchState:
     def changes_since(self, other: TorchState) -> list[str]:
         """Settings that differ. RNG draws are not listed: dropout legitimately uses them."""
         names = ("default_dtype", "default_device", "grad_enabled", "deterministic")
-        return [f"{n} {getattr(other, n)} -> {getattr(self, n)}" for n in names if getattr(self, n) != getattr(other, n)]
+        return [
+            f"{n} {getattr(other, n)} -> {getattr(self, n)}" for n in names if getattr(self, n) != getattr(other, n)
+        ]
 
     def restore(self) -> None:
         now = TorchState.capture()  # set only what differs: some setters are slow (inductor imports)
@@ -173,7 +175,9 @@ def time_limit(seconds: float) -> Iterator[None]:
                 with lock:  # never after the block is left
                     frame = sys._current_frames().get(target)
                     if not done.is_set() and not _importing(frame) and _student_code(frame):
-                        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), ctypes.py_object(CheckTimeout))
+                        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                            ctypes.c_ulong(target), ctypes.py_object(CheckTimeout)
+                        )
 
         threading.Thread(target=watchdog, daemon=True).start()
         try:
@@ -181,7 +185,9 @@ def time_limit(seconds: float) -> Iterator[None]:
         finally:
             with lock:
                 done.set()
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), None)  # one still pending must not fire later
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(target), None
+                )  # one still pending must not fire later
 
 
 RETRY = 0.02  # seconds between two CheckTimeouts once the limit has passed
@@ -206,8 +212,12 @@ def _reference_functions() -> dict[Any, str]:
         if inspect.isfunction(value) and value.__module__ == reference.__name__:
             found[value] = f"helpers.reference.{name}"
         elif inspect.isclass(value) and value.__module__ == reference.__name__:
-            found.update({f: f"helpers.reference.{name}.{attr}" for attr, f in vars(value).items() if inspect.isfunction(f)})
-    return {f: name for f, name in found.items() if not f.__code__.co_freevars}  # a tripwire has no closure to match (super()'s)
+            found.update(
+                {f: f"helpers.reference.{name}.{attr}" for attr, f in vars(value).items() if inspect.isfunction(f)}
+            )
+    return {
+        f: name for f, name in found.items() if not f.__code__.co_freevars
+    }  # a tripwire has no closure to match (super()'s)
 
 
 _REACHED: list[str] = []  # the reference functions a tripwire caught, in order
@@ -406,14 +416,27 @@ class _FactoriesOnMeta(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if name in ("__getitem__", "__setitem__") and len(args) > 1 and isinstance(args[0], torch.Tensor) and not args[0].is_meta:
+        if (
+            name in ("__getitem__", "__setitem__")
+            and len(args) > 1
+            and isinstance(args[0], torch.Tensor)
+            and not args[0].is_meta
+        ):
             args = (args[0], self._real_index(args[1]), *args[2:])
         elif name not in self.MAY_MIX:
             tensors = [t for t in _tensors_in([args, kwargs]) if t.dim() > 0]
             if any(t.is_meta for t in tensors) and not all(t.is_meta for t in tensors):
-                raise RuntimeError(f"Expected all tensors to be on the same device, but {name} got a tensor made on the CPU without device= and one on the input's device")
+                raise RuntimeError(
+                    f"Expected all tensors to be on the same device, but {name} got a tensor made on the CPU without device= and one on the input's device"
+                )
         result = func(*args, **kwargs)
-        if name in self.FACTORIES and kwargs.get("device") is None and isinstance(result, torch.Tensor) and result.dim() > 0 and not _in_module_init():
+        if (
+            name in self.FACTORIES
+            and kwargs.get("device") is None
+            and isinstance(result, torch.Tensor)
+            and result.dim() > 0
+            and not _in_module_init()
+        ):
             meta = result.to("meta")
             self.real[id(meta)] = (meta, result)
             return meta
@@ -437,9 +460,13 @@ class _CopiesOffMeta(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         source = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if source is not None and source.is_meta:
-            target = kwargs.get("device", args[1] if len(args) > 1 and isinstance(args[1], (str, torch.device)) else None)
+            target = kwargs.get(
+                "device", args[1] if len(args) > 1 and isinstance(args[1], (str, torch.device)) else None
+            )
             if name == "cpu" or (name == "to" and target is not None and torch.device(target).type == "cpu"):
-                return torch.zeros(source.shape, dtype=kwargs.get("dtype", source.dtype), device="cpu").requires_grad_(source.requires_grad and source.is_floating_point())
+                return torch.zeros(source.shape, dtype=kwargs.get("dtype", source.dtype), device="cpu").requires_grad_(
+                    source.requires_grad and source.is_floating_point()
+                )
         return func(*args, **kwargs)
 
 

@@ -94,7 +94,9 @@ TABLE_PRECISION_FIX = (
 )
 
 
-def table_precision_first(probe: Probe, out, expected: torch.Tensor, args: tuple, then: Callable[[Failure], None]) -> Callable[[Failure], None]:
+def table_precision_first(
+    probe: Probe, out, expected: torch.Tensor, args: tuple, then: Callable[[Failure], None]
+) -> Callable[[Failure], None]:
     """common.precision_first for a table (`args` = max_len, d_model[, base]): within what one step
     through bfloat16 or float16 makes (of the positions, the frequencies, the angles or the table)
     it is low_precision, not a wrong formula; else `then`."""
@@ -106,7 +108,9 @@ def table_precision_first(probe: Probe, out, expected: torch.Tensor, args: tuple
             out,
             expected,
             table_tolerance(*args)["atol"],
-            angle_tolerance(torch.bfloat16, angles, torch.ones(()), 1.0, torch.bfloat16),  # ω rounded after it was made: no |ln ω|
+            angle_tolerance(
+                torch.bfloat16, angles, torch.ones(()), 1.0, torch.bfloat16
+            ),  # ω rounded after it was made: no |ln ω|
             then,
             code="low_precision",
             said="more than float32 rounding ever makes there, and as much as one step through float16 or bfloat16 makes. "
@@ -121,7 +125,9 @@ def table_precision_first(probe: Probe, out, expected: torch.Tensor, args: tuple
 def structurally(probe: Probe, table, base: float = 10000.0) -> Callable[[Failure], None]:
     """expect_then's fallback for a table no catalogued mistake reproduces: name what its layout,
     its frequencies and its row 0 show (the first finding; the others go to `also`)."""
-    return lambda failure: name_what_is_wrong(probe, failure, sinusoidal_findings(table, base) if isinstance(table, torch.Tensor) else [])
+    return lambda failure: name_what_is_wrong(
+        probe, failure, sinusoidal_findings(table, base) if isinstance(table, torch.Tensor) else []
+    )
 
 
 # --- known mistakes: the table -----------------------------------------------------
@@ -249,7 +255,9 @@ TABLE_MISTAKES = {
 # --- known mistakes: the shift matrix ------------------------------------------------
 
 
-def mistaken_shift(k: float, d_model: int, base: float = 10000.0, *, exponent: str = "2i/d", layout: str = "interleaved") -> torch.Tensor:
+def mistaken_shift(
+    k: float, d_model: int, base: float = 10000.0, *, exponent: str = "2i/d", layout: str = "interleaved"
+) -> torch.Tensor:
     """A block-diagonal rotation like the reference's, with one mistake."""
     b = k * frequencies(d_model, base, exponent)  # (d/2,) the angle each pair turns by
     i = torch.arange(d_model // 2)
@@ -362,7 +370,9 @@ def added_to_tokens(mistake: Callable, scale_mistake: bool) -> Callable:
     return added
 
 
-def scaled_position_too(weight: torch.Tensor, ids: torch.Tensor, table: torch.Tensor, scale: float | None) -> torch.Tensor:
+def scaled_position_too(
+    weight: torch.Tensor, ids: torch.Tensor, table: torch.Tensor, scale: float | None
+) -> torch.Tensor:
     """You multiplied the positional encoding by sqrt(d_model) too: your
     module returns (embedding(ids) + PE) * sqrt(d_model).
 
@@ -423,10 +433,16 @@ def table_probes(fn, probe: Probe) -> None:
         call = f"sinusoidal_encoding({', '.join(repr(a) for a in args)})"
         out = probe.call(fn, *args, what=f"`{call}`")
         expected = right_table(*args)
-        hint = "The table is (max_len, d_model): one row per position." if isinstance(out, torch.Tensor) and out.shape == expected.shape[::-1] else TABLE_LAYOUT
+        hint = (
+            "The table is (max_len, d_model): one row per position."
+            if isinstance(out, torch.Tensor) and out.shape == expected.shape[::-1]
+            else TABLE_LAYOUT
+        )
         expect_then(
             probe,
-            table_precision_first(probe, out, expected, args, structurally(probe, out, args[2] if len(args) > 2 else 10000.0)),
+            table_precision_first(
+                probe, out, expected, args, structurally(probe, out, args[2] if len(args) > 2 else 10000.0)
+            ),
             out,
             expected,
             what=f"the table of `{call}`",
@@ -454,7 +470,9 @@ def table_probes(fn, probe: Probe) -> None:
 
 def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict:
     """Entry by entry, what float32 rounding makes of the turn k·ω_i of each 2×2 block (rows 2i, 2i+1)."""
-    omega = frequencies(d_model, base).repeat_interleave(2)[:d_model, None]  # (d, 1): one per row, broadcast over the columns
+    omega = frequencies(d_model, base).repeat_interleave(2)[
+        :d_model, None
+    ]  # (d, 1): one per row, broadcast over the columns
     return {"rtol": 0.0, "atol": angle_tolerance(torch.float32, k * omega, omega)}
 
 
@@ -468,7 +486,13 @@ def check_relative_shift_matrix(fn, probe: Probe) -> None:
     runs = []
     for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8)):
         call = f"relative_shift_matrix({', '.join(repr(a) for a in args)})"
-        runs.append((args, lambda args=args, call=call: probe.call(fn, *args, what=f"`{call}`"), lambda raw, args=args, call=call: expect_shift(probe, raw, args, call)))
+        runs.append(
+            (
+                args,
+                lambda args=args, call=call: probe.call(fn, *args, what=f"`{call}`"),
+                lambda raw, args=args, call=call: expect_shift(probe, raw, args, call),
+            )
+        )
     expect_cases(probe, runs, {"wrong_base": other_bases})
 
 
@@ -487,7 +511,9 @@ def expect_shift(probe: Probe, raw, args: tuple, call: str) -> None:
         "Then place that block, with the angle k·ω_i, at rows and columns (2i, 2i+1) of a zero (d_model, d_model) matrix, for each pair i.",
         **shift_tolerance(*args),
     )
-    if raw.dtype != torch.float32:  # right values: M multiplies float32 tables (chapter 05's x @ M_m), so it is float32 too
+    if (
+        raw.dtype != torch.float32
+    ):  # right values: M multiplies float32 tables (chapter 05's x @ M_m), so it is float32 too
         probe.fail(
             "wrong_dtype",
             f"M = `{call}` has the right values but dtype {raw.dtype}; the exercise returns float32, the dtype of the tables it multiplies.",
@@ -510,7 +536,9 @@ class StoredTable(NamedTuple):
     start: int = 0  # the row of position 0 in it
 
 
-def stored_table(module: nn.Module, max_len: int, d: int, exclude: Callable[[torch.Tensor], bool] = lambda t: False) -> StoredTable | None:
+def stored_table(
+    module: nn.Module, max_len: int, d: int, exclude: Callable[[torch.Tensor], bool] = lambda t: False
+) -> StoredTable | None:
     """The student's table of positions, found by its role, not its exact shape (common.position_tables:
     d columns, at least max_len rows, either way round, wherever it is kept), and in it the max_len rows
     that hold positions 0 .. max_len - 1: after a padding offset (fairseq, OPT keep rows before position 0)
@@ -522,7 +550,9 @@ def stored_table(module: nn.Module, max_len: int, d: int, exclude: Callable[[tor
     right, tolerance = right_table(max_len, d).double(), table_tolerance(max_len, d)["atol"]
     for name, _, table, how in found:
         rows = table.detach().to("cpu", torch.float64)
-        starts = ((rows[: len(rows) - max_len + 1] - right[0]).abs() <= tolerance[0]).all(1).nonzero().flatten().tolist()
+        starts = (
+            ((rows[: len(rows) - max_len + 1] - right[0]).abs() <= tolerance[0]).all(1).nonzero().flatten().tolist()
+        )
         start = next((k for k in starts if ((rows[k : k + max_len] - right).abs() <= tolerance).all()), None)
         if start is not None:
             return StoredTable(name, table.detach()[start : start + max_len], how, table.detach(), start)
@@ -530,7 +560,14 @@ def stored_table(module: nn.Module, max_len: int, d: int, exclude: Callable[[tor
     return StoredTable(name, table.detach()[:max_len], how, table.detach(), 0)
 
 
-def expect_table_storage(probe: Probe, module: nn.Module, found: StoredTable | None, max_len: int, d: int, exclude: Callable[[torch.Tensor], bool] = lambda t: False) -> None:
+def expect_table_storage(
+    probe: Probe,
+    module: nn.Module,
+    found: StoredTable | None,
+    max_len: int,
+    d: int,
+    exclude: Callable[[torch.Tensor], bool] = lambda t: False,
+) -> None:
     """The sinusoidal table is a buffer, computed once in __init__ (`found` by stored_table). A table
     kept in parts, a row per position in each (sin and cos apart), is judged by how the parts are kept;
     its values, by the module's output."""
@@ -575,7 +612,9 @@ def expect_table_storage(probe: Probe, module: nn.Module, found: StoredTable | N
         )
 
 
-def expect_table(probe: Probe, table: torch.Tensor | None, what: str, mistakes: Callable[[torch.Tensor], Callable]) -> None:
+def expect_table(
+    probe: Probe, table: torch.Tensor | None, what: str, mistakes: Callable[[torch.Tensor], Callable]
+) -> None:
     """The stored table against the reference. `mistakes(right_table)` runs the
     module's mistakes on an input of zeros: what they add is the mistaken table.
     A table no mistake reproduces is read for its layout, frequencies and row 0.
@@ -585,7 +624,16 @@ def expect_table(probe: Probe, table: torch.Tensor | None, what: str, mistakes: 
     max_len, d = table.shape
     expected = right_table(max_len, d, device=table.device)
     fallback = table_precision_first(probe, table[None], expected[None], (max_len, d), structurally(probe, table))
-    expect_then(probe, fallback, table[None], expected[None], what=what, mistakes=mistakes(expected), hint=TABLE_LAYOUT, **table_tolerance(max_len, d))
+    expect_then(
+        probe,
+        fallback,
+        table[None],
+        expected[None],
+        what=what,
+        mistakes=mistakes(expected),
+        hint=TABLE_LAYOUT,
+        **table_tolerance(max_len, d),
+    )
 
 
 def expect_trained_dropout(probe: Probe, out, expected: torch.Tensor, p: float, what: str, total: str) -> None:
@@ -602,7 +650,9 @@ def expect_trained_dropout(probe: Probe, out, expected: torch.Tensor, p: float, 
     expect_dropout(probe, out, expected, p, what, where=where, not_dropout=not_dropout, hint=hint)
 
 
-def expect_dropout_of_own_output(probe: Probe, module: nn.Module, inputs: tuple, p: float, what: str, total: str) -> None:
+def expect_dropout_of_own_output(
+    probe: Probe, module: nn.Module, inputs: tuple, p: float, what: str, total: str
+) -> None:
     """In training mode the output is dropout of the module's own eval-mode output, right or
     wrong (its values are another probe's business). An eval-mode output with dropped
     entries (dropout_in_eval: the inputs are random, so no right output holds exact zeros)
@@ -619,9 +669,7 @@ POSITIONS_ON_CPU = (
     "`{name}` makes a tensor on the CPU whatever x's device (a bare `torch.arange(T)` for the positions, a table rebuilt in forward...): on a GPU, "
     "using it with x fails with 'Expected all tensors to be on the same device'."
 )
-POSITIONS_ON_CPU_HINT = (
-    "The table is a buffer, so module.to(device) has already put it where x is; a tensor made in forward without a device lands on the CPU. Does forward need to make any new tensor at all?"
-)
+POSITIONS_ON_CPU_HINT = "The table is a buffer, so module.to(device) has already put it where x is; a tensor made in forward without a device lands on the CPU. Does forward need to make any new tensor at all?"
 POSITIONS_ON_CPU_FIX = "Slice the buffer, `self.pe[:T]` with T = x.size(1), instead of indexing it with new position ids; a tensor you must make in forward takes `device=x.device`."
 
 
@@ -642,24 +690,50 @@ def check_positional_encoding(cls, probe: Probe) -> None:
             out = probe.call(module, x_T)
             expected = x_T + own[:T]
             expect_no_dropout_in_eval(probe, out, expected)
-            what = f"the output for x of shape (3, {T}, 12) in eval mode" + ("" if table is None else f", x + the first {T} row{'s' if T > 1 else ''} of your own table,")
+            what = f"the output for x of shape (3, {T}, 12) in eval mode" + (
+                "" if table is None else f", x + the first {T} row{'s' if T > 1 else ''} of your own table,"
+            )
             try:
-                probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(x_T, own), **table_tolerance(T, d, rtol=OUTPUT_RTOL))
+                probe.expect(
+                    out,
+                    expected,
+                    what=what,
+                    mistakes=probe.known_mistakes(x_T, own),
+                    **table_tolerance(T, d, rtol=OUTPUT_RTOL),
+                )
             except Failure as failure:
                 if found is not None:
                     added = out - x_T if isinstance(out, torch.Tensor) and out.shape == x_T.shape else None
-                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"x of shape (3, {T}, 12)", ROWS_READ_ATOL)
+                    expect_rows_from(
+                        probe,
+                        failure,
+                        added,
+                        found.full,
+                        found.start,
+                        found.name,
+                        f"x of shape (3, {T}, 12)",
+                        ROWS_READ_ATOL,
+                    )
                 raise
 
     def length() -> None:  # T = max_len works, T = max_len + 1 is refused
         on_cpu = probe.call(cls, d, max_len, 0.0, what=f"`{probe.name}({d}, {max_len}, 0.0)`")
-        refuses_past_max_len(probe, lambda T: probe.call(on_cpu, probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)), max_len)
+        refuses_past_max_len(
+            probe, lambda T: probe.call(on_cpu, probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)), max_len
+        )
 
     probe.independent(
         lambda: expect_table_storage(probe, module, found, max_len, d),
-        lambda: expect_table(probe, table, f"your table `{probe.name}({d}, max_len={max_len})`", lambda pe: probe.known_mistakes(no_input, pe)),
+        lambda: expect_table(
+            probe,
+            table,
+            f"your table `{probe.name}({d}, max_len={max_len})`",
+            lambda pe: probe.known_mistakes(no_input, pe),
+        ),
         values_in_eval,
-        lambda: expect_dropout_of_own_output(probe, module, (x,), p, "the output for x of shape (3, 7, 12)", "x + self.pe[:T]"),
+        lambda: expect_dropout_of_own_output(
+            probe, module, (x,), p, "the output for x of shape (3, 7, 12)", "x + self.pe[:T]"
+        ),
         length,
     )
     # The defaults: PositionalEncoding(d_model) encodes up to 5000 positions.
@@ -733,15 +807,38 @@ def check_token_and_position(cls, probe: Probe) -> None:
                     hint="A batch of one is still a batch: the output is (B, T, d_model) for every B, 1 included. squeeze() removes every axis of size 1, whatever it means.",
                     fix="Drop the `.squeeze(0)` (or `.squeeze()`): the (T, d_model) positional rows broadcast over the batch by themselves.",
                 )
-            scale = fitted_scale(out - own[:T] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids_T])
-            what = f"the output for ids of shape {tuple(ids_T.shape)} in eval mode" + ("" if table is None else f" (with the first {T} row{'s' if T > 1 else ''} of your own positional table)")
+            scale = fitted_scale(
+                out - own[:T] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids_T]
+            )
+            what = f"the output for ids of shape {tuple(ids_T.shape)} in eval mode" + (
+                "" if table is None else f" (with the first {T} row{'s' if T > 1 else ''} of your own positional table)"
+            )
             try:
-                probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight, ids_T, own, scale), **table_tolerance(T, d, rtol=OUTPUT_RTOL))
+                probe.expect(
+                    out,
+                    expected,
+                    what=what,
+                    mistakes=probe.known_mistakes(weight, ids_T, own, scale),
+                    **table_tolerance(T, d, rtol=OUTPUT_RTOL),
+                )
             except Failure as failure:
                 name_the_scale(probe, failure, scale, d)
                 if found is not None:
-                    added = out - reference.scaled_embedding(weight, ids_T) if isinstance(out, torch.Tensor) and out.shape == expected.shape else None
-                    expect_rows_from(probe, failure, added, found.full, found.start, found.name, f"ids of shape {tuple(ids_T.shape)}", ROWS_READ_ATOL)
+                    added = (
+                        out - reference.scaled_embedding(weight, ids_T)
+                        if isinstance(out, torch.Tensor) and out.shape == expected.shape
+                        else None
+                    )
+                    expect_rows_from(
+                        probe,
+                        failure,
+                        added,
+                        found.full,
+                        found.start,
+                        found.name,
+                        f"ids of shape {tuple(ids_T.shape)}",
+                        ROWS_READ_ATOL,
+                    )
                 raise
         values_right.append(True)
 
@@ -755,7 +852,10 @@ def check_token_and_position(cls, probe: Probe) -> None:
             out = probe.call(module, square)
         except Failure:
             return
-        expected = reference.scaled_embedding(tokens().detach().float(), square) + (right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device))[:T]
+        expected = (
+            reference.scaled_embedding(tokens().detach().float(), square)
+            + (right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device))[:T]
+        )
         if close(out, expected, **table_tolerance(T, d, rtol=OUTPUT_RTOL)):
             probe.fail(
                 "batch_seq_confusion",
@@ -805,7 +905,12 @@ def check_token_and_position(cls, probe: Probe) -> None:
     total = "self.embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]"
     probe.independent(
         lambda: expect_table_storage(probe, module, found, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d)),
-        lambda: expect_table(probe, table, f"the positional table of `{probe.name}({V}, {d}, max_len={max_len})`", lambda pe: probe.known_mistakes(no_tokens, all_positions, pe, None)),
+        lambda: expect_table(
+            probe,
+            table,
+            f"the positional table of `{probe.name}({V}, {d}, max_len={max_len})`",
+            lambda pe: probe.known_mistakes(no_tokens, all_positions, pe, None),
+        ),
         values_in_eval,
         lambda: expect_fixed_scale(probe, module, d),
         lambda: expect_dropout_of_own_output(probe, module, (ids,), p, "the output for ids of shape (3, 7)", total),

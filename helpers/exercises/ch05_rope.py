@@ -83,16 +83,22 @@ def rope_cache_interleaved(head_dim: int, max_len: int, base: float = 10000.0) -
 
 
 @says(WRONG_BASE)
-def rope_cache_wrong_base(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def rope_cache_wrong_base(
+    head_dim: int, max_len: int, base: float = 10000.0
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [cache_with(head_dim, max_len, 1000.0), cache_with(head_dim, max_len, 10000.0)]
 
 
 @says(ROPE_WRONG_EXPONENT)
-def rope_cache_wrong_exponent(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def rope_cache_wrong_exponent(
+    head_dim: int, max_len: int, base: float = 10000.0
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [cache_with(head_dim, max_len, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
 
 
-def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def rope_cache_mixed_pairing(
+    head_dim: int, max_len: int, base: float = 10000.0
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Your columns j and j + head_dim/2 do not hold the same angle: the two
     members of a half-split pair would turn at different speeds, which is no
     rotation (norms change).
@@ -115,7 +121,9 @@ def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0)
     return faces
 
 
-def rope_cache_low_precision(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def rope_cache_low_precision(
+    head_dim: int, max_len: int, base: float = 10000.0
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Your angles were computed in half precision (bfloat16 or float16):
     nearby positions collapse onto the same angle.
 
@@ -453,7 +461,12 @@ def collisions(probe: Probe, tables: tuple[torch.Tensor, torch.Tensor]):
         if same.any() and not same[:255].any():
             row = int(same.nonzero()[0])
             message, hint, fix = advice(probe.exercise, "low_precision_angles")
-            probe.fail("low_precision_angles", f"{message} (Rows {row} and {row + 1} of your tables are identical.)", hint=hint, fix=fix)
+            probe.fail(
+                "low_precision_angles",
+                f"{message} (Rows {row} and {row + 1} of your tables are identical.)",
+                hint=hint,
+                fix=fix,
+            )
 
     return fallback
 
@@ -499,7 +512,10 @@ def check_rope_cache(fn, probe: Probe) -> None:
         base = args[2] if len(args) > 2 else 10000.0
         angles, theta = rope_angles(args[1], args[0], None, base, "half")
         tight = {"rtol": 0.0, "atol": angle_tolerance(torch.float32, angles, theta)}
-        loose = {"atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), angle_dtype=torch.bfloat16), "size": 1.0}
+        loose = {
+            "atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), angle_dtype=torch.bfloat16),
+            "size": 1.0,
+        }
         if all(close(t, e, **tight) for t, e in zip(tables, expected[::-1])):
             probe.fail(
                 "wrong_values",
@@ -512,7 +528,9 @@ def check_rope_cache(fn, probe: Probe) -> None:
             with further_findings(probe, lambda tables=tables, base=base: structure.rope_findings(*tables, base)):
                 expect_then(
                     probe,
-                    angles_precision_first(probe, tables[index], expected[index], tight, loose, cache_structure(probe, tables, base)),
+                    angles_precision_first(
+                        probe, tables[index], expected[index], tight, loose, cache_structure(probe, tables, base)
+                    ),
                     tables[index],
                     expected[index],
                     what=f"the {name} table of {call}",
@@ -552,12 +570,22 @@ def quarter_turn_findings(out: torch.Tensor) -> list[tuple[str, str]]:
         return []  # not a signed permutation of pairs: the catalogue's mixes, or something else
     findings = []
     if (target == j ^ 1).all():
-        findings.append(("rope_interleaved_convention", f"Your rotate_half moves e_0 to component {int(target[0])}: it turns adjacent pairs (2i, 2i+1), where pairs (i, i + d/2) are asked for."))
+        findings.append(
+            (
+                "rope_interleaved_convention",
+                f"Your rotate_half moves e_0 to component {int(target[0])}: it turns adjacent pairs (2i, 2i+1), where pairs (i, i + d/2) are asked for.",
+            )
+        )
     elif not (target == (j + d // 2) % d).all():
         return []
     first = j < target  # the first member of each pair goes forward with a plus, the second back with a minus
     if (sign[first] < 0).all() and (sign[~first] > 0).all():
-        findings.append(("rope_sign_flip", "Your rotate_half puts the minus sign on the wrong member of each pair: e_0 comes out as minus its partner."))
+        findings.append(
+            (
+                "rope_sign_flip",
+                "Your rotate_half puts the minus sign on the wrong member of each pair: e_0 comes out as minus its partner.",
+            )
+        )
     return findings
 
 
@@ -627,7 +655,12 @@ def check_apply_rope(fn, probe: Probe) -> None:
         try:
             out = probe.call(fn, *args)
         except Failure as failure:
-            if failure.code == "raised" and positions is not None and "IndexError" in failure.message and int(positions.max()) >= length:
+            if (
+                failure.code == "raised"
+                and positions is not None
+                and "IndexError" in failure.message
+                and int(positions.max()) >= length
+            ):
                 probe.fail(
                     "raised",
                     f"{failure.message.rstrip('.')}. That was with positions up to {int(positions.max())} for a sequence of T = {length} tokens, "
@@ -655,7 +688,13 @@ def check_apply_rope(fn, probe: Probe) -> None:
             shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
             x = args[index]
             tight, loose = rope_tolerance(x, positions), rope_tolerance(x, positions, half=True)
-            fallback = bf16_arithmetic(probe) if dtype == torch.bfloat16 else angles_precision_first(probe, out[index], expected[index], tight, loose, rope_properties(probe, rotate, d))
+            fallback = (
+                bf16_arithmetic(probe)
+                if dtype == torch.bfloat16
+                else angles_precision_first(
+                    probe, out[index], expected[index], tight, loose, rope_properties(probe, rotate, d)
+                )
+            )
             expect_then(
                 probe,
                 fallback,
@@ -719,13 +758,21 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
     sequence = lambda x: probe.sequence(x, None, dim=-2)  # noqa: E731 (the length of x is its axis -2)
     cases = (  # (what, x, extra arguments)
         ("x (2, 3, 7, 8), default positions and base", sequence(probe.randn(2, 3, 7, 8)), ()),
-        ("x (2, 3, 6, 12), positions up to 3999, base=500000.0", sequence(probe.randn(2, 3, 6, 12)), (positions, 500000.0)),
+        (
+            "x (2, 3, 6, 12), positions up to 3999, base=500000.0",
+            sequence(probe.randn(2, 3, 6, 12)),
+            (positions, 500000.0),
+        ),
         (
             "x (2, 3, 6, 12) in bfloat16, positions up to 3999",
             sequence(probe.randn(2, 3, 6, 12, dtype=torch.bfloat16)),
             (positions,),
         ),
-        ("x (2, 3, 1, 8), one token (T = 1) at position 3999", sequence(probe.randn(2, 3, 1, 8)), (probe.positions(ROPE_MAX_LEN, 1),)),
+        (
+            "x (2, 3, 1, 8), one token (T = 1) at position 3999",
+            sequence(probe.randn(2, 3, 1, 8)),
+            (probe.positions(ROPE_MAX_LEN, 1),),
+        ),
     )
 
     def expect(out, what: str, x: torch.Tensor, extra: tuple) -> None:
@@ -736,9 +783,19 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
         def rotate(x, p, fn=fn):
             return probe.call(fn, x, p)
 
-        tight, loose = rope_tolerance(x, positions, base, "adjacent"), rope_tolerance(x, positions, base, "adjacent", half=True)
-        as_halves = torch.cat([expected[..., 0::2], expected[..., 1::2]], dim=-1)  # the right pairs, written back as two halves
-        if isinstance(out, torch.Tensor) and out.shape == expected.shape and not close(out, expected, **tight) and close(out, as_halves, **tight):
+        tight, loose = (
+            rope_tolerance(x, positions, base, "adjacent"),
+            rope_tolerance(x, positions, base, "adjacent", half=True),
+        )
+        as_halves = torch.cat(
+            [expected[..., 0::2], expected[..., 1::2]], dim=-1
+        )  # the right pairs, written back as two halves
+        if (
+            isinstance(out, torch.Tensor)
+            and out.shape == expected.shape
+            and not close(out, expected, **tight)
+            and close(out, as_halves, **tight)
+        ):
             probe.fail(
                 "wrong_values",
                 f"For {what}, your pairs are turned right, but the output lays them out as two halves, all first components then all second ones, "
@@ -746,21 +803,42 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
                 hint="torch.cat joins whole blocks one after the other; the output needs pair i back in columns 2i and 2i + 1, as it came in.",
                 fix="Interleave the turned components: `torch.stack((y0, y1), dim=-1).flatten(-2)` instead of `torch.cat((y0, y1), dim=-1)`.",
             )
-        fallback = low_precision(probe) if x.dtype == torch.bfloat16 else angles_precision_first(probe, out, expected, tight, loose, rope_properties(probe, rotate, x.shape[-1], "adjacent"))
+        fallback = (
+            low_precision(probe)
+            if x.dtype == torch.bfloat16
+            else angles_precision_first(
+                probe, out, expected, tight, loose, rope_properties(probe, rotate, x.shape[-1], "adjacent")
+            )
+        )
         expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **tight)
 
-    runs = [((x, *extra), lambda x=x, extra=extra: probe.call(fn, x, *extra), lambda out, what=what, x=x, extra=extra: expect(out, what, x, extra)) for what, x, extra in cases]
+    runs = [
+        (
+            (x, *extra),
+            lambda x=x, extra=extra: probe.call(fn, x, *extra),
+            lambda out, what=what, x=x, extra=extra: expect(out, what, x, extra),
+        )
+        for what, x, extra in cases
+    ]
     positions_ignored = lambda args: [(args[0], None, *args[2:])] if len(args) > 1 and args[1] is not None else []  # noqa: E731
-    expect_cases(probe, runs, {"rope_ignores_positions": positions_ignored} if "rope_ignores_positions" in probe.exercise.mistakes else {})
+    expect_cases(
+        probe,
+        runs,
+        {"rope_ignores_positions": positions_ignored} if "rope_ignores_positions" in probe.exercise.mistakes else {},
+    )
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
-    probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0))
+    probe.device_pass(
+        lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0)
+    )
     oracle.gptj_interleaved(probe, fn)  # the second oracle: inside transformers' GPT-J
 
 
 # rope_from_shift_matrix: its mistakes take (x, positions, base) -------------------
 
 
-def shift_matrix_not_transposed(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+def shift_matrix_not_transposed(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
+) -> torch.Tensor:
     """Your rotation goes the wrong way: you applied M_m to the column vector (M_m @ x),
     which turns every pair by -m·θ_i.
 
@@ -773,7 +851,9 @@ def shift_matrix_not_transposed(x: torch.Tensor, positions: torch.Tensor | None 
     return rope_with(x, positions, base, pairing="adjacent", sign=-1.0)
 
 
-def shift_matrix_ignores_positions(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+def shift_matrix_ignores_positions(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
+) -> torch.Tensor:
     """Your code ignores `positions` and turns row t by M_t whatever position it holds.
 
     Hint: with positions given (decoding with a cache, one new token at position 3000), row t
@@ -817,7 +897,12 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
             if not (plain and failure.code == "raised" and "device" in failure.message.lower()):
                 raise  # a device clash from the plain attributes is that finding, said once
 
-    probe.independent(lambda: plain_attributes(probe, module, plain), values, lambda: nothing_saved(probe, module), lambda: length_checked(cls, probe))
+    probe.independent(
+        lambda: plain_attributes(probe, module, plain),
+        values,
+        lambda: nothing_saved(probe, module),
+        lambda: length_checked(cls, probe),
+    )
     if plain:
         return  # the device pass would only find the plain attributes again
     # Device: every tensor on the meta device; a table or position made on the CPU shows.
@@ -839,7 +924,8 @@ def plain_attributes(probe: Probe, module, plain: list[str]) -> None:
             "pe_not_buffer",
             f"`{probe.name}` keeps {', '.join(plain)} as plain tensor attributes: module.to('cuda') does not move those, so on a GPU your forward mixes devices.",
             hint="Only parameters and registered buffers follow a module through .to(), .cuda() and .half(); a plain tensor attribute stays where it was made.",
-            fix=f"Register each table in `__init__` instead: `self.register_buffer('{plain[0]}', table, persistent=False)`" + (f", and likewise for {', '.join(plain[1:])}." if plain[1:] else "."),
+            fix=f"Register each table in `__init__` instead: `self.register_buffer('{plain[0]}', table, persistent=False)`"
+            + (f", and likewise for {', '.join(plain[1:])}." if plain[1:] else "."),
         )
 
 
@@ -859,7 +945,9 @@ def rotary_values(cls, probe: Probe, module) -> None:
         )
     )
     for built, head_dim, base, max_len, made, (what, dtype, positions) in runs:
-        length = (T if max_len == ROPE_MAX_LEN else max_len) if positions is None else positions.shape[-1]  # the small module: T = max_len
+        length = (
+            (T if max_len == ROPE_MAX_LEN else max_len) if positions is None else positions.shape[-1]
+        )  # the small module: T = max_len
         q, k = (probe.sequence(probe.randn(B, H, length, head_dim, dtype=dtype), max_len, dim=-2) for H in (Hq, Hk))
         extra = () if positions is None else (positions,)
         call = f"`{made}` called with {what}"
@@ -873,7 +961,13 @@ def rotary_values(cls, probe: Probe, module) -> None:
 
             mistakes = probe.known_mistakes(x, positions, base)
             tight, loose = rope_tolerance(x, positions, base), rope_tolerance(x, positions, base, half=True)
-            fallback = low_precision(probe) if dtype == torch.bfloat16 else angles_precision_first(probe, got, want, tight, loose, rope_properties(probe, rotate, head_dim, base=base))
+            fallback = (
+                low_precision(probe)
+                if dtype == torch.bfloat16
+                else angles_precision_first(
+                    probe, got, want, tight, loose, rope_properties(probe, rotate, head_dim, base=base)
+                )
+            )
             expect_then(
                 probe,
                 fallback,
@@ -889,7 +983,10 @@ def nothing_saved(probe: Probe, module) -> None:
     """Nothing to train, nothing to save: the tables are rebuilt from the arguments."""
     saved = list(module.state_dict())
     if saved:
-        kinds = {name: "an nn.Parameter" if name in dict(module.named_parameters()) else "a persistent buffer" for name in saved}
+        kinds = {
+            name: "an nn.Parameter" if name in dict(module.named_parameters()) else "a persistent buffer"
+            for name in saved
+        }
         listed = ", ".join(f"{name} ({kind})" for name, kind in kinds.items())
         probe.fail(
             "cache_is_parameter",
@@ -924,7 +1021,9 @@ def length_checked(cls, probe: Probe) -> None:
     )
     # positions=None: T = max_len = 16 tokens must work, 17 must be refused.
     tokens = lambda T, H: probe.sequence(probe.randn(1, H, T, 8, device="cpu"), 16, dim=-2)  # noqa: E731
-    refuses_past_max_len(probe, lambda T: probe.call(small, tokens(T, 2), tokens(T, 1)), 16, hint=LENGTH_HINT, fix=LENGTH_FIX)
+    refuses_past_max_len(
+        probe, lambda T: probe.call(small, tokens(T, 2), tokens(T, 1)), 16, hint=LENGTH_HINT, fix=LENGTH_FIX
+    )
 
 
 # apply_partial_rope: its mistakes take apply_rope's arguments ----------------------
@@ -1119,13 +1218,20 @@ def check_apply_partial_rope(fn, probe: Probe) -> None:
     GPT-NeoX's split, a quarter of each head turned; then half (GPT-J's share) and all of it."""
     B, Hq, Hk, T = 3, 4, 2, 5
     runs = [(16, 4, case) for case in rope_cases(probe, B, T)]
-    runs += [(16, 8, ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T))), (8, 8, ("positions=None", torch.float32, None))]
+    runs += [
+        (16, 8, ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T))),
+        (8, 8, ("positions=None", torch.float32, None)),
+    ]
 
     def expect(out, args: tuple, d: int, r: int, what: str, dtype: torch.dtype) -> None:
         q, k, cos, sin = args[:4]
         expected = reference.apply_partial_rope(*args)
         for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
-            inner = bf16_arithmetic(probe) if dtype == torch.bfloat16 else rope_properties(probe, turned_part(probe, fn, index, d, cos, sin), r)
+            inner = (
+                bf16_arithmetic(probe)
+                if dtype == torch.bfloat16
+                else rope_properties(probe, turned_part(probe, fn, index, d, cos, sin), r)
+            )
             shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
             expect_then(
                 probe,
@@ -1144,7 +1250,9 @@ def check_apply_partial_rope(fn, probe: Probe) -> None:
         q, k = (probe.sequence(probe.randn(B, H, length, d, dtype=dtype), None, dim=-2) for H in (Hq, Hk))
         args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
         call = lambda args=args: two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")  # noqa: E731
-        cases.append((args, call, lambda out, args=args, d=d, r=r, what=what, dtype=dtype: expect(out, args, d, r, what, dtype)))
+        cases.append(
+            (args, call, lambda out, args=args, d=d, r=r, what=what, dtype=dtype: expect(out, args, d, r, what, dtype))
+        )
     # A second mistake: the turn the other way is the catalogue's mistakes run with -sin (q_rot compared).
     expect_cases(probe, cases, {"rope_sign_flip": lambda args: [(*args[:3], -args[3], *args[4:])]}, index=0)
     # Device: tables, positions and q, k on the device; anything made on the CPU inside shows.
@@ -1272,7 +1380,10 @@ EXERCISES = [
         kind="function",
         reference=reference.rope_from_shift_matrix,
         check=check_rope_interleaved,
-        mistakes={"rope_sign_flip": shift_matrix_not_transposed, "rope_ignores_positions": shift_matrix_ignores_positions},
+        mistakes={
+            "rope_sign_flip": shift_matrix_not_transposed,
+            "rope_ignores_positions": shift_matrix_ignores_positions,
+        },
         difficulty=2,
         importance=1,
         minutes=15,

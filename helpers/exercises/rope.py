@@ -67,13 +67,17 @@ def rope_with(
     return (x.float() * cos + sign * turn(x.float()) * sin).to(x.dtype)
 
 
-def cache_with(head_dim: int, max_len: int, base: float = 10000.0, *, layout: str = "half", exponent: str = "2i/d") -> tuple[torch.Tensor, torch.Tensor]:
+def cache_with(
+    head_dim: int, max_len: int, base: float = 10000.0, *, layout: str = "half", exponent: str = "2i/d"
+) -> tuple[torch.Tensor, torch.Tensor]:
     angles = torch.outer(torch.arange(max_len, dtype=torch.float64), frequencies(head_dim, base, exponent))
     angles = torch.cat([angles, angles], dim=-1) if layout == "half" else angles.repeat_interleave(2, dim=-1)
     return angles.cos().float(), angles.sin().float()
 
 
-def gather_rows(cos: torch.Tensor, sin: torch.Tensor, T: int, positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def gather_rows(
+    cos: torch.Tensor, sin: torch.Tensor, T: int, positions: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     cos, sin = (cos[:T], sin[:T]) if positions is None else (cos[positions], sin[positions])
     if cos.dim() == 3:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
@@ -85,7 +89,9 @@ def as_interleaved(table: torch.Tensor) -> torch.Tensor:
     return table[..., : table.shape[-1] // 2].repeat_interleave(2, dim=-1)
 
 
-def table_rope_with(q, k, cos, sin, positions, *, pairing="half", angle_layout="half", sign=1.0, ignore_positions=False):
+def table_rope_with(
+    q, k, cos, sin, positions, *, pairing="half", angle_layout="half", sign=1.0, ignore_positions=False
+):
     c, s = gather_rows(cos, sin, q.shape[-2], None if ignore_positions else positions)
     if angle_layout == "adjacent":
         c, s = as_interleaved(c), as_interleaved(s)
@@ -111,7 +117,9 @@ def reference_tables(head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor
     return reference.rope_cache(head_dim, ROPE_MAX_LEN, base)
 
 
-def rope_angles(T: int, d: int, positions: torch.Tensor | None, base: float, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_angles(
+    T: int, d: int, positions: torch.Tensor | None, base: float, layout: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(angles, θ) in float64 on the CPU, laid out over the d columns as `layout` pairs them:
     angles (T, d), or (B, 1, T, d) for positions (B, T); θ (d,), each pair's frequency per column."""
     theta = frequencies(d, base)  # (d/2,) float64
@@ -129,7 +137,13 @@ def rope64(x: torch.Tensor, positions: torch.Tensor | None, base: float, layout:
     return (x64 * angles.cos() + turn(x64) * angles.sin()).to(x.device, x.dtype)
 
 
-def rope_tolerance(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0, layout: str = "half", half: bool = False) -> dict:
+def rope_tolerance(
+    x: torch.Tensor,
+    positions: torch.Tensor | None = None,
+    base: float = 10000.0,
+    layout: str = "half",
+    half: bool = False,
+) -> dict:
     """rtol and atol for x rotated: a float32 (or float64) result entry by entry within what
     rounding makes of its angle (common.angle_tolerance, on |x| at that position); a half one
     within its own rounding. half=True: what positions, frequencies, angles or tables rounded
@@ -137,13 +151,20 @@ def rope_tolerance(x: torch.Tensor, positions: torch.Tensor | None = None, base:
     if x.dtype not in (torch.float32, torch.float64) and not half:
         return HALF_TOLERANCE
     angles, theta = rope_angles(x.shape[-2], x.shape[-1], positions, base, layout)
-    size = x.detach().to("cpu", torch.float64).norm(dim=-1, keepdim=True)  # (..., T, 1): a pair is no larger than its vector
+    size = (
+        x.detach().to("cpu", torch.float64).norm(dim=-1, keepdim=True)
+    )  # (..., T, 1): a pair is no larger than its vector
     if half:
-        return {"atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), size, torch.bfloat16), "size": size}
+        return {
+            "atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), size, torch.bfloat16),
+            "size": size,
+        }
     return {"rtol": 0.0, "atol": angle_tolerance(x.dtype, angles, theta, size)}
 
 
-def angles_precision_first(probe: Probe, out, expected: torch.Tensor, tight: dict, loose: dict, then) -> Callable[[Failure], None]:
+def angles_precision_first(
+    probe: Probe, out, expected: torch.Tensor, tight: dict, loose: dict, then
+) -> Callable[[Failure], None]:
     """common.precision_first for a rotated float32 result (`tight` and `loose` from rope_tolerance,
     `loose` with the magnitude `size` of what was turned): half precision on the way is
     low_precision_angles; otherwise `then` reads the output."""
@@ -186,7 +207,11 @@ def further_findings(probe: Probe, findings) -> Iterator[None]:
         except Exception:  # a reading that breaks on this output adds nothing
             found = []
         if any(code == failure.code for code, _ in found):
-            probe.also.extend(f"{code}: {said}" for code, said in found if code != failure.code and f"{code}: {said}" not in probe.also)
+            probe.also.extend(
+                f"{code}: {said}"
+                for code, said in found
+                if code != failure.code and f"{code}: {said}" not in probe.also
+            )
         raise
 
 
