@@ -4,7 +4,10 @@
     python -m helpers.release 03         # only chapters whose name starts with 03
     python -m helpers.release --check    # exit 1 if anything is stale (what CI runs)
 
-From each solution it makes three files:
+First it renders, in the solution itself, each exercise's badge line from the registry
+(`**Exercise `id`**` and whatever follows on that line become `Exercise.badge`): an author
+writes `**Exercise `id`**` and the release fills in difficulty, importance, time and points.
+From each solution it then makes three files:
   solutions/NN_name.ipynb   the solution, executed, outputs stored (nbval compares them)
   chapters/NN_name.md       the student version: code between the markers
                             `# BEGIN SOLUTION` and `# END SOLUTION` becomes a stub
@@ -26,6 +29,7 @@ BLOCK = re.compile(
     r"^(?P<indent>[ \t]*)# BEGIN SOLUTION[^\n]*\n.*?^[ \t]*# END SOLUTION[^\n]*\n", re.MULTILINE | re.DOTALL
 )
 STUB = '{indent}raise NotImplementedError("your code here")\n'
+BADGE = re.compile(r"^\*\*Exercise `(\w+)`\*\*.*$", re.MULTILINE)
 # Every solution notebook executes with these, so its outputs never depend on the machine.
 EXECUTION_ENV = {
     "COURSE_DEVICE": "cpu",
@@ -41,6 +45,13 @@ def student_source(solution_md: str) -> str:
     if solution_md.count("# BEGIN SOLUTION") != solution_md.count("# END SOLUTION"):
         raise ValueError("unbalanced # BEGIN SOLUTION / # END SOLUTION markers")
     return BLOCK.sub(lambda m: STUB.format(indent=m["indent"]), solution_md)
+
+
+def with_badges(solution_md: str) -> str:
+    """The solution with each exercise's badge line as the registry renders it (Exercise.badge)."""
+    from helpers.exercises import get
+
+    return BADGE.sub(lambda m: get(m[1]).badge, solution_md)
 
 
 def execute(notebook, cwd: Path, timeout: int = 600):
@@ -83,7 +94,10 @@ def stale(solution: Path) -> list[str]:
     """Files that are not what the release makes of `solution`."""
     import jupytext
 
-    problems = [
+    problems = []
+    if with_badges(solution.read_text()) != solution.read_text():
+        problems.append(f"{solution.relative_to(ROOT)} has a badge line that is not the registry's")
+    problems += [
         f"{path.relative_to(ROOT)} is not what the release makes of {solution.relative_to(ROOT)}"
         for path, text in planned(solution).items()
         if not path.exists() or path.read_text() != text
@@ -103,6 +117,9 @@ def cell_sources(notebook) -> list[tuple[str, str]]:
 def release(solution: Path) -> None:
     import jupytext
 
+    text = solution.read_text()
+    if with_badges(text) != text:
+        solution.write_text(with_badges(text))
     for path, text in planned(solution).items():
         path.write_text(text)
     executed = execute(read_markdown(solution.read_text()), cwd=SOLUTIONS)
