@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "helpers"
 MAX_LINES = 900
 # Over the limit for now, each at most this long: the open part of issue 25 (ch05's checks still
 # need splitting into module-level functions). A module on this list may shrink, never grow.
-OVER_FOR_NOW = {"helpers.exercises.ch05_rope": 1415, "helpers.exercises.ch03_sinusoidal": 985}
+OVER_FOR_NOW = {"helpers.exercises.ch05_rope": 1415}
 
 
 def module_name(path: Path) -> str:

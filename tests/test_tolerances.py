@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from helpers import reference
 from helpers.checking import close
-from helpers.exercises import ch03_sinusoidal, common, rope, structure
+from helpers.exercises import common, rope, sinusoidal, structure
 from helpers.exercises.common import angle_tolerance, frequencies, half_precision_error
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16)
@@ -100,8 +100,8 @@ def test_bfloat16_bound_fails_bfloat16_positions():
 
 def test_half_precision_error_names_half_tables_not_wrong_formulas():
     args = (50, 16)
-    angles, _ = ch03_sinusoidal.table_angles(*args)
-    tight = ch03_sinusoidal.table_tolerance(*args)["atol"]
+    angles, _ = sinusoidal.table_angles(*args)
+    tight = sinusoidal.table_tolerance(*args)["atol"]
     loose = angle_tolerance(torch.bfloat16, angles, torch.ones(()), 1.0, torch.bfloat16)
     right = reference.sinusoidal_encoding(*args)
     assert half_precision_error(right.half().float(), right, tight, loose) is not None
@@ -120,7 +120,7 @@ def test_table_tolerance_passes_float32_code_and_fails_half_precision():
     """ch03's bound: float32 code passes at every position up to 2100, a table stored in float16
     (2.4e-4 off even at position 0) fails, and so do float16 positions (2049 is 2048)."""
     args = (2100, 8)
-    bound = ch03_sinusoidal.table_tolerance(*args)
+    bound = sinusoidal.table_tolerance(*args)
     expected = reference.sinusoidal_encoding(*args)
     omega = torch.exp(torch.arange(0, 8, 2, dtype=torch.float32) * (-math.log(10000.0) / 8))
     for positions, right in (
