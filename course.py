@@ -80,15 +80,38 @@ def test(extra: list[str]) -> int:
     suites = {
         "unit and checker tests": [*pytest, "-n", "2", "tests", "--ignore=tests/test_browser.py"],
         # --dist loadfile: a notebook's cells share one kernel, so they must stay on one worker.
-        "solutions, outputs compared (nbval)": [*pytest, "-n", "2", "--dist", "loadfile", "--nbval", "solutions", "--nbval-sanitize-with", "tests/sanitize.cfg", "--nbval-current-env"],
+        "solutions, outputs compared (nbval)": [
+            *pytest,
+            "-n",
+            "2",
+            "--dist",
+            "loadfile",
+            "--nbval",
+            "solutions",
+            "--nbval-sanitize-with",
+            "tests/sanitize.cfg",
+            "--nbval-current-env",
+        ],
     }
     if has_browser:
         # It runs every chapter, unfilled, top to bottom in JupyterLab and fails on any error or stderr
         # output: what nbval-lax checks, and more. Without a browser nbval-lax does it instead.
-        suites["JupyterLab in Chromium: chapters and solutions run, render and respond"] = [*pytest, "tests/test_browser.py"]
+        suites["JupyterLab in Chromium: chapters and solutions run, render and respond"] = [
+            *pytest,
+            "tests/test_browser.py",
+        ]
     else:
         print("\nSKIPPING the browser suite: no chromium (install Debian's `chromium`; see README).\n")
-        suites["chapters, unfilled, run without error (nbval-lax)"] = [*pytest, "-n", "2", "--dist", "loadfile", "--nbval-lax", "chapters", "--nbval-current-env"]
+        suites["chapters, unfilled, run without error (nbval-lax)"] = [
+            *pytest,
+            "-n",
+            "2",
+            "--dist",
+            "loadfile",
+            "--nbval-lax",
+            "chapters",
+            "--nbval-current-env",
+        ]
     failed = []
     for name, cmd in suites.items():
         print(f"\n=== {name} ===", flush=True)
@@ -118,7 +141,9 @@ def main() -> int:
     if command == "test":
         return test(sys.argv[2:])
     if command in ("nbgrader", "gradescope"):
-        return run(PYTHON, "-m", "helpers.export", command, *sys.argv[2:], cwd=Path.cwd())  # paths as the user typed them
+        return run(
+            PYTHON, "-m", "helpers.export", command, *sys.argv[2:], cwd=Path.cwd()
+        )  # paths as the user typed them
     return 0
 
 

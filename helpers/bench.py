@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-BUDGETS = {"import_s": 0.3, "check_median_s": 0.5, "bert_first_check_s": 5.0, "notebook_s": 20.0, "notebook_06_s": 60.0, "notebook_07_s": 180.0, "grade_ratio": 1.3, "sandbox_ratio": 1.1}
+BUDGETS = {
+    "import_s": 0.3,
+    "check_median_s": 0.5,
+    "bert_first_check_s": 5.0,
+    "notebook_s": 20.0,
+    "notebook_06_s": 60.0,
+    "notebook_07_s": 180.0,
+    "grade_ratio": 1.3,
+    "sandbox_ratio": 1.1,
+}
 
 
 def import_seconds(repeats: int = 5) -> float:
@@ -36,7 +45,9 @@ def import_seconds(repeats: int = 5) -> float:
 
     def timed() -> float:
         code = "import torch, time; t = time.perf_counter(); import helpers; print(time.perf_counter() - t)"
-        return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip())
+        return float(
+            subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        )
 
     timed()  # warm the file cache
     return statistics.median(timed() for _ in range(repeats))
@@ -101,7 +112,13 @@ def execute_plainly(path: str | Path, timeout: float = 600.0) -> float:
     cwd = tempfile.mkdtemp(prefix="plain-")
     try:
         started = time.perf_counter()
-        client = nbclient.NotebookClient(notebook, timeout=int(timeout), kernel_name="python3", allow_errors=True, resources={"metadata": {"path": cwd}})
+        client = nbclient.NotebookClient(
+            notebook,
+            timeout=int(timeout),
+            kernel_name="python3",
+            allow_errors=True,
+            resources={"metadata": {"path": cwd}},
+        )
         from helpers.grading.kernel import kernel_env
 
         client.execute(env=kernel_env())
@@ -164,10 +181,16 @@ def sandbox_cost() -> dict[str, Any]:
         best = dict.fromkeys(order, 0.0)
         for unit in (submissions[i : i + jobs] for i in range(0, len(submissions), jobs)):
             runs = [(kind, *timed(kind, unit, jobs)) for kind in order]
-            assert len({scores for kind, _, scores in runs if kind != "plain"}) == 1, f"the sandbox changed the scores: {runs}"
+            assert len({scores for kind, _, scores in runs if kind != "plain"}) == 1, (
+                f"the sandbox changed the scores: {runs}"
+            )
             for kind in best:
                 best[kind] += min(seconds for k, seconds, _ in runs if k == kind)
-        figures[f"jobs{jobs}"] = {"unsandboxed_s": best["off"], "sandboxed_s": best["on"], "ratio": best["on"] / best["off"]}
+        figures[f"jobs{jobs}"] = {
+            "unsandboxed_s": best["off"],
+            "sandboxed_s": best["on"],
+            "ratio": best["on"] / best["off"],
+        }
         if jobs == 1:
             figures["execute_s"] = best["plain"]
             figures["grade_vs_execute"] = best["on"] / best["plain"]
@@ -179,7 +202,9 @@ def verdict(value: float, budget: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--quick", action="store_true", help="skip executing notebooks and grading")
     parser.add_argument("--grading", action="store_true", help="only grading: its overhead and what the sandbox costs")
@@ -187,9 +212,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from helpers.checking import check_device
+    from helpers.probe import check_device
 
-    report: dict = {"machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, checks on {check_device()}", "budgets": BUDGETS}
+    report: dict = {
+        "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, checks on {check_device()}",
+        "budgets": BUDGETS,
+    }
     if not args.grading:
         report["import_s"] = import_seconds()
         report["checks"] = check_seconds()
@@ -200,26 +228,63 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     if "import_s" in report:
-        rows.append(("import helpers beyond torch", f"{report['import_s']:.3f} s", f"≤ {BUDGETS['import_s']} s", verdict(report["import_s"], BUDGETS["import_s"])))
+        rows.append(
+            (
+                "import helpers beyond torch",
+                f"{report['import_s']:.3f} s",
+                f"≤ {BUDGETS['import_s']} s",
+                verdict(report["import_s"], BUDGETS["import_s"]),
+            )
+        )
     for exercise_id, figures in report.get("checks", {}).items():
         ok = verdict(figures["median_s"], BUDGETS["check_median_s"])
         if exercise_id == "BertEmbeddings" and figures["first_s"] > BUDGETS["bert_first_check_s"]:
             ok = "FIRST CALL OVER BUDGET"
-        rows.append((f"check {exercise_id}", f"{figures['median_s']:.3f} s median (first {figures['first_s']:.2f} s)", f"≤ {BUDGETS['check_median_s']} s", ok))
+        rows.append(
+            (
+                f"check {exercise_id}",
+                f"{figures['median_s']:.3f} s median (first {figures['first_s']:.2f} s)",
+                f"≤ {BUDGETS['check_median_s']} s",
+                ok,
+            )
+        )
     for name, seconds in report.get("notebooks_s", {}).items():
-        budget = {"06": BUDGETS["notebook_06_s"], "07": BUDGETS["notebook_07_s"]}.get(name[:2], BUDGETS["notebook_s"])  # the chapters that train models
+        budget = {"06": BUDGETS["notebook_06_s"], "07": BUDGETS["notebook_07_s"]}.get(
+            name[:2], BUDGETS["notebook_s"]
+        )  # the chapters that train models
         rows.append((f"execute solutions/{name}", f"{seconds:.1f} s", f"≤ {budget:g} s", verdict(seconds, budget)))
     if report.get("grading"):
         ratio = report["grading"]["ratio"]
-        rows.append(("grading vs executing", f"{ratio:.2f}×", f"≤ {BUDGETS['grade_ratio']}×", verdict(ratio, BUDGETS["grade_ratio"])))
+        rows.append(
+            (
+                "grading vs executing",
+                f"{ratio:.2f}×",
+                f"≤ {BUDGETS['grade_ratio']}×",
+                verdict(ratio, BUDGETS["grade_ratio"]),
+            )
+        )
     if report.get("sandbox"):
         sandbox = report["sandbox"]
         for jobs in (1, 2):
             figures = sandbox[f"jobs{jobs}"]
             measured = f"{figures['sandboxed_s']:.1f} s / {figures['unsandboxed_s']:.1f} s = {figures['ratio']:.3f}×"
-            rows.append((f"grading 6 notebooks --jobs {jobs}, sandboxed / not", measured, f"≤ {BUDGETS['sandbox_ratio']}×", verdict(figures["ratio"], BUDGETS["sandbox_ratio"])))
+            rows.append(
+                (
+                    f"grading 6 notebooks --jobs {jobs}, sandboxed / not",
+                    measured,
+                    f"≤ {BUDGETS['sandbox_ratio']}×",
+                    verdict(figures["ratio"], BUDGETS["sandbox_ratio"]),
+                )
+            )
         measured = f"{sandbox['jobs1']['sandboxed_s']:.1f} s / {sandbox['execute_s']:.1f} s = {sandbox['grade_vs_execute']:.2f}×"
-        rows.append(("grading 6 notebooks (sandboxed) / executing them", measured, "< 1×", verdict(sandbox["grade_vs_execute"], 1.0)))
+        rows.append(
+            (
+                "grading 6 notebooks (sandboxed) / executing them",
+                measured,
+                "< 1×",
+                verdict(sandbox["grade_vs_execute"], 1.0),
+            )
+        )
     width = max(len(r[0]) for r in rows)
     print(f"Machine: {report['machine']}\n")
     print(f"| {'what'.ljust(width)} | measured | budget | verdict |\n|{'-' * (width + 2)}|---|---|---|")

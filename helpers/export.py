@@ -30,7 +30,9 @@ from helpers.exercises import get
 # nbgrader
 # ---------------------------------------------------------------------------
 
-CHECK_CELL = re.compile(r'check\("(?P<id>\w+)", (?P<name>\w+)\)\s*')  # every check cell of the solutions is exactly this
+CHECK_CELL = re.compile(
+    r'check\("(?P<id>\w+)", (?P<name>\w+)\)\s*'
+)  # every check cell of the solutions is exactly this
 # nbgrader scores a test cell by whether it raises: the panel is still shown, then a failed check fails the cell.
 GRADED_CHECK = """result = check("{id}", {name})
 display(result)  # the course's panel: what is wrong, and the hint
@@ -45,7 +47,14 @@ c.Execute.timeout = 60  # seconds per cell, as helpers.grade's --timeout (nbgrad
 def _nbgrader_metadata(grade_id: str, *, solution: bool = False, points: int | None = None) -> dict:
     """nbgrader's cell metadata (schema 3): a solution cell, or a locked test cell worth `points`."""
     graded = points is not None
-    metadata = {"grade": graded, "grade_id": grade_id, "locked": graded, "schema_version": 3, "solution": solution, "task": False}
+    metadata = {
+        "grade": graded,
+        "grade_id": grade_id,
+        "locked": graded,
+        "schema_version": 3,
+        "solution": solution,
+        "task": False,
+    }
     if graded:
         metadata["points"] = points
     return metadata
@@ -120,21 +129,28 @@ def requirements() -> str:
     """The course's dependencies, pinned to the versions installed here (the ones its tests passed with)."""
     listed = [r for r in importlib.metadata.requires("helpers") or [] if "extra ==" not in r]
     names = [re.match(r"[A-Za-z0-9_.\-]+", r)[0] for r in listed]
-    return "".join(f"{name}=={importlib.metadata.version(name).split('+')[0]}\n" for name in names)  # 2.13.0+cpu -> 2.13.0
+    return "".join(
+        f"{name}=={importlib.metadata.version(name).split('+')[0]}\n" for name in names
+    )  # 2.13.0+cpu -> 2.13.0
 
 
 def build_gradescope_zip(out: Path, chapters: list[str] | None = None) -> Path:
     """An autograder zip: setup.sh, run_autograder, requirements.txt and the course's helpers package under course/."""
     files = {
         "setup.sh": SETUP_SH,
-        "run_autograder": RUN_AUTOGRADER.format(chapters=f"--chapters {','.join(chapters)}" if chapters else "").rstrip() + "\n",
+        "run_autograder": RUN_AUTOGRADER.format(
+            chapters=f"--chapters {','.join(chapters)}" if chapters else ""
+        ).rstrip()
+        + "\n",
         "requirements.txt": requirements(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in files.items():
             info = zipfile.ZipInfo(name)
-            info.external_attr = (stat.S_IFREG | (0o755 if name != "requirements.txt" else 0o644)) << 16  # the scripts executable once unpacked
+            info.external_attr = (
+                stat.S_IFREG | (0o755 if name != "requirements.txt" else 0o644)
+            ) << 16  # the scripts executable once unpacked
             archive.writestr(info, text)
         for path in sorted((release.ROOT / "helpers").rglob("*.py")):
             archive.write(path, f"course/{path.relative_to(release.ROOT)}")
@@ -146,7 +162,9 @@ def sandbox_works() -> bool:
     whose default seccomp profile usually forbids the user namespaces it needs."""
     if not shutil.which("bwrap"):
         return False
-    probe = subprocess.run(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"], capture_output=True)
+    probe = subprocess.run(
+        ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"], capture_output=True
+    )
     return probe.returncode == 0
 
 
@@ -156,9 +174,23 @@ def run_autograder(root: Path, chapters: list[str] | None = None) -> dict:
     results.mkdir(parents=True, exist_ok=True)
     notebooks = sorted(p for p in (root / "submission").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     if not notebooks:
-        report = {"score": 0, "output": "No notebook (.ipynb) in your submission: upload your chapter's notebook.", "tests": []}
+        report = {
+            "score": 0,
+            "output": "No notebook (.ipynb) in your submission: upload your chapter's notebook.",
+            "tests": [],
+        }
     else:
-        command = [sys.executable, "-m", "helpers.grade", str(notebooks[0]), "--format", "gradescope", "--out", str(results), "--quiet"]
+        command = [
+            sys.executable,
+            "-m",
+            "helpers.grade",
+            str(notebooks[0]),
+            "--format",
+            "gradescope",
+            "--out",
+            str(results),
+            "--quiet",
+        ]
         if chapters:
             command += ["--chapter", ",".join(chapters)]
         if not sandbox_works():
@@ -167,12 +199,18 @@ def run_autograder(root: Path, chapters: list[str] | None = None) -> dict:
         done = subprocess.run(command, capture_output=True, text=True)
         path = results / "results.json"
         if done.returncode != 0 or not path.exists():
-            report = {"score": 0, "output": "The autograder failed on this submission; your instructor has been told.", "tests": []}
+            report = {
+                "score": 0,
+                "output": "The autograder failed on this submission; your instructor has been told.",
+                "tests": [],
+            }
             print(done.stdout, done.stderr, sep="\n", file=sys.stderr)  # Gradescope shows this log to the instructor
         else:
             report = json.loads(path.read_text(encoding="utf-8"))
         if len(notebooks) > 1:
-            report["output"] = f"Graded {notebooks[0].name}; your other notebooks were not graded.\n" + report.get("output", "")
+            report["output"] = f"Graded {notebooks[0].name}; your other notebooks were not graded.\n" + report.get(
+                "output", ""
+            )
     report.setdefault("visibility", "visible")
     for test in report["tests"]:
         test.setdefault("visibility", "visible")  # each exercise's message, as students see it in the course
@@ -184,7 +222,9 @@ def run_autograder(root: Path, chapters: list[str] | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     nbgrader = commands.add_parser("nbgrader", help="write every chapter as an nbgrader source assignment")
     nbgrader.add_argument("course_dir", type=Path)

@@ -7,7 +7,16 @@ from helpers.grading.__main__ import main, parse_chapters
 from helpers.grading.batch import grade_many, grade_notebook, grade_notebook_async
 from helpers.grading.collect import Found, collect, detect_chapters, read_submission, report_names
 from helpers.grading.limits import FILE_MB, PROCESS_LIMIT
-from helpers.grading.reports import RENDER, for_students, report_gradescope, report_markdown, summarize, summary_csv, summary_markdown, summary_text
+from helpers.grading.reports import (
+    RENDER,
+    for_students,
+    report_gradescope,
+    report_markdown,
+    summarize,
+    summary_csv,
+    summary_markdown,
+    summary_text,
+)
 from helpers.grading.sandbox import PACKAGE_DIR, Scratch, bwrap_command, sandbox_problem
 from helpers.grading.submission import ExerciseInfo, Submission, exercise_table
 

@@ -43,7 +43,10 @@ SEED = 0  # every tiny model is built from this seed: the same weights in every 
 INITIALIZER_RANGE = 0.2
 VOCAB = 96  # tiny vocabularies and tables: the models build in well under a second
 MAX_POSITIONS = 64
-_TINY_SPECIAL_TOKENS = {"bos_token_id": VOCAB - 1, "eos_token_id": VOCAB - 1}  # GPT-2's and GPT-J's default 50256 is past a tiny vocabulary
+_TINY_SPECIAL_TOKENS = {
+    "bos_token_id": VOCAB - 1,
+    "eos_token_id": VOCAB - 1,
+}  # GPT-2's and GPT-J's default 50256 is past a tiny vocabulary
 
 
 class LibraryUnavailable(RuntimeError):
@@ -83,14 +86,18 @@ def _path(obj, dotted: str):
         elif hasattr(obj, step):
             obj = getattr(obj, step)
         else:
-            raise LibraryUnavailable(f"transformers {transformers_version()}: {type(obj).__name__} has no attribute {step!r} (looking for {dotted})")
+            raise LibraryUnavailable(
+                f"transformers {transformers_version()}: {type(obj).__name__} has no attribute {step!r} (looking for {dotted})"
+            )
     return obj
 
 
 def _build(module: str, model_class: str, config_class: str, **config_kwargs) -> torch.nn.Module:
     """A random-weight model from a config: seeded, float32, eval mode, CPU."""
     config = library_attr(module, config_class)(**config_kwargs)
-    config._attn_implementation = "eager"  # plain softmax attention: what the course writes, and it returns probabilities
+    config._attn_implementation = (
+        "eager"  # plain softmax attention: what the course writes, and it returns probabilities
+    )
     with torch.random.fork_rng(devices=[]):  # the caller's random state is left as it was
         torch.manual_seed(SEED)
         model = library_attr(module, model_class)(config)
@@ -141,13 +148,27 @@ def swapped(module: str, name: str, replacement: Callable) -> Iterator[None]:
 
 
 # Llama's and GPT-NeoX's configs name their sizes alike: 4 heads of 16 dims, 2 layers
-_LLAMA_LIKE_SIZES = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=MAX_POSITIONS)
+_LLAMA_LIKE_SIZES = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    max_position_embeddings=MAX_POSITIONS,
+)
 
 
 @cache
 def tiny_llama():
     """LlamaForCausalLM, 4 query heads sharing 2 key/value heads (GQA), head_dim 16."""
-    return _build("models.llama.modeling_llama", "LlamaForCausalLM", "LlamaConfig", num_key_value_heads=2, initializer_range=INITIALIZER_RANGE, **_LLAMA_LIKE_SIZES)
+    return _build(
+        "models.llama.modeling_llama",
+        "LlamaForCausalLM",
+        "LlamaConfig",
+        num_key_value_heads=2,
+        initializer_range=INITIALIZER_RANGE,
+        **_LLAMA_LIKE_SIZES,
+    )
 
 
 @cache
@@ -171,13 +192,28 @@ def tiny_gptj():
 @cache
 def tiny_neox():
     """GPTNeoXForCausalLM, 4 heads of 16 dims, rotary_pct 0.25: the first 4 dims rotated (half-split)."""
-    return _build("models.gpt_neox.modeling_gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXConfig", rotary_pct=0.25, initializer_range=INITIALIZER_RANGE, **_LLAMA_LIKE_SIZES)
+    return _build(
+        "models.gpt_neox.modeling_gpt_neox",
+        "GPTNeoXForCausalLM",
+        "GPTNeoXConfig",
+        rotary_pct=0.25,
+        initializer_range=INITIALIZER_RANGE,
+        **_LLAMA_LIKE_SIZES,
+    )
 
 
 @cache
 def tiny_bloom():
     """BloomForCausalLM, 4 heads of 16 dims, ALiBi (no positional vector at all)."""
-    return _build("models.bloom.modeling_bloom", "BloomForCausalLM", "BloomConfig", vocab_size=VOCAB, hidden_size=64, n_head=4, n_layer=2)
+    return _build(
+        "models.bloom.modeling_bloom",
+        "BloomForCausalLM",
+        "BloomConfig",
+        vocab_size=VOCAB,
+        hidden_size=64,
+        n_head=4,
+        n_layer=2,
+    )
 
 
 @cache
@@ -224,7 +260,9 @@ def llama_rotate_half(x: torch.Tensor) -> torch.Tensor:
     return library_attr("models.llama.modeling_llama", "rotate_half")(x)
 
 
-def llama_apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def llama_apply_rope(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Llama's apply_rotary_pos_emb: q (B, Hq, T, Dh), k (B, Hk, T, Dh), cos/sin (B, T, Dh)."""
     return library_attr("models.llama.modeling_llama", "apply_rotary_pos_emb")(q, k, cos, sin)
 
@@ -251,7 +289,9 @@ def neox_rotary_ndims(model) -> int:
     return int(_path(model, "gpt_neox.layers.0.attention.rotary_ndims"))
 
 
-def neox_apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def neox_apply_rope(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """NeoX's apply_rotary_pos_emb on the whole q (B, H, T, Dh) and k: the current one
     rotates the first cos.shape[-1] dims itself and passes the rest through."""
     apply = library_attr("models.gpt_neox.modeling_gpt_neox", "apply_rotary_pos_emb")
@@ -266,7 +306,9 @@ def neox_apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: to
 RopeStep = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
-def _rope_model_logits(model, module: str, input_ids, attention_mask, position_ids, rope: RopeStep | None) -> torch.Tensor:
+def _rope_model_logits(
+    model, module: str, input_ids, attention_mask, position_ids, rope: RopeStep | None
+) -> torch.Tensor:
     """logits (B, T, V). With rope, every layer's rotary step is rope(q, k, position_ids)
     instead of the library's apply_rotary_pos_emb(q, k, cos, sin): the library's cos and
     sin are ignored, the positions are what the caller's code gets."""
@@ -274,17 +316,33 @@ def _rope_model_logits(model, module: str, input_ids, attention_mask, position_i
         attention_mask = torch.ones_like(input_ids)
     if position_ids is None:
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    step = contextlib.nullcontext() if rope is None else swapped(module, "apply_rotary_pos_emb", lambda q, k, cos, sin, *args, **kwargs: rope(q, k, position_ids))
+    step = (
+        contextlib.nullcontext()
+        if rope is None
+        else swapped(module, "apply_rotary_pos_emb", lambda q, k, cos, sin, *args, **kwargs: rope(q, k, position_ids))
+    )
     with torch.no_grad(), step:
         return model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
 
 
-def llama_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None, rope: RopeStep | None = None) -> torch.Tensor:
+def llama_logits(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    position_ids: torch.Tensor | None = None,
+    rope: RopeStep | None = None,
+) -> torch.Tensor:
     """A Llama's logits; rope(q (B, Hq, T, Dh), k (B, Hk, T, Dh), position_ids (B, T)) -> (q, k) replaces its rotary step."""
     return _rope_model_logits(model, "models.llama.modeling_llama", input_ids, attention_mask, position_ids, rope)
 
 
-def neox_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None, rope: RopeStep | None = None) -> torch.Tensor:
+def neox_logits(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    position_ids: torch.Tensor | None = None,
+    rope: RopeStep | None = None,
+) -> torch.Tensor:
     """A GPT-NeoX's logits; rope gets whole heads (B, H, T, Dh) and must turn only the first rotary_ndims dims."""
     return _rope_model_logits(model, "models.gpt_neox.modeling_gpt_neox", input_ids, attention_mask, position_ids, rope)
 
@@ -332,7 +390,13 @@ def gptj_rotary(model, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Ten
     return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
 
 
-def gptj_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None, rope: Callable | None = None) -> torch.Tensor:
+def gptj_logits(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    position_ids: torch.Tensor | None = None,
+    rope: Callable | None = None,
+) -> torch.Tensor:
     """A GPT-J's logits; rope(x (1, H, T, rotary_dim), positions (T,)) -> x replaces its
     rotary step, one sequence at a time (each row of a left-padded batch has its own
     positions). GPT-J cuts the first rotary_dim dims of q and k itself and passes the rest."""
@@ -346,7 +410,11 @@ def gptj_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | N
         rows = [rope(x[b : b + 1], position_ids[b]) for b in range(len(x))]
         return torch.cat(rows).transpose(1, 2)
 
-    step = contextlib.nullcontext() if rope is None else swapped("models.gptj.modeling_gptj", "apply_rotary_pos_emb", rotary_step)
+    step = (
+        contextlib.nullcontext()
+        if rope is None
+        else swapped("models.gptj.modeling_gptj", "apply_rotary_pos_emb", rotary_step)
+    )
     with torch.no_grad(), step:
         return model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
 
@@ -394,26 +462,39 @@ def bloom_slopes(num_heads: int) -> torch.Tensor:
     return bloom_alibi(torch.ones(1, 2, dtype=torch.long), num_heads)[0, :, 0, 1]
 
 
-def bloom_first_layer_attention(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def bloom_first_layer_attention(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The first layer's attention probabilities (B, H, T, T), as BLOOM computes them
     (its alibi and its causal mask, eager softmax), with that layer's q and k
     (B, H, T, Dh), split from the fused projection by the attention's own _reshape."""
     attention = _path(model, "transformer.h.0.self_attention")
     split = _path(attention, "_reshape")
     captured = {}
-    hook = _path(attention, "query_key_value").register_forward_hook(lambda module, inputs, output: captured.update(fused=output))
+    hook = _path(attention, "query_key_value").register_forward_hook(
+        lambda module, inputs, output: captured.update(fused=output)
+    )
     try:
         with torch.no_grad():
             out = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
     finally:
         hook.remove()
     if not getattr(out, "attentions", None):
-        raise LibraryUnavailable(f"transformers {transformers_version()}: BLOOM returned no attentions with output_attentions=True")
+        raise LibraryUnavailable(
+            f"transformers {transformers_version()}: BLOOM returned no attentions with output_attentions=True"
+        )
     q, k, _ = split(captured["fused"])
     return out.attentions[0], q, k
 
 
-def bloom_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, slopes: Callable | None = None, bias: Callable | None = None) -> torch.Tensor:
+def bloom_logits(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    slopes: Callable | None = None,
+    bias: Callable | None = None,
+) -> torch.Tensor:
     """A BLOOM's logits, with its ALiBi from the caller's code:
     slopes(n_heads) -> (n_heads,): BLOOM's own row-constant form m_h · j, j counted from each row's first real token;
     bias(n_heads, T) -> (n_heads, T, T): the textbook -m_h · (i - j), -inf above the diagonal, added whole.
@@ -455,7 +536,9 @@ def gpt2_block_input(model, input_ids: torch.Tensor) -> torch.Tensor:
     the dropout is the identity. Read by a pre-hook, the same in transformers 4 and 5."""
     block = _path(model, "transformer.h.0")
     captured = {}
-    hook = block.register_forward_pre_hook(lambda module, args, kwargs: captured.update(x=args[0] if args else kwargs["hidden_states"]), with_kwargs=True)
+    hook = block.register_forward_pre_hook(
+        lambda module, args, kwargs: captured.update(x=args[0] if args else kwargs["hidden_states"]), with_kwargs=True
+    )
     try:
         with torch.no_grad():
             model(input_ids=input_ids)
@@ -546,7 +629,9 @@ def prediction_change(label: str, mine: torch.Tensor, theirs: torch.Tensor) -> f
     relative = ((mine - theirs).norm() / theirs.norm()).item()
     same = mine.argmax(-1) == theirs.argmax(-1)
     agreement = same.float().mean().item()
-    print(f"{label}: logits {relative:.0%} away (relative), top-1 agreement {agreement:.0%} ({int(same.sum())} of {same.numel()} predictions)")
+    print(
+        f"{label}: logits {relative:.0%} away (relative), top-1 agreement {agreement:.0%} ({int(same.sum())} of {same.numel()} predictions)"
+    )
     return agreement
 
 
@@ -581,9 +666,21 @@ def outside_tested_range() -> str | None:
 
 def _rope_config(rope_parameters: dict, head_dim: int, max_position_embeddings: int, **sizes):
     """A LlamaConfig whose RoPE is `rope_parameters` ({"rope_type": ..., "rope_theta": ..., "factor": ...})."""
-    sizes = {"vocab_size": VOCAB, "hidden_size": 2 * head_dim, "intermediate_size": 4 * head_dim, "num_hidden_layers": 2, "num_attention_heads": 2, **sizes}
+    sizes = {
+        "vocab_size": VOCAB,
+        "hidden_size": 2 * head_dim,
+        "intermediate_size": 4 * head_dim,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        **sizes,
+    }
     config_class = library_attr("models.llama.configuration_llama", "LlamaConfig")
-    return config_class(head_dim=head_dim, max_position_embeddings=max_position_embeddings, rope_parameters=dict(rope_parameters), **sizes)
+    return config_class(
+        head_dim=head_dim,
+        max_position_embeddings=max_position_embeddings,
+        rope_parameters=dict(rope_parameters),
+        **sizes,
+    )
 
 
 def rope_parameters(rope_type: str, base: float, factor: float, original_max_len: int, **extra) -> tuple[dict, int]:
@@ -598,7 +695,9 @@ def rope_parameters(rope_type: str, base: float, factor: float, original_max_len
     return parameters, math.ceil(original_max_len * factor)
 
 
-def rope_init(rope_type: str, d: int, base: float, factor: float, original_max_len: int, seq_len: int | None = None, **extra) -> tuple[torch.Tensor, float]:
+def rope_init(
+    rope_type: str, d: int, base: float, factor: float, original_max_len: int, seq_len: int | None = None, **extra
+) -> tuple[torch.Tensor, float]:
     """transformers' own ROPE_INIT_FUNCTIONS[rope_type] for a head of d dims: (inv_freq (d/2,), attention_scale).
     extra: low_freq_factor and high_freq_factor ("llama3"), beta_fast and beta_slow ("yarn")."""
     functions = library_attr("modeling_rope_utils", "ROPE_INIT_FUNCTIONS")
@@ -613,9 +712,23 @@ def rope_init(rope_type: str, d: int, base: float, factor: float, original_max_l
 _ROPE_ARGUMENTS = {
     "linear": lambda p, config, seq_len: (p["factor"],),
     # dynamic: built at the trained length (seq_len None); rerun with T = max(position_ids) + 1, a tensor, once a sequence grows past it
-    "dynamic": lambda p, config, seq_len: (p["factor"], config.max_position_embeddings if seq_len is None else int(seq_len), config.max_position_embeddings),
-    "yarn": lambda p, config, seq_len: (p["factor"], p["original_max_position_embeddings"], float(p.get("beta_fast") or 32), float(p.get("beta_slow") or 1)),
-    "llama3": lambda p, config, seq_len: (p["factor"], p["low_freq_factor"], p["high_freq_factor"], p["original_max_position_embeddings"]),
+    "dynamic": lambda p, config, seq_len: (
+        p["factor"],
+        config.max_position_embeddings if seq_len is None else int(seq_len),
+        config.max_position_embeddings,
+    ),
+    "yarn": lambda p, config, seq_len: (
+        p["factor"],
+        p["original_max_position_embeddings"],
+        float(p.get("beta_fast") or 32),
+        float(p.get("beta_slow") or 1),
+    ),
+    "llama3": lambda p, config, seq_len: (
+        p["factor"],
+        p["low_freq_factor"],
+        p["high_freq_factor"],
+        p["original_max_position_embeddings"],
+    ),
 }
 
 
@@ -647,7 +760,15 @@ def tiny_scaled_llama(rope_parameters: dict, max_position_embeddings: int, initi
     """A LlamaForCausalLM (4 heads of 16 dims, 2 layers) with this RoPE scaling, seeded: the same
     weights whatever the scaling. initializer_range 0.2 (the default is 0.02) makes q·k large
     enough that the angles, so the positions, change the predictions visibly."""
-    sizes = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, initializer_range=initializer_range)
+    sizes = dict(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        initializer_range=initializer_range,
+    )
     config = _rope_config(rope_parameters, 16, max_position_embeddings, **sizes)
     config._attn_implementation = "eager"
     with torch.random.fork_rng(devices=[]):

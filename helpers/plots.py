@@ -23,7 +23,9 @@ def _plt():
 # ---------------------------------------------------------------------------
 
 
-def lookup_picture(weight: torch.Tensor, ids: torch.Tensor, tokens: list[str] | None = None, highlight: int | None = None) -> None:
+def lookup_picture(
+    weight: torch.Tensor, ids: torch.Tensor, tokens: list[str] | None = None, highlight: int | None = None
+) -> None:
     """The table W (V, d) on the left, the looked-up rows on the right:
     out[j] = W[ids[j]]. Arrows join each id to its row."""
     plt = _plt()
@@ -45,9 +47,13 @@ def lookup_picture(weight: torch.Tensor, ids: torch.Tensor, tokens: list[str] | 
     for j, i in enumerate(ids.tolist()):
         chosen = highlight is None or highlight == j
         colour, width = ("black", 1.5) if chosen else ("0.75", 0.6)
-        left.add_patch(plt.Rectangle((-0.5, i - 0.5), weight.shape[1], 1, fill=False, edgecolor=colour, linewidth=width))
+        left.add_patch(
+            plt.Rectangle((-0.5, i - 0.5), weight.shape[1], 1, fill=False, edgecolor=colour, linewidth=width)
+        )
         if chosen:
-            right.add_patch(plt.Rectangle((-0.5, j - 0.5), weight.shape[1], 1, fill=False, edgecolor="black", linewidth=2))
+            right.add_patch(
+                plt.Rectangle((-0.5, j - 0.5), weight.shape[1], 1, fill=False, edgecolor="black", linewidth=2)
+            )
     fig.suptitle("An embedding is a lookup: row ids[j] of W becomes output row j")
     fig.tight_layout()
     plt.show()
@@ -70,7 +76,9 @@ def gradient_rows(grad: torch.Tensor, used: list[int]) -> None:
     norms = grad.detach().cpu().norm(dim=1)
     fig, ax = plt.subplots(figsize=(7, 2.8))
     ax.bar(range(len(norms)), norms, color=["C3" if i in used else "0.7" for i in range(len(norms))])
-    ax.set(title="Gradient norm per row of W after one backward pass", xlabel="token id (row of W)", ylabel="‖∂loss/∂W[i]‖")
+    ax.set(
+        title="Gradient norm per row of W after one backward pass", xlabel="token id (row of W)", ylabel="‖∂loss/∂W[i]‖"
+    )
     fig.tight_layout()
     plt.show()
 
@@ -119,13 +127,28 @@ def embedding_norms(d_model: int | None = None) -> None:
     panels = 1 if d_model is None else 2
     fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.3), squeeze=False)
     left = axes[0, 0]
-    left.plot(D_MODELS, [table[d]["position"] for d in D_MODELS], "k--", linewidth=2.5, label="position (sinusoidal): √(d/2)")
+    left.plot(
+        D_MODELS, [table[d]["position"] for d in D_MODELS], "k--", linewidth=2.5, label="position (sinusoidal): √(d/2)"
+    )
     for name, (colour, style, label) in _TOKEN_STYLES.items():
         marker, width = ("x", 2.5) if style == ":" else ("o", 1.5)
-        left.plot(D_MODELS, [table[d][name] for d in D_MODELS], color=colour, linestyle=style, linewidth=width, marker=marker, markersize=4, label=label)
+        left.plot(
+            D_MODELS,
+            [table[d][name] for d in D_MODELS],
+            color=colour,
+            linestyle=style,
+            linewidth=width,
+            marker=marker,
+            markersize=4,
+            label=label,
+        )
     left.set_xscale("log", base=2)
     left.set_yscale("log")
-    left.set(title="Token vs positional vector norm as d_model grows", xlabel="d_model", ylabel="norm of the vector (mean of 256)")
+    left.set(
+        title="Token vs positional vector norm as d_model grows",
+        xlabel="d_model",
+        ylabel="norm of the vector (mean of 256)",
+    )
     left.legend(fontsize=8)
     if d_model is not None:
         left.axvline(d_model, color="0.5", linewidth=1)
@@ -133,15 +156,31 @@ def embedding_norms(d_model: int | None = None) -> None:
         norms = embedding_norms_at(d_model)
         position = norms["position"]
         names = list(_TOKEN_STYLES)
-        bars = right.bar(range(4), [norms[n] for n in names], color=[_TOKEN_STYLES[n][0] for n in names], hatch=["", "//", "", "//"], edgecolor="white")
+        bars = right.bar(
+            range(4),
+            [norms[n] for n in names],
+            color=[_TOKEN_STYLES[n][0] for n in names],
+            hatch=["", "//", "", "//"],
+            edgecolor="white",
+        )
         right.axhline(position, color="k", linestyle="--", linewidth=2, label=f"position: √(d/2) = {position:.1f}")
         for bar, name in zip(bars, names):
             share = norms[name] ** 2 / (norms[name] ** 2 + position**2)  # random vectors are nearly orthogonal
-            right.annotate(f"{norms[name]:.1f}\n{share:.1%} token", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
+            right.annotate(
+                f"{norms[name]:.1f}\n{share:.1%} token",
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
         right.set_xticks(range(4), ["N(0, 1)", "N(0, 1)\n× √d", "N(0, 1/d)", "N(0, 1/d)\n× √d"])
         right.set_yscale("log")
         right.set_ylim(0.3, max(norms.values()) * 4)
-        right.set(title=f"d_model = {d_model}: token norms and the token's share of ‖token + position‖²", xlabel="init of the token table, and the factor", ylabel="norm (log scale)")
+        right.set(
+            title=f"d_model = {d_model}: token norms and the token's share of ‖token + position‖²",
+            xlabel="init of the token table, and the factor",
+            ylabel="norm (log scale)",
+        )
         right.title.set_fontsize(9)
         right.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
@@ -159,7 +198,9 @@ def tied_gradients(input_use: torch.Tensor, output_use: torch.Tensor, used: list
         "from the lookup (input use)": input_use.detach().cpu(),
         "from the logits (output use)": output_use.detach().cpu(),
     }
-    parts["tied: their sum, one gradient"] = parts["from the lookup (input use)"] + parts["from the logits (output use)"]
+    parts["tied: their sum, one gradient"] = (
+        parts["from the lookup (input use)"] + parts["from the logits (output use)"]
+    )
     norms = {name: part.norm(dim=1) for name, part in parts.items()}  # (V,) each
     V = len(norms["from the lookup (input use)"])
     floor = min(float(n[n > 0].min()) for n in norms.values()) / 4
@@ -174,7 +215,11 @@ def tied_gradients(input_use: torch.Tensor, output_use: torch.Tensor, used: list
     ax.set_ylim(floor, float(max(n.max() for n in norms.values())) * 2)
     roles = [", ".join(role for role, rows in (("input", used), ("target", targets)) if i in rows) for i in range(V)]
     ax.set_xticks(range(V), [f"{i}\n({role})" if role else str(i) for i, role in enumerate(roles)], fontsize=8)
-    ax.set(title="One backward pass through a tied model: gradient norm per row (log scale)", xlabel="token id (row of the matrix)", ylabel="‖∂loss/∂W[i]‖")
+    ax.set(
+        title="One backward pass through a tied model: gradient norm per row (log scale)",
+        xlabel="token id (row of the matrix)",
+        ylabel="‖∂loss/∂W[i]‖",
+    )
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     plt.show()
@@ -188,7 +233,9 @@ def loss_curves(curves: dict[str, list[float]], floor: float | None = None) -> N
         ax.plot(losses, label=name)
     if floor is not None:
         ax.axhline(floor, color="0.5", linestyle="--", linewidth=1, label="best possible (the corpus' own entropy)")
-    ax.set(title="Next-token loss while training, tied embedding", xlabel="training step", ylabel="cross-entropy (nats)")
+    ax.set(
+        title="Next-token loss while training, tied embedding", xlabel="training step", ylabel="cross-entropy (nats)"
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     plt.show()
@@ -209,9 +256,15 @@ def sinusoidal_heatmap(pe: torch.Tensor, base: float = 10000.0) -> None:
     pe = pe.detach().float().cpu()
     N, d = pe.shape
     fig, ax = plt.subplots(figsize=(9, 4.6))
-    mesh = ax.pcolormesh(torch.arange(d + 1) - 0.5, torch.arange(N + 1) - 0.5, pe, cmap="RdBu_r", vmin=-1, vmax=1, shading="flat")
+    mesh = ax.pcolormesh(
+        torch.arange(d + 1) - 0.5, torch.arange(N + 1) - 0.5, pe, cmap="RdBu_r", vmin=-1, vmax=1, shading="flat"
+    )
     ax.invert_yaxis()
-    ax.set(title=f"Sinusoidal encoding, {N} positions × d_model = {d}", xlabel="dimension (column): sin in even, cos in odd columns", ylabel="position")
+    ax.set(
+        title=f"Sinusoidal encoding, {N} positions × d_model = {d}",
+        xlabel="dimension (column): sin in even, cos in odd columns",
+        ylabel="position",
+    )
     pairs = list(range(0, d, max(2, d // 8) // 2 * 2))
     top = ax.secondary_xaxis("top")
     top.set_xticks(pairs, [f"{2 * torch.pi * base ** (j / d):.3g}" for j in pairs], fontsize=8)
@@ -228,12 +281,22 @@ def sinusoidal_slices(pe: torch.Tensor, position: int, pair: int, base: float = 
     N, d = pe.shape
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6), gridspec_kw={"width_ratios": [1, 1.3]})
     left.bar(range(d), pe[position], color=["C0" if j % 2 == 0 else "C1" for j in range(d)], width=0.9)
-    left.set(title=f"PE[{position}]: the vector of position {position}", xlabel="dimension (blue sin, orange cos)", ylabel="value", ylim=(-1.1, 1.1))
+    left.set(
+        title=f"PE[{position}]: the vector of position {position}",
+        xlabel="dimension (blue sin, orange cos)",
+        ylabel="value",
+        ylim=(-1.1, 1.1),
+    )
     sin_col, cos_col = 2 * pair, min(2 * pair + 1, d - 1)
     right.plot(range(N), pe[:, sin_col], label=f"column {sin_col}: sin")
     right.plot(range(N), pe[:, cos_col], label=f"column {cos_col}: cos")
     right.axvline(position, color="0.5", linestyle=":")
-    right.set(title=f"pair {pair}: wavelength {2 * torch.pi * base ** (2 * pair / d):.4g} positions", xlabel="position", ylabel="value", ylim=(-1.1, 1.1))
+    right.set(
+        title=f"pair {pair}: wavelength {2 * torch.pi * base ** (2 * pair / d):.4g} positions",
+        xlabel="position",
+        ylabel="value",
+        ylim=(-1.1, 1.1),
+    )
     right.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     plt.show()
@@ -247,7 +310,9 @@ def shift_matrix(M: torch.Tensor, k: int, zoom: int = 8) -> None:
     for ax, shown in ((whole, M), (corner, M[:zoom, :zoom])):
         ax.imshow(shown, cmap="RdBu_r", vmin=-1, vmax=1)
         ax.set(xlabel="column", ylabel="row")
-    for (r, c), value in zip(torch.cartesian_prod(torch.arange(zoom), torch.arange(zoom)).tolist(), M[:zoom, :zoom].flatten().tolist()):
+    for (r, c), value in zip(
+        torch.cartesian_prod(torch.arange(zoom), torch.arange(zoom)).tolist(), M[:zoom, :zoom].flatten().tolist()
+    ):
         if value != 0:
             corner.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=8)
     whole.set_title(f"M_{k}, {tuple(M.shape)}: 2×2 blocks on the diagonal")
@@ -265,14 +330,26 @@ def dot_product_vs_offset(pe: torch.Tensor, starts: list[int], max_offset: int) 
     fig, ax = plt.subplots(figsize=(9, 3.6))
     for n, p in enumerate(starts):  # thick to thin, so that curves on top of each other all show
         keep = (p + offsets >= 0) & (p + offsets < len(pe))
-        ax.plot(offsets[keep], pe[p + offsets[keep]] @ pe[p], label=f"p = {p}", linewidth=1.2 + 2.5 * (len(starts) - 1 - n), alpha=0.8)
-    ax.set(title="PE[p] · PE[p + k] depends on the offset k only, and is symmetric in k", xlabel="offset k", ylabel="dot product")
+        ax.plot(
+            offsets[keep],
+            pe[p + offsets[keep]] @ pe[p],
+            label=f"p = {p}",
+            linewidth=1.2 + 2.5 * (len(starts) - 1 - n),
+            alpha=0.8,
+        )
+    ax.set(
+        title="PE[p] · PE[p + k] depends on the offset k only, and is symmetric in k",
+        xlabel="offset k",
+        ylabel="dot product",
+    )
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     plt.show()
 
 
-def additive_vs_rotary(terms: dict[str, torch.Tensor], additive: torch.Tensor, rotary: torch.Tensor, offset: int) -> None:
+def additive_vs_rotary(
+    terms: dict[str, torch.Tensor], additive: torch.Tensor, rotary: torch.Tensor, offset: int
+) -> None:
     """The attention score of two fixed tokens at positions m and m + offset, as
     the pair slides along the text. Left: the four terms of the additive score
     (x + p_m) W_Q W_K^T (y + p_n)^T, and the position-position term with
@@ -283,11 +360,19 @@ def additive_vs_rotary(terms: dict[str, torch.Tensor], additive: torch.Tensor, r
     for n, (name, values) in enumerate(terms.items()):
         style = "--" if "= I" in name else "-"
         left.plot(m, values.detach().cpu(), style, color=f"C{n}", linewidth=1.2, label=name)
-    left.set(title=f"Additive: the four terms, offset n − m = {offset} fixed", xlabel="query position m", ylabel="term of the score")
+    left.set(
+        title=f"Additive: the four terms, offset n − m = {offset} fixed",
+        xlabel="query position m",
+        ylabel="term of the score",
+    )
     left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)  # below the axes: no line hidden
     right.plot(m, additive.detach().cpu(), color="C7", linewidth=1.2, label="additive: (x + p_m) W_Q · (y + p_n) W_K")
-    right.plot(m, rotary.detach().cpu(), color="k", linewidth=2, label="rotary: (M_m q) · (M_n k), q = x W_Q, k = y W_K")
-    right.set(title="The whole score: only the rotary one is relative", xlabel="query position m", ylabel="attention score")
+    right.plot(
+        m, rotary.detach().cpu(), color="k", linewidth=2, label="rotary: (M_m q) · (M_n k), q = x W_Q, k = y W_K"
+    )
+    right.set(
+        title="The whole score: only the rotary one is relative", xlabel="query position m", ylabel="attention score"
+    )
     right.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     fig.tight_layout()
     plt.show()
@@ -316,7 +401,9 @@ def learned_vs_sinusoidal(learned: torch.Tensor, untrained: torch.Tensor | None 
     panels["learned (MiniLM, after training)"] = learned
     panels["sinusoidal (fixed formula)"] = reference.sinusoidal_encoding(N, d)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1, 4.4))
-    fig.subplots_adjust(left=0.06, right=0.9, bottom=0.12, top=0.84, wspace=0.3)  # fixed layout: constrained layout is slow
+    fig.subplots_adjust(
+        left=0.06, right=0.9, bottom=0.12, top=0.84, wspace=0.3
+    )  # fixed layout: constrained layout is slow
     for ax, (title, table) in zip(axes, panels.items()):
         unit = _unit_rows(table)
         image = ax.imshow(unit @ unit.T, cmap="RdBu_r", vmin=-1, vmax=1)
@@ -335,7 +422,12 @@ def position_similarity_row(learned: torch.Tensor, position: int) -> None:
         unit = _unit_rows(table)
         ax.plot(range(N), unit @ unit[position], label=label, linewidth=1.2)
     ax.axvline(position, color="0.5", linestyle=":", linewidth=1)
-    ax.set(title=f"How similar is position {position} to every other position?", xlabel="position j", ylabel=f"cos(P[{position}], P[j])", ylim=(-0.6, 1.05))
+    ax.set(
+        title=f"How similar is position {position} to every other position?",
+        xlabel="position j",
+        ylabel=f"cos(P[{position}], P[j])",
+        ylim=(-0.6, 1.05),
+    )
     ax.legend(loc="lower right")
     fig.tight_layout()
     plt.show()
@@ -353,10 +445,16 @@ def position_components(table: torch.Tensor, zoom: int = 48) -> None:
     N = table.shape[0]
     period = N / float(torch.fft.rfft(scores[:, 0]).abs()[1:].argmax() + 1)  # PC1's strongest frequency, as a period
     fig, (fast, slow, circle) = plt.subplots(1, 3, figsize=(15, 4.2), gridspec_kw={"width_ratios": [1.2, 1.2, 1]})
-    fig.subplots_adjust(left=0.05, right=0.95, bottom=0.13, top=0.83, wspace=0.3)  # fixed layout: constrained layout is slow
+    fig.subplots_adjust(
+        left=0.05, right=0.95, bottom=0.13, top=0.83, wspace=0.3
+    )  # fixed layout: constrained layout is slow
     for k in (0, 1):
-        fast.plot(range(zoom), scores[:zoom, k], "o-", markersize=3, label=f"PC{k + 1} ({share[k]:.0%} of the variance)")
-    fast.set(title=f"PC1 and PC2, first {zoom} positions (period ≈ {period:.1f})", xlabel="position", ylabel="coordinate")
+        fast.plot(
+            range(zoom), scores[:zoom, k], "o-", markersize=3, label=f"PC{k + 1} ({share[k]:.0%} of the variance)"
+        )
+    fast.set(
+        title=f"PC1 and PC2, first {zoom} positions (period ≈ {period:.1f})", xlabel="position", ylabel="coordinate"
+    )
     fast.legend(loc="lower right", fontsize=8)
     for k in (2, 3):
         slow.plot(range(N), scores[:, k], label=f"PC{k + 1} ({share[k]:.0%})")
@@ -391,10 +489,26 @@ def rope_pairs(position: int, thetas: list[float], pair: tuple[float, float] = (
         angles = start + earlier * theta
         ax.plot(radius * torch.cos(angles), radius * torch.sin(angles), ".", color="C0", alpha=0.25, markersize=3)
         angle = start + position * theta
-        ax.annotate("", xy=(radius * math.cos(angle), radius * math.sin(angle)), xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": "C3", "lw": 2})
-        ax.annotate("", xy=(radius * math.cos(start), radius * math.sin(start)), xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": "0.6", "lw": 1, "ls": "--"})
+        ax.annotate(
+            "",
+            xy=(radius * math.cos(angle), radius * math.sin(angle)),
+            xytext=(0, 0),
+            arrowprops={"arrowstyle": "->", "color": "C3", "lw": 2},
+        )
+        ax.annotate(
+            "",
+            xy=(radius * math.cos(start), radius * math.sin(start)),
+            xytext=(0, 0),
+            arrowprops={"arrowstyle": "->", "color": "0.6", "lw": 1, "ls": "--"},
+        )
         ax.add_patch(plt.Circle((0, 0), radius, fill=False, color="0.85"))
-        ax.set(xlim=(-1.2 * radius, 1.2 * radius), ylim=(-1.2 * radius, 1.2 * radius), aspect="equal", xlabel="1st component of the pair", ylabel="2nd component")
+        ax.set(
+            xlim=(-1.2 * radius, 1.2 * radius),
+            ylim=(-1.2 * radius, 1.2 * radius),
+            aspect="equal",
+            xlabel="1st component of the pair",
+            ylabel="2nd component",
+        )
         ax.set_title(f"pair {i}: θ = {theta:.3g}\nangle = {position * theta:.3g} rad", fontsize=10)
     fig.suptitle(f"RoPE at position m = {position}: pair j turns by m·θ_j (grey: position 0)")
     fig.tight_layout()
@@ -426,7 +540,11 @@ def rope_table(cos: torch.Tensor, positions: int = 64) -> None:
     image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
     half = table.shape[1] / 2 - 0.5
     ax.axvline(half, color="black", lw=1.5, ls="--")
-    ax.set(title="cos(m·θ_j), half-split layout: columns j and j + d/2 hold pair j's angle", xlabel="column of the table (head dimension)", ylabel="position m")
+    ax.set(
+        title="cos(m·θ_j), half-split layout: columns j and j + d/2 hold pair j's angle",
+        xlabel="column of the table (head dimension)",
+        ylabel="position m",
+    )
     fig.colorbar(image, ax=ax)
     fig.tight_layout()
     plt.show()
@@ -442,7 +560,15 @@ def rope_matrices(matrices: dict[str, torch.Tensor], position: int) -> None:
         image = ax.imshow(matrix, cmap="RdBu_r", vmin=-1, vmax=1)
         if matrix.shape[0] <= 16:  # small enough to read every entry
             for (row, column), value in zip(matrix.nonzero().tolist(), matrix[matrix != 0].tolist()):
-                ax.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=6.5, color="white" if abs(value) > 0.6 else "black")
+                ax.text(
+                    column,
+                    row,
+                    f"{value:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=6.5,
+                    color="white" if abs(value) > 0.6 else "black",
+                )
         ax.set(title=name, xlabel="input component", ylabel="output component")
     fig.colorbar(image, ax=list(axes), label="entry: cos(m·θ_j) or ±sin(m·θ_j)", shrink=0.8)
     fig.suptitle(f"The rotation RoPE applies at position {position}: same angles, different pairs")
@@ -461,7 +587,12 @@ def relative_scores(scores: torch.Tensor) -> None:
     plt.show()
 
 
-def rope_decay(distances: torch.Tensor, bounds: dict[str, torch.Tensor], random_pairs: dict[str, torch.Tensor], aligned: dict[str, torch.Tensor]) -> None:
+def rope_decay(
+    distances: torch.Tensor,
+    bounds: dict[str, torch.Tensor],
+    random_pairs: dict[str, torch.Tensor],
+    aligned: dict[str, torch.Tensor],
+) -> None:
     """Three views of "long-term decay" against the distance m − n, side by side:
     RoFormer's §3.4.3 upper bound (a worst case, not a score), statistics of the
     score of independent random q and k (flat: a rotation of a random vector is
@@ -498,7 +629,11 @@ def bf16_positions(positions: torch.Tensor, zoom: tuple[int, int] = (248, 272), 
     left.set(title="Past 256, bfloat16 skips integers", xlabel="position m", ylabel="value stored")
     left.legend()
     right.plot(positions, angle_error, ".", markersize=2)
-    right.set(title=f"Angle error with bfloat16 positions (θ = {theta:g})", xlabel="position m", ylabel="|angle(bf16) − angle(exact)| (rad)")
+    right.set(
+        title=f"Angle error with bfloat16 positions (θ = {theta:g})",
+        xlabel="position m",
+        ylabel="|angle(bf16) − angle(exact)| (rad)",
+    )
     fig.tight_layout()
     plt.show()
 
@@ -519,12 +654,21 @@ def alibi_heads(bias: torch.Tensor, heads: list[int]) -> None:
     finite = bias[torch.isfinite(bias)]
     cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")
     for ax, h in zip(axes, heads):
-        image = ax.imshow(bias[h].masked_fill(~torch.isfinite(bias[h]), float("nan")), cmap=cmap, vmin=float(finite.min()), vmax=0)
-        ax.set(title=f"head {h}  (m = {2 ** (-8 * (h + 1) / bias.shape[0]):.3g})" if bias.shape[0] & (bias.shape[0] - 1) == 0 else f"head {h}", xlabel="key position j")
+        image = ax.imshow(
+            bias[h].masked_fill(~torch.isfinite(bias[h]), float("nan")), cmap=cmap, vmin=float(finite.min()), vmax=0
+        )
+        ax.set(
+            title=f"head {h}  (m = {2 ** (-8 * (h + 1) / bias.shape[0]):.3g})"
+            if bias.shape[0] & (bias.shape[0] - 1) == 0
+            else f"head {h}",
+            xlabel="key position j",
+        )
         ax.locator_params(integer=True)
     axes[0].set_ylabel("query position i")
     fig.colorbar(image, ax=list(axes), label="bias -m·(i - j)  (grey: -inf)")
-    fig.suptitle(f"ALiBi biases for {bias.shape[0]} heads, {bias.shape[1]} positions: steep heads look near, flat heads look far")
+    fig.suptitle(
+        f"ALiBi biases for {bias.shape[0]} heads, {bias.shape[1]} positions: steep heads look near, flat heads look far"
+    )
     plt.show()
 
 
@@ -541,7 +685,11 @@ def alibi_reach(slopes: torch.Tensor, head: int, length: int = 64) -> None:
     left.set(title=f"head {head}: slope m = {slope:.4g}", xlabel="distance back i - j", ylabel="bias -m·(i - j)")
     right.bar(distance, weights, color="C2", width=1.0)
     right.axvline(reach - 0.5, color="0.4", linestyle=":")
-    right.set(title=f"softmax of the bias alone: 90% of the weight on the nearest {reach} keys", xlabel="distance back i - j", ylabel="attention weight")
+    right.set(
+        title=f"softmax of the bias alone: 90% of the weight on the nearest {reach} keys",
+        xlabel="distance back i - j",
+        ylabel="attention weight",
+    )
     fig.tight_layout()
     plt.show()
 
@@ -583,7 +731,9 @@ def accuracy_by_position(accuracy: dict[str, torch.Tensor], trained: int, chance
 # ---------------------------------------------------------------------------
 
 
-def slowdown_by_pair(methods: dict[str, tuple[torch.Tensor, float]], plain: torch.Tensor, trained: int, factor: float) -> None:
+def slowdown_by_pair(
+    methods: dict[str, tuple[torch.Tensor, float]], plain: torch.Tensor, trained: int, factor: float
+) -> None:
     """For each method's (inv_freq, attention_scale): how much it slows each pair down,
     θ_i / θ'_i, against the pair's original wavelength 2π/θ_i (log axes). Pairs left of
     the dotted line turned at least once within the trained length L; right of it, never."""

@@ -31,7 +31,9 @@ def one_hot_lookup(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return one_hot.to(weight.dtype) @ weight  # (..., V) @ (V, d) -> (..., d)
 
 
-def embedding_backward(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None) -> torch.Tensor:
+def embedding_backward(
+    grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None
+) -> torch.Tensor:
     """The weight's gradient of a lookup: every use of row i adds its upstream gradient
     to row i (a token used twice collects twice), and the padding row gets none."""
     d = grad_out.shape[-1]
@@ -129,7 +131,9 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         T = x.shape[1]  # x: (B, T, d), batch first
         if T > self.max_len:
-            raise ValueError(f"Cannot encode a sequence of length {T}: max_len is only {self.max_len}. Build PositionalEncoding with a larger max_len.")
+            raise ValueError(
+                f"Cannot encode a sequence of length {T}: max_len is only {self.max_len}. Build PositionalEncoding with a larger max_len."
+            )
         return self.dropout(x + self.pe[:T])  # (B, T, d) + (T, d): the same positions for every sequence
 
 
@@ -164,7 +168,9 @@ class TokenAndPositionEmbedding(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         T = ids.shape[1]  # ids: (B, T)
         if T > self.max_len:
-            raise ValueError(f"Cannot embed a sequence of length {T}: max_len is only {self.max_len}. Build the module with a larger max_len.")
+            raise ValueError(
+                f"Cannot embed a sequence of length {T}: max_len is only {self.max_len}. Build the module with a larger max_len."
+            )
         return self.dropout(self.embedding(ids) * self.scale + self.pe[:T])  # only the tokens are scaled
 
 
@@ -189,7 +195,9 @@ class LearnedPositionalEmbedding(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         T = x.shape[1]  # x: (B, T, d)
         if T > self.max_len:
-            raise ValueError(f"Cannot forward a sequence of length {T}: max_len is only {self.max_len}. Build the module with a larger max_len.")
+            raise ValueError(
+                f"Cannot forward a sequence of length {T}: max_len is only {self.max_len}. Build the module with a larger max_len."
+            )
         positions = torch.arange(T, device=x.device)  # on x's device: a bare torch.arange(T) lives on the CPU
         return x + self.position_embeddings(positions)  # (B, T, d) + (T, d): the same rows for every sequence
 
@@ -210,7 +218,9 @@ class BertEmbeddings(nn.Module):
         pad_token_id: int = 0,
     ):
         super().__init__()
-        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)  # [PAD]'s row gets no gradient
+        self.word_embeddings = nn.Embedding(
+            vocab_size, hidden_size, padding_idx=pad_token_id
+        )  # [PAD]'s row gets no gradient
         self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
         self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)  # segment A = 0, segment B = 1
         self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)  # BERT's eps is 1e-12, PyTorch's default 1e-5
@@ -219,11 +229,17 @@ class BertEmbeddings(nn.Module):
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         T = input_ids.shape[1]  # input_ids: (B, T)
         if T > self.position_embeddings.num_embeddings:
-            raise ValueError(f"Cannot embed {T} tokens: max_position_embeddings is only {self.position_embeddings.num_embeddings}.")
+            raise ValueError(
+                f"Cannot embed {T} tokens: max_position_embeddings is only {self.position_embeddings.num_embeddings}."
+            )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)  # one segment: every token belongs to sentence A
         positions = torch.arange(T, device=input_ids.device)  # (T,)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)  # (B, T, d)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )  # (B, T, d)
         return self.dropout(self.LayerNorm(x))  # dropout after the norm; a no-op in eval()
 
 
@@ -241,7 +257,9 @@ class BertEmbeddings(nn.Module):
 #   interleaved pair i = (x[2i], x[2i + 1])   Meta Llama, GPT-J    (rope_interleaved)
 
 
-def rope_frequencies(head_dim: int, base: float = 10000.0, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
+def rope_frequencies(
+    head_dim: int, base: float = 10000.0, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
+) -> torch.Tensor:
     """θ_i = base^(-2i/head_dim) for i = 0 .. head_dim/2 - 1 (RoFormer eq. 15).
     From the HEAD dimension: every head is rotated on its own."""
     two_i = torch.arange(0, head_dim, 2, dtype=dtype, device=device)  # 0, 2, 4, ..., head_dim - 2
@@ -265,7 +283,9 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([-x2, x1], dim=-1)
 
 
-def apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def apply_rope(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotate q (B, Hq, T, Dh) and k (B, Hk, T, Dh) by their positions, half-split
     layout, HF's `apply_rotary_pos_emb`: x·cos + rotate_half(x)·sin.
     cos, sin: (max_len, Dh) from rope_cache; positions: None (0..T-1), (T,) or (B, T)."""
@@ -284,7 +304,9 @@ def apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.T
     return rotate(q), rotate(k)  # Hq and Hk may differ (GQA): cos, sin broadcast over heads
 
 
-def apply_partial_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def apply_partial_rope(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Partial RoPE, as GPT-NeoX (rotary_pct) and GPT-J (rotary_dim) do it: only the first
     r = cos.shape[-1] dims of each head are turned (half-split within those r: pair i is
     (x[i], x[i + r/2])), with an r-dim head's frequencies; the other Dh - r dims carry
@@ -308,7 +330,9 @@ def rope_interleaved(x: torch.Tensor, positions: torch.Tensor | None = None, bas
     return turned.flatten(-2).to(x.dtype)  # (B, H, T, d): pairs back in adjacent columns
 
 
-def rope_from_shift_matrix(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+def rope_from_shift_matrix(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
+) -> torch.Tensor:
     """Interleaved RoPE, built from chapter 03's relative_shift_matrix: at position m the
     row vector x becomes x @ M_m (that is M_mᵀ x), pair (x[2i], x[2i+1]) turned by m·θ_i.
     (M_m's blocks [[cos, sin], [-sin, cos]] act on chapter 03's (sin, cos) pairs; a RoPE pair
@@ -331,10 +355,14 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         last = q.shape[-2] - 1 if positions is None else int(positions.max())
         if last >= self.max_len:
-            raise ValueError(f"position {last} is past the table: max_len is only {self.max_len}; build RotaryEmbedding with a larger max_len")
+            raise ValueError(
+                f"position {last} is past the table: max_len is only {self.max_len}; build RotaryEmbedding with a larger max_len"
+            )
         return apply_rope(q, k, self.cos, self.sin, positions)
 
 
@@ -376,7 +404,9 @@ def alibi_bias(n_heads: int, seq_len: int) -> torch.Tensor:
     return bias.masked_fill(j > i, float("-inf"))  # no looking ahead
 
 
-def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
+def t5_relative_bucket(
+    relative_position: torch.Tensor, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+) -> torch.Tensor:
     """T5's bucket of each relative position, key minus query (Raffel et al. 2020, §2.1; Mesh
     TensorFlow's rule, as transformers' T5Attention._relative_position_bucket computes it).
 
@@ -433,7 +463,9 @@ def ntk_scaling(d: int, base: float, factor: float) -> tuple[torch.Tensor, float
     return rope_inv_freq(d, base * factor ** (d / (d - 2))), 1.0
 
 
-def dynamic_ntk_scaling(d: int, base: float, factor: float, seq_len: int, original_max_len: int) -> tuple[torch.Tensor, float]:
+def dynamic_ntk_scaling(
+    d: int, base: float, factor: float, seq_len: int, original_max_len: int
+) -> tuple[torch.Tensor, float]:
     """Dynamic NTK (emozilla 2023), transformers' "dynamic": NTK-aware scaling whose
     factor grows with the sequence actually run, and is 1 (no change) up to the
     trained length: base' = base · (factor·T/L - (factor - 1))^(d/(d-2)), T ≥ L."""
@@ -442,7 +474,9 @@ def dynamic_ntk_scaling(d: int, base: float, factor: float, seq_len: int, origin
     return rope_inv_freq(d, base * grown ** (d / (d - 2))), 1.0
 
 
-def yarn_scaling(d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0) -> tuple[torch.Tensor, float]:
+def yarn_scaling(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> tuple[torch.Tensor, float]:
     """YaRN (Peng et al. 2023, §3.2-3.4), as transformers' "yarn" computes it by default:
     "NTK-by-parts" interpolation plus an attention temperature.
 
@@ -461,14 +495,18 @@ def yarn_scaling(d: int, base: float, factor: float, original_max_len: int, beta
     high = min(math.ceil(pair_with(beta_slow)), d - 1)  # above: slow pairs, interpolated
     if low == high:
         high += 0.001  # the library's guard against a zero-width ramp
-    ramp = ((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)  # (d/2,): 0 keep .. 1 interpolate
+    ramp = ((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low)).clamp(
+        0, 1
+    )  # (d/2,): 0 keep .. 1 interpolate
     theta = rope_inv_freq(d, base)
     inv_freq = theta / factor * ramp + theta * (1 - ramp)
     attention_scale = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
     return inv_freq, attention_scale
 
 
-def llama3_scaling(d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int) -> tuple[torch.Tensor, float]:
+def llama3_scaling(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> tuple[torch.Tensor, float]:
     """Llama 3.1's scaling (Meta's reference code, transformers' "llama3"), three bands by
     wavelength λ_i = 2π/θ_i: shorter than L / high_freq_factor, kept; longer than
     L / low_freq_factor, divided by the factor; in between, a blend whose weight on the

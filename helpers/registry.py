@@ -159,6 +159,11 @@ GENERIC_ADVICE: dict[str, tuple[str, str]] = {
         "A tensor made inside your code (torch.arange, torch.zeros, ...) lives on the CPU unless you say otherwise; on a GPU it cannot mix with the inputs.",
         "Make new tensors on an input's device: `torch.arange(T, device=x.device)`, `torch.zeros_like(x)`.",
     ),
+    "positions_on_cpu": (
+        "A tensor created in forward without a device lives on the CPU, whatever device the module and its input are on; only registered parameters and buffers travel with .to(device).",
+        "Create it on the input's device, e.g. `positions = torch.arange(T, device=x.device)` (`input_ids.device` if that is your input), "
+        "or slice a buffer registered in __init__, which .to(device) moves with the module.",
+    ),
     "nan_or_inf": (
         "NaN comes from 0/0, inf - inf, 0 * inf or the log of a negative number; uninitialised memory (torch.empty) holds anything.",
         "Find the first intermediate tensor with NaN (`torch.isnan(t).any()`) and guard the division or fill the tensor you left empty.",
@@ -241,6 +246,10 @@ class Exercise:
     no_device_pass: str = ""
     # The kinds of input (EDGE_KINDS) the exercise takes: its probes reach both edges of each.
     edges: tuple[str, ...] = ()
+    # code -> (hint, fix): the generic advice of a code made specific to this exercise. A failure's
+    # own hint and fix come first, then its mistake's docstring, then these, then GENERIC_ADVICE
+    # (helpers.probe.advice resolves them, once, for check()).
+    advice: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def badge(self) -> str:
@@ -249,7 +258,7 @@ class Exercise:
         return f"**Exercise `{self.id}`** · difficulty {dots(self.difficulty)} · importance {dots(self.importance)} · about {self.minutes} min · {self.points} point{'s' if self.points != 1 else ''}"
 
     def __post_init__(self) -> None:
-        unknown = set(self.mistakes) - set(DIAGNOSES)
+        unknown = (set(self.mistakes) | set(self.advice)) - set(DIAGNOSES)
         if unknown:  # a typo here would silently never be reported
             raise ValueError(f"{self.id}: undocumented diagnosis codes {sorted(unknown)}")
         if set(self.edges) - set(EDGE_KINDS):

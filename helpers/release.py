@@ -4,7 +4,10 @@
     python -m helpers.release 03         # only chapters whose name starts with 03
     python -m helpers.release --check    # exit 1 if anything is stale (what CI runs)
 
-From each solution it makes three files:
+First it renders, in the solution itself, each exercise's badge line from the registry
+(`**Exercise `id`**` and whatever follows on that line become `Exercise.badge`): an author
+writes `**Exercise `id`**` and the release fills in difficulty, importance, time and points.
+From each solution it then makes three files:
   solutions/NN_name.ipynb   the solution, executed, outputs stored (nbval compares them)
   chapters/NN_name.md       the student version: code between the markers
                             `# BEGIN SOLUTION` and `# END SOLUTION` becomes a stub
@@ -22,10 +25,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS, CHAPTERS = ROOT / "solutions", ROOT / "chapters"
 
-BLOCK = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION[^\n]*\n.*?^[ \t]*# END SOLUTION[^\n]*\n", re.MULTILINE | re.DOTALL)
+BLOCK = re.compile(
+    r"^(?P<indent>[ \t]*)# BEGIN SOLUTION[^\n]*\n.*?^[ \t]*# END SOLUTION[^\n]*\n", re.MULTILINE | re.DOTALL
+)
 STUB = '{indent}raise NotImplementedError("your code here")\n'
+BADGE = re.compile(r"^\*\*Exercise `(\w+)`\*\*.*$", re.MULTILINE)
 # Every solution notebook executes with these, so its outputs never depend on the machine.
-EXECUTION_ENV = {"COURSE_DEVICE": "cpu", "PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_DISABLE": "1"}
+EXECUTION_ENV = {
+    "COURSE_DEVICE": "cpu",
+    "PYTHONHASHSEED": "0",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TQDM_DISABLE": "1",
+}
 
 
 def student_source(solution_md: str) -> str:
@@ -35,13 +47,22 @@ def student_source(solution_md: str) -> str:
     return BLOCK.sub(lambda m: STUB.format(indent=m["indent"]), solution_md)
 
 
+def with_badges(solution_md: str) -> str:
+    """The solution with each exercise's badge line as the registry renders it (Exercise.badge)."""
+    from helpers.exercises import get
+
+    return BADGE.sub(lambda m: get(m[1]).badge, solution_md)
+
+
 def execute(notebook, cwd: Path, timeout: int = 600):
     """Run a notebook top to bottom in a fresh kernel; return it with outputs."""
     import nbclient
 
     for key, value in EXECUTION_ENV.items():
         os.environ.setdefault(key, value)  # inherited by the kernel
-    client = nbclient.NotebookClient(notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}})
+    client = nbclient.NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    )
     client.execute()
     for cell in notebook.cells:  # no timestamps or run counters in the diff
         cell.get("metadata", {}).pop("execution", None)
@@ -73,7 +94,14 @@ def stale(solution: Path) -> list[str]:
     """Files that are not what the release makes of `solution`."""
     import jupytext
 
-    problems = [f"{path.relative_to(ROOT)} is not what the release makes of {solution.relative_to(ROOT)}" for path, text in planned(solution).items() if not path.exists() or path.read_text() != text]
+    problems = []
+    if with_badges(solution.read_text()) != solution.read_text():
+        problems.append(f"{solution.relative_to(ROOT)} has a badge line that is not the registry's")
+    problems += [
+        f"{path.relative_to(ROOT)} is not what the release makes of {solution.relative_to(ROOT)}"
+        for path, text in planned(solution).items()
+        if not path.exists() or path.read_text() != text
+    ]
     executed = solution.with_suffix(".ipynb")
     if not executed.exists():
         problems.append(f"{executed.relative_to(ROOT)} is missing")
@@ -89,6 +117,9 @@ def cell_sources(notebook) -> list[tuple[str, str]]:
 def release(solution: Path) -> None:
     import jupytext
 
+    text = solution.read_text()
+    if with_badges(text) != text:
+        solution.write_text(with_badges(text))
     for path, text in planned(solution).items():
         path.write_text(text)
     executed = execute(read_markdown(solution.read_text()), cwd=SOLUTIONS)
@@ -96,11 +127,17 @@ def release(solution: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.release", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.release", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("chapters", nargs="*", help="name prefixes, e.g. 01 03_sinusoidal (default: all)")
     parser.add_argument("--check", action="store_true", help="only report stale files; exit 1 if any")
     args = parser.parse_args(argv)
-    solutions = [s for s in sorted(SOLUTIONS.glob("[0-9][0-9]_*.md")) if not args.chapters or any(s.name.startswith(p) for p in args.chapters)]
+    solutions = [
+        s
+        for s in sorted(SOLUTIONS.glob("[0-9][0-9]_*.md"))
+        if not args.chapters or any(s.name.startswith(p) for p in args.chapters)
+    ]
     if not solutions:
         print("no solution notebooks matched", file=sys.stderr)
         return 2

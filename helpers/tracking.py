@@ -77,7 +77,11 @@ def _locked(path: Path) -> Iterator[None]:
 def record(result: Any) -> None:
     """Remember a check's result; add it to the progress file. Never raises."""
     _latest[result.exercise] = result
-    entry = {"status": "passed" if result.passed else "failing" if result.started else "not started", "diagnosis": result.diagnosis, "time": time.time()}
+    entry = {
+        "status": "passed" if result.passed else "failing" if result.started else "not started",
+        "diagnosis": result.diagnosis,
+        "time": time.time(),
+    }
     path = _file()
     if path is None:
         return
@@ -87,7 +91,9 @@ def record(result: Any) -> None:
             if records is None:
                 return
             records[result.exercise] = entry  # read, merge, replace: what others wrote stays
-            with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False, encoding="utf-8") as out:
+            with tempfile.NamedTemporaryFile(
+                "w", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False, encoding="utf-8"
+            ) as out:
                 json.dump({"format": FORMAT, "exercises": records}, out, indent=1, sort_keys=True)
             os.replace(out.name, path)
     except OSError as error:  # a read-only folder, a full disk: progress is a convenience
@@ -103,7 +109,11 @@ def _known(exercise_id: Any) -> str | None:
         return None
     close = difflib.get_close_matches(str(exercise_id), known, n=3, cutoff=0.4)
     rest = [k for k in known if k not in close]
-    return f"There is no exercise {exercise_id!r}. " + (f"Did you mean {' or '.join(repr(c) for c in close)}? " if close else "") + f"Known: {', '.join(close + rest)}."
+    return (
+        f"There is no exercise {exercise_id!r}. "
+        + (f"Did you mean {' or '.join(repr(c) for c in close)}? " if close else "")
+        + f"Known: {', '.join(close + rest)}."
+    )
 
 
 def hint(exercise_id: str) -> None:
@@ -144,8 +154,14 @@ class Progress:
 
     def __str__(self) -> str:
         got, total = self.points
-        lines = [f"{self.title}: {got}/{total} points", f"  {'exercise':<28}{'points':>7}  {'difficulty':<11}{'time':>7}  status"]
-        lines += [f"  {r.id:<28}{r.points:>7}  {'●' * r.difficulty + '○' * (3 - r.difficulty):<11}{r.minutes:>4} min  {r.status}" for r in self.rows]
+        lines = [
+            f"{self.title}: {got}/{total} points",
+            f"  {'exercise':<28}{'points':>7}  {'difficulty':<11}{'time':>7}  status",
+        ]
+        lines += [
+            f"  {r.id:<28}{r.points:>7}  {'●' * r.difficulty + '○' * (3 - r.difficulty):<11}{r.minutes:>4} min  {r.status}"
+            for r in self.rows
+        ]
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -180,7 +196,9 @@ def progress(chapter: int | str | None = None) -> Progress | None:
         try:
             chapter = int(chapter)
         except (TypeError, ValueError):
-            print(f"progress() takes a chapter number (1 to {max(e.chapter for e in exercises)}) or 'all', not {chapter!r}.")
+            print(
+                f"progress() takes a chapter number (1 to {max(e.chapter for e in exercises)}) or 'all', not {chapter!r}."
+            )
             return None
     chosen = [e for e in exercises if chapter in (None, "all") or e.chapter == chapter]
     if not chosen:
@@ -192,10 +210,14 @@ def progress(chapter: int | str | None = None) -> Progress | None:
     for e in chosen:
         if e.id in _latest:
             result = _latest[e.id]
-            status = "passed" if result.passed else "not started" if not result.started else f"failing: {result.diagnosis}"
+            status = (
+                "passed" if result.passed else "not started" if not result.started else f"failing: {result.diagnosis}"
+            )
         else:
             entry = remembered.get(e.id, {})
-            status = {"passed": "passed", "failing": f"failing: {entry.get('diagnosis')}"}.get(entry.get("status"), "not started")
+            status = {"passed": "passed", "failing": f"failing: {entry.get('diagnosis')}"}.get(
+                entry.get("status"), "not started"
+            )
         rows.append(Row(e.id, e.chapter, e.points, e.difficulty, e.minutes, status))
     title = "The whole course" if chapter in (None, "all") else f"Chapter {chapter:02d}"
     return Progress(rows, title)

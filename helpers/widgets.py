@@ -65,7 +65,9 @@ def scale_explorer(d_model: int = 512):
     """Slide over d_model: token norms (two inits, with and without × √d) against the positional norm."""
     import ipywidgets as widgets
 
-    slider = widgets.SelectionSlider(options=list(plots.D_MODELS), value=d_model, description="d_model", continuous_update=False)
+    slider = widgets.SelectionSlider(
+        options=list(plots.D_MODELS), value=d_model, description="d_model", continuous_update=False
+    )
     return _explorer(lambda d_model: plots.embedding_norms(d_model), d_model=slider)
 
 
@@ -99,7 +101,9 @@ def position_similarity_explorer(learned: torch.Tensor, position: int = 10):
     """Pick a position: its cosine similarity to every other position, learned vs sinusoidal."""
     import ipywidgets as widgets
 
-    slider = widgets.IntSlider(value=position, min=0, max=learned.shape[0] - 1, description="position", continuous_update=False)
+    slider = widgets.IntSlider(
+        value=position, min=0, max=learned.shape[0] - 1, description="position", continuous_update=False
+    )
     return _explorer(lambda position: plots.position_similarity_row(learned, position), position=slider)
 
 
@@ -149,8 +153,15 @@ def scaling_explorer(methods: dict, plain: torch.Tensor, trained: int, factor: f
     """Slide the factor s: each method (name -> s -> (inv_freq, attention_scale)) redrawn, pair by pair."""
     import ipywidgets as widgets
 
-    slider = widgets.SelectionSlider(options=list(FACTORS), value=factor, description="factor s", continuous_update=False)
-    return widgets.interactive(lambda factor: plots.slowdown_by_pair({name: method(factor) for name, method in methods.items()}, plain, trained, factor), factor=slider)
+    slider = widgets.SelectionSlider(
+        options=list(FACTORS), value=factor, description="factor s", continuous_update=False
+    )
+    return widgets.interactive(
+        lambda factor: plots.slowdown_by_pair(
+            {name: method(factor) for name, method in methods.items()}, plain, trained, factor
+        ),
+        factor=slider,
+    )
 
 
 # (end of chapter 07)

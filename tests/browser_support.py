@@ -30,7 +30,15 @@ SCREENSHOTS = ROOT / "screenshots"
 FOLDERS = ("chapters", "solutions")
 
 # Debian's chromium, headless; nothing is downloaded (never `playwright install`).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 # JupyterLab user settings for the test server: every cell stays in the DOM
 # (no windowing), no blank page after the last cell (so a screenshot can be
@@ -48,7 +56,12 @@ CHECK_PANEL = re.compile(r'class="course-check (check-pass|check-fail)" data-dia
 
 def discover() -> list[str]:
     """Every chapter and solution notebook, .ipynb and .md, relative to ROOT."""
-    return sorted(str(p.relative_to(ROOT)) for folder in FOLDERS for ext in ("ipynb", "md") for p in (ROOT / folder).glob(f"[0-9][0-9]_*.{ext}"))
+    return sorted(
+        str(p.relative_to(ROOT))
+        for folder in FOLDERS
+        for ext in ("ipynb", "md")
+        for p in (ROOT / folder).glob(f"[0-9][0-9]_*.{ext}")
+    )
 
 
 def chromium_path() -> str | None:
@@ -79,7 +92,9 @@ class Expected:
     cell_types: list[str]
     figures: set[int] = field(default_factory=set)  # cells that must show an image
     sliders: dict[int, int] = field(default_factory=dict)  # cell -> number of sliders
-    checks: dict[int, list[tuple[bool, str]]] = field(default_factory=dict)  # cell -> its check panels as the solution shows them: (passed, diagnosis)
+    checks: dict[int, list[tuple[bool, str]]] = field(
+        default_factory=dict
+    )  # cell -> its check panels as the solution shows them: (passed, diagnosis)
     oracle: str = ""  # where the figure/slider expectations come from
 
 
@@ -124,7 +139,9 @@ def expectations(notebook_path: Path) -> Expected:
         exp.oracle = f"stored outputs of solutions/{solution.name}"
         state = oracle.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
         for i, cell in enumerate(oracle["cells"]):
-            html = "".join(_source({"source": output.get("data", {}).get("text/html", "")}) for output in cell.get("outputs", []))
+            html = "".join(
+                _source({"source": output.get("data", {}).get("text/html", "")}) for output in cell.get("outputs", [])
+            )
             panels = [(cls == "check-pass", diagnosis) for cls, diagnosis in CHECK_PANEL.findall(html)]
             if panels:
                 exp.checks[i] = panels
@@ -134,10 +151,16 @@ def expectations(notebook_path: Path) -> Expected:
                     exp.figures.add(i)
                 if WIDGET_MIME in data:
                     tree = _widget_tree(state, data[WIDGET_MIME]["model_id"], set())
-                    n_sliders = sum(1 for m in tree if m.get("model_name", "").endswith("SliderModel"))  # not SliderStyleModel
+                    n_sliders = sum(
+                        1 for m in tree if m.get("model_name", "").endswith("SliderModel")
+                    )  # not SliderStyleModel
                     if n_sliders:
                         exp.sliders[i] = exp.sliders.get(i, 0) + n_sliders
-                    if any(any(k in o.get("data", {}) for k in IMAGE_MIMES) for m in tree for o in m.get("state", {}).get("outputs", []) or []):
+                    if any(
+                        any(k in o.get("data", {}) for k in IMAGE_MIMES)
+                        for m in tree
+                        for o in m.get("state", {}).get("outputs", []) or []
+                    ):
                         exp.figures.add(i)
     else:
         exp.oracle = "the source (plots.* and widgets.* calls)"
@@ -190,20 +213,28 @@ class LabServer:
         self.root.mkdir(parents=True)
         stamp = time.time()
         for folder in FOLDERS:
-            shutil.copytree(ROOT / folder, self.root / folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+            shutil.copytree(
+                ROOT / folder, self.root / folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+            )
         shutil.copy(ROOT / "jupytext.toml", self.root / "jupytext.toml")  # the .md/.ipynb pairing
         # Same mtime for every copied file: jupytext refuses a paired .ipynb
         # much newer than its .md; a fresh clone has equal times too.
         for path in self.root.rglob("*"):
             os.utime(path, (stamp, stamp))
-        dirs = {name: self.workdir / name for name in ("config", "data", "runtime", "settings", "workspaces", "ipython")}
+        dirs = {
+            name: self.workdir / name for name in ("config", "data", "runtime", "settings", "workspaces", "ipython")
+        }
         for path in dirs.values():
             path.mkdir()
         for name, value in LAB_SETTINGS.items():
             target = dirs["settings"] / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(value))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY_")) and k not in ("MPLBACKEND", "COURSE_CHECK_TIMEOUT", "IPYTHONDIR")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("JUPYTER", "JPY_")) and k not in ("MPLBACKEND", "COURSE_CHECK_TIMEOUT", "IPYTHONDIR")
+        }
         env.update(
             # Throwaway user dirs; the venv's labextensions (ipywidgets,
             # jupytext) and server config are still found via sys.prefix.
@@ -234,7 +265,9 @@ class LabServer:
                 "--LabApp.extension_manager=readonly", "--ServerApp.jpserver_extensions={'jupyter_lsp': False}",
             ]  # fmt: skip
             log = self.log_path.open("ab")
-            self.process = subprocess.Popen(cmd, cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                cmd, cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
             log.close()
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self.process.poll() is None:
@@ -248,7 +281,9 @@ class LabServer:
         raise RuntimeError(f"JupyterLab did not start ({last_error}). Its log:\n{self.log()}")
 
     def api(self, method: str, path: str, timeout: float = 10):
-        request = urllib.request.Request(self.url + path, method=method, headers={"Authorization": f"token {self.token}"})
+        request = urllib.request.Request(
+            self.url + path, method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
         return json.loads(body) if body else None
@@ -260,7 +295,9 @@ class LabServer:
         return None
 
     def kernel_names(self, path: str) -> list[str]:
-        return [s["kernel"]["name"] for s in self.api("GET", "/api/sessions") if s.get("path") == path and s.get("kernel")]
+        return [
+            s["kernel"]["name"] for s in self.api("GET", "/api/sessions") if s.get("path") == path and s.get("kernel")
+        ]
 
     def wait_idle(self, path: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -415,7 +452,9 @@ class Lab:
 
     def current_path(self) -> str | None:
         """The path of the notebook in the current tab (its title says "Path: ...")."""
-        title = self.page.evaluate("() => { const t = document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current'); return t ? t.title : null; }")
+        title = self.page.evaluate(
+            "() => { const t = document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current'); return t ? t.title : null; }"
+        )
         match = re.search(r"^Path: (.+)$", title or "", re.MULTILINE)
         return match[1].strip() if match else None
 
@@ -440,7 +479,10 @@ class Lab:
             if time.monotonic() > deadline:
                 raise AssertionError(f"JupyterLab's notebook tabs would not close in {timeout:.0f} s")
             try:  # a "save your work?" dialog, or no notebook left (JupyterLab then shows its Launcher)
-                self.page.wait_for_function("() => document.querySelector('.jp-Dialog') || !document.querySelector('#jp-main-dock-panel .jp-NotebookPanel')", timeout=10_000)
+                self.page.wait_for_function(
+                    "() => document.querySelector('.jp-Dialog') || !document.querySelector('#jp-main-dock-panel .jp-NotebookPanel')",
+                    timeout=10_000,
+                )
             except Exception:  # look again
                 pass
         self.server.shutdown_kernels()
@@ -449,7 +491,10 @@ class Lab:
         """Click through the menu bar, e.g. menu("Run", "Run All Cells")."""
         self.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{re.escape(labels[0])}$")).click()
         for label in labels[1:]:
-            item = self.page.locator(".lm-Menu:visible .lm-Menu-item:not(.lm-mod-disabled):not(.lm-mod-hidden) .lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(label)}$")).last
+            item = self.page.locator(
+                ".lm-Menu:visible .lm-Menu-item:not(.lm-mod-disabled):not(.lm-mod-hidden) .lm-Menu-itemLabel",
+                has_text=re.compile(f"^{re.escape(label)}$"),
+            ).last
             item.click()
 
     def file_browser_open(self, path: str, open_with: str | None = None) -> None:
@@ -465,22 +510,32 @@ class Lab:
             for attempt in range(3):  # under load a double click can land while the listing redraws: it is then lost
                 if attempt and self.page.evaluate(entered):
                     break  # the earlier click got there, late
-                browser.locator(".jp-DirListing-item", has=self.page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(folder)}$"))).dblclick()
+                browser.locator(
+                    ".jp-DirListing-item",
+                    has=self.page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(folder)}$")),
+                ).dblclick()
                 try:
                     self.page.wait_for_function(entered, timeout=10_000)
                     break
                 except Exception:  # playwright's TimeoutError
                     if attempt == 2:
                         raise
-        item = browser.locator(".jp-DirListing-item", has=self.page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(name)}$")))
+        item = browser.locator(
+            ".jp-DirListing-item",
+            has=self.page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(name)}$")),
+        )
         if open_with is None:
             item.dblclick()
         else:
             item.click(button="right")
             self.page.locator(".lm-Menu:visible .lm-Menu-itemLabel", has_text=re.compile("^Open With$")).click()
-            self.page.locator(".lm-Menu:visible .lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(open_with)}$")).click()
+            self.page.locator(
+                ".lm-Menu:visible .lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(open_with)}$")
+            ).click()
 
-    def wait_loaded(self, path: str, n_cells: int, kernel: str = "python3", wait_idle: bool = True, timeout: float = 120) -> None:
+    def wait_loaded(
+        self, path: str, n_cells: int, kernel: str = "python3", wait_idle: bool = True, timeout: float = 120
+    ) -> None:
         """The notebook's cells are on screen, a session with the kernel its
         metadata names was started with no "Select Kernel" dialog and (unless
         wait_idle is False) that kernel is up and idle."""
@@ -495,7 +550,9 @@ class Lab:
             deadline = time.monotonic() + timeout
             while (names := self.server.kernel_names(path)) != [kernel]:
                 if self.dialog_text() or time.monotonic() > deadline:
-                    raise AssertionError(f"{path}: no {kernel!r} kernel started (sessions: {names}; dialog: {self.dialog_text()!r})")
+                    raise AssertionError(
+                        f"{path}: no {kernel!r} kernel started (sessions: {names}; dialog: {self.dialog_text()!r})"
+                    )
                 time.sleep(0.1)
             return
         self.page.wait_for_function(
@@ -525,14 +582,18 @@ class Lab:
             self.page.wait_for_function(RUN_DONE_JS, timeout=timeout * 1000, polling=250)
         except PlaywrightTimeout:
             busy = [f"cell {i} {c['prompt']}" for i, c in enumerate(self.cells()) if "*" in c["prompt"]]
-            raise AssertionError(f"{path}: Run All did not finish in {timeout:.0f} s; still running or queued: {', '.join(busy)}") from None
+            raise AssertionError(
+                f"{path}: Run All did not finish in {timeout:.0f} s; still running or queued: {', '.join(busy)}"
+            ) from None
         if self.dialog_text():
             raise AssertionError(f"{path}: JupyterLab showed a dialog while running: {self.dialog_text()!r}")
         self.server.wait_idle(path, 60)
 
     def run_first_code_cell(self, path: str, timeout: float) -> None:
         """Click into the first code cell and press Shift+Enter."""
-        cell = self.page.locator("#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell").first
+        cell = self.page.locator(
+            "#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell"
+        ).first
         cell.locator(".jp-InputPrompt").click()
         self.page.keyboard.press("Shift+Enter")
         cell.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for(timeout=timeout * 1000)
@@ -540,7 +601,10 @@ class Lab:
 
     def save(self) -> None:
         self.menu("File", "Save Notebook")
-        self.page.wait_for_function("() => !document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current.jp-mod-dirty')", timeout=30000)
+        self.page.wait_for_function(
+            "() => !document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current.jp-mod-dirty')",
+            timeout=30000,
+        )
 
     def cells(self) -> list[dict]:
         return self.page.evaluate(CELLS_JS)
@@ -552,8 +616,17 @@ class Lab:
         """Press an arrow key on the slider's handle; return (before, after)
         once the value AND what it drives (plot, text) have changed."""
         before = self.slider_state(cell, slider)
-        at_max = before["value"] is not None and before["max"] is not None and float(before["value"]) >= float(before["max"])
-        handle = self.page.locator("#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").nth(cell).locator(".widget-slider").nth(slider).locator(".noUi-handle").first
+        at_max = (
+            before["value"] is not None and before["max"] is not None and float(before["value"]) >= float(before["max"])
+        )
+        handle = (
+            self.page.locator("#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+            .nth(cell)
+            .locator(".widget-slider")
+            .nth(slider)
+            .locator(".noUi-handle")
+            .first
+        )
         handle.scroll_into_view_if_needed()
         handle.focus()
         handle.press("ArrowLeft" if at_max else "ArrowRight")
@@ -582,16 +655,22 @@ class Lab:
         )
         try:
             if extra > 0:
-                self.page.set_viewport_size({"width": size["width"], "height": min(size["height"] + extra + 40, max_height)})
+                self.page.set_viewport_size(
+                    {"width": size["width"], "height": min(size["height"] + extra + 40, max_height)}
+                )
                 try:  # the layout follows the new window size
                     self.page.wait_for_function(
                         "() => { const o = document.querySelector('#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');"
-                        " return !o || o.scrollHeight - o.clientHeight <= 2 || window.innerHeight >= " + str(max_height) + "; }",
+                        " return !o || o.scrollHeight - o.clientHeight <= 2 || window.innerHeight >= "
+                        + str(max_height)
+                        + "; }",
                         timeout=10000,
                     )
                 except Exception:  # a shorter picture is still a picture
                     pass
-                self.page.evaluate("() => { const o = document.querySelector('#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer'); if (o) o.scrollTop = 0; }")
+                self.page.evaluate(
+                    "() => { const o = document.querySelector('#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer'); if (o) o.scrollTop = 0; }"
+                )
             self.page.screenshot(path=str(path))
         finally:
             self.page.set_viewport_size(size)

@@ -14,4 +14,6 @@ def submission_modules():
 def short_check_timeout(monkeypatch):
     """Endless-loop submissions stop after 2 s instead of the students' 10 s."""
     monkeypatch.setenv("COURSE_CHECK_TIMEOUT", "2")
-    monkeypatch.setenv("COURSE_PROGRESS_FILE", "")  # no progress file written by the test suite (tests of it choose their own)
+    monkeypatch.setenv(
+        "COURSE_PROGRESS_FILE", ""
+    )  # no progress file written by the test suite (tests of it choose their own)

@@ -41,7 +41,9 @@ def passed(report: dict[str, Any]) -> set[str]:
 def write_notebook(path: Path, cells: list[str]) -> Path:
     """A notebook whose first cell is text, so that code cell k is notebook cell k + 1."""
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_markdown_cell("# A submission")] + [nbformat.v4.new_code_cell(source) for source in cells]
+    notebook.cells = [nbformat.v4.new_markdown_cell("# A submission")] + [
+        nbformat.v4.new_code_cell(source) for source in cells
+    ]
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, path)
     return path

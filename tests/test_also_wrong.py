@@ -15,7 +15,11 @@ INDEPENDENT = {
     # the sum over a repeated id's uses, and the padding row zeroed (transposed_weight: the whole result's layout, which hides both)
     "embedding_backward": [("no_accumulation", "padding_row_updated")],
     # the Parameter shared, the bias, the softmax: three separate lines of the module
-    "TiedLMHead": [("copy_not_tied", "has_bias"), ("copy_not_tied", "returns_probabilities"), ("returns_probabilities", "has_bias")],
+    "TiedLMHead": [
+        ("copy_not_tied", "has_bias"),
+        ("copy_not_tied", "returns_probabilities"),
+        ("returns_probabilities", "has_bias"),
+    ],
     # a table's layout (sin_cos_swapped, concatenated_halves), its frequencies (wrong_base, wrong_exponent) and its
     # positions (position_offset); all_zeros leaves nothing else to see
     "sinusoidal_encoding": [
@@ -41,7 +45,11 @@ INDEPENDENT = {
     "apply_partial_rope": [("partial_rope_last_dims", "rope_sign_flip")],
     # ALiBi: the slopes' sign, the rule for a head count that is not a power of two, the mask
     "alibi_slopes": [("wrong_sign", "non_power_of_two")],
-    "alibi_bias": [("missing_causal_mask", "wrong_sign"), ("missing_causal_mask", "non_power_of_two"), ("wrong_sign", "non_power_of_two")],
+    "alibi_bias": [
+        ("missing_causal_mask", "wrong_sign"),
+        ("missing_causal_mask", "non_power_of_two"),
+        ("wrong_sign", "non_power_of_two"),
+    ],
     # T5's buckets: the split by sign, and the clamp of the far distances (two separate steps)
     "t5_relative_bucket": [("bucket_sign_split_missing", "bucket_not_clamped")],
 }
@@ -66,5 +74,10 @@ def test_every_exercise_with_two_mistakes_says_which_are_independent():
 
 def test_every_independent_pair_has_a_submission_that_makes_both():
     made = {(exercise, frozenset((code, also))) for exercise, code, also, _ in ALSO}
-    missing = [(exercise, pair) for exercise, pairs in INDEPENDENT.items() for pair in pairs if (exercise, frozenset(pair)) not in made]
+    missing = [
+        (exercise, pair)
+        for exercise, pairs in INDEPENDENT.items()
+        for pair in pairs
+        if (exercise, frozenset(pair)) not in made
+    ]
     assert missing == []

@@ -38,7 +38,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import CHROMIUM_ARGS, ROOT, SCREENSHOTS, Lab, LabServer, chromium_path, discover, expectations, saved_problems
+from tests.browser_support import (
+    CHROMIUM_ARGS,
+    ROOT,
+    SCREENSHOTS,
+    Lab,
+    LabServer,
+    chromium_path,
+    discover,
+    expectations,
+    saved_problems,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -126,12 +136,21 @@ def _check_panel_problems(where: str, shown: list[dict], expected: list[tuple[bo
         if "check-fail" in panel["cls"] and len(text.split(" points", 1)[-1]) < 20:
             problems.append(f"{where}: a failing check panel shows no message: {text!r}")
         if unfilled and passed:
-            if not ("check-todo" in panel["cls"] and panel["diagnosis"] == "not_implemented" and "not started yet" in text):
-                problems.append(f"{where}: an unfilled chapter's check should be a neutral 'not started yet' panel; it shows: {text[:300]!r}")
+            if not (
+                "check-todo" in panel["cls"] and panel["diagnosis"] == "not_implemented" and "not started yet" in text
+            ):
+                problems.append(
+                    f"{where}: an unfilled chapter's check should be a neutral 'not started yet' panel; it shows: {text[:300]!r}"
+                )
         elif passed and "check-pass" not in panel["cls"]:
             problems.append(f"{where}: the solution's check does not pass: {text[:300]!r}")
-        elif not passed and not (("check-fail" in panel["cls"] or "check-todo" in panel["cls"]) and panel["diagnosis"] in (diagnosis, "not_implemented")):
-            problems.append(f"{where}: this check should fail with {diagnosis!r}, as the solution shows; it shows: {text[:300]!r}")
+        elif not passed and not (
+            ("check-fail" in panel["cls"] or "check-todo" in panel["cls"])
+            and panel["diagnosis"] in (diagnosis, "not_implemented")
+        ):
+            problems.append(
+                f"{where}: this check should fail with {diagnosis!r}, as the solution shows; it shows: {text[:300]!r}"
+            )
     return problems
 
 
@@ -173,7 +192,9 @@ def test_notebook_runs_in_jupyterlab(lab, path):
             if i in expected.figures and cell["imagesLoaded"] == 0:
                 problems.append(f"{where} should show a figure (per {expected.oracle}) and shows no image")
             if cell["sliders"] < expected.sliders.get(i, 0):
-                problems.append(f"{where} should show {expected.sliders[i]} slider(s) (per {expected.oracle}); it shows {cell['sliders']}")
+                problems.append(
+                    f"{where} should show {expected.sliders[i]} slider(s) (per {expected.oracle}); it shows {cell['sliders']}"
+                )
             problems += _check_panel_problems(where, cell["checks"], expected.checks.get(i, []), unfilled)
 
         problems += [f"saved notebook: {p}" for p in saved_problems(lab.server.root / path)]
@@ -187,7 +208,9 @@ def test_notebook_runs_in_jupyterlab(lab, path):
                 elif after["driven"] == before["driven"]:
                     problems.append(f"{what}: moving the slider changed nothing it drives (plot or text)")
                 if after["images"] != after["imagesLoaded"] or after["imagesLoaded"] < before["imagesLoaded"]:
-                    problems.append(f"{what}: after the move the figure is missing ({after['imagesLoaded']} of {before['imagesLoaded']} images)")
+                    problems.append(
+                        f"{what}: after the move the figure is missing ({after['imagesLoaded']} of {before['imagesLoaded']} images)"
+                    )
                 problems += [f"{what}: error output after the move:\n{text}" for text in after["errors"]]
         lab.phase("inspect and sliders")
     finally:
@@ -220,15 +243,21 @@ def test_markdown_opens_with_jupytext(lab, path):
         # students' files wait for it and run their first cell (time budget).
         _open(lab, path, twin_notebook, open_with="Jupytext Notebook", wait_idle=student_file)
         cells = lab.cells()
-        assert [c["type"] for c in cells] == expected.cell_types, f"{path} opened through jupytext does not have the cells of {twin.name}"
+        assert [c["type"] for c in cells] == expected.cell_types, (
+            f"{path} opened through jupytext does not have the cells of {twin.name}"
+        )
         shown_code = [_normalise(c["source"]) for c in cells if c["type"] == "code"]
         for i, (shown, stored) in enumerate(zip(shown_code, twin_code)):
-            assert shown == stored, f"{path}: code cell {i} differs from {twin.name}'s:\n--- shown ---\n{shown}\n--- {twin.name} ---\n{stored}"
+            assert shown == stored, (
+                f"{path}: code cell {i} differs from {twin.name}'s:\n--- shown ---\n{shown}\n--- {twin.name} ---\n{stored}"
+            )
         if student_file:
             lab.run_first_code_cell(path, RUN_TIMEOUT)
             first = next(c for c in lab.cells() if c["type"] == "code")
             assert RAN.fullmatch(first["prompt"]), f"the first code cell did not run: {first['prompt']!r}"
-            assert not first["errors"], f"{path}: the first code cell shows error output:\n" + "\n".join(first["errors"]) + _server_log(lab)
+            assert not first["errors"], (
+                f"{path}: the first code cell shows error output:\n" + "\n".join(first["errors"]) + _server_log(lab)
+            )
             lab.phase("first cell")
         passed = True
     finally:
@@ -253,8 +282,15 @@ def test_feedback_is_staged_and_progress_shows(lab):
     on click (plain HTML <details>: no extension, no trusted JavaScript); an unfilled
     exercise is neutral, not red; progress() renders its table."""
     path = "chapters/scratch_feedback.ipynb"
-    cells = [{"cell_type": "code", "metadata": {}, "source": code, "outputs": [], "execution_count": None} for code in STAGED]
-    notebook = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    cells = [
+        {"cell_type": "code", "metadata": {}, "source": code, "outputs": [], "execution_count": None} for code in STAGED
+    ]
+    notebook = {
+        "cells": cells,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     (lab.server.root / path).write_text(json.dumps(notebook), encoding="utf-8")
     lab.start_clock()
     try:

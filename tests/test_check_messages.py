@@ -88,7 +88,9 @@ def test_wrong_values_hints_fit_the_exercise(exercise, fn, says):
 def embedding_backward_mean(grad_out, ids, vocab_size, padding_idx=None):
     """Averages the uses of a repeated id instead of summing them."""
     d = grad_out.shape[-1]
-    total = torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device).index_add_(0, ids.reshape(-1), grad_out.reshape(-1, d))
+    total = torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device).index_add_(
+        0, ids.reshape(-1), grad_out.reshape(-1, d)
+    )
     count = torch.bincount(ids.reshape(-1), minlength=vocab_size).clamp(min=1).to(grad_out.dtype)
     grad = total / count[:, None]
     if padding_idx is not None:
@@ -109,7 +111,9 @@ def test_the_generic_wrong_values_advice_names_no_positions_and_differs():
 
 def test_no_text_starts_with_a_capitalised_identifier():
     """advice() capitalises the first letter of each text: "nn.Embedding" must not become "Nn.Embedding"."""
-    texts = [text for exercise in all_exercises().values() for code in exercise.mistakes for text in advice(exercise, code)]
+    texts = [
+        text for exercise in all_exercises().values() for code in exercise.mistakes for text in advice(exercise, code)
+    ]
     assert texts and not [text for text in texts if text.startswith(("Nn.", "Torch.", "F."))]
 
 
@@ -159,7 +163,16 @@ def test_a_table_in_the_wrong_dtype_is_not_told_to_copy_an_input_dtype():
 class BertSeed002(nn.Module):
     """Seed 002's class with its device bug fixed: eps hard-coded to BERT's 1e-12."""
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
         super().__init__()
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
         self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
@@ -171,7 +184,11 @@ class BertSeed002(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
         return self.dropout(self.LayerNorm(x))
 
 
@@ -246,7 +263,10 @@ def slopes_sorted(n_heads):
 def test_the_slopes_message_leads_with_what_the_slopes_are(fn):
     result = check("alibi_slopes", fn)
     assert result.diagnosis == "non_power_of_two", str(result)
-    assert result.message.startswith("Your slopes for") and "follow 2^(-8(h+1)/n) for every head count" not in result.message
+    assert (
+        result.message.startswith("Your slopes for")
+        and "follow 2^(-8(h+1)/n) for every head count" not in result.message
+    )
 
 
 def alibi_slopes(n_heads):  # the student's own alibi_slopes, wrong for 12 heads
@@ -280,7 +300,17 @@ def test_a_leading_axis_of_one_is_not_told_about_heads_last():
 
 
 def test_the_panel_shows_code_as_code_and_escapes_it_first():
-    result = CheckResult("lookup", False, "wrong_values", "use `a < b` and `x`", 0, 2, hint="the `<script>` hint", fix="`w[ids]`", also=["wrong_shape: `T`"])
+    result = CheckResult(
+        "lookup",
+        False,
+        "wrong_values",
+        "use `a < b` and `x`",
+        0,
+        2,
+        hint="the `<script>` hint",
+        fix="`w[ids]`",
+        also=["wrong_shape: `T`"],
+    )
     page = result._repr_html_()
     assert "<code>a &lt; b</code>" in page and "<code>x</code>" in page and "<code>&lt;script&gt;</code>" in page
     assert "<code>w[ids]</code>" in page and "<code>T</code>" in page and "`" not in page
@@ -289,7 +319,16 @@ def test_the_panel_shows_code_as_code_and_escapes_it_first():
 class BertSeed002AllFour(nn.Module):
     """Seed 002's class as written: positions on the CPU, no segment, eps hard-coded, a bare nn.Dropout()."""
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
         super().__init__()
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
         self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
@@ -350,7 +389,9 @@ class BertPositionsByTokenIds(BertPlain):
     def forward(self, input_ids, token_type_ids=None):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(input_ids.clamp(max=self.position_embeddings.num_embeddings - 1))
+        x = self.word_embeddings(input_ids) + self.position_embeddings(
+            input_ids.clamp(max=self.position_embeddings.num_embeddings - 1)
+        )
         return self.dropout(self.LayerNorm(x + self.token_type_embeddings(token_type_ids)))
 
 
@@ -358,4 +399,8 @@ def test_bert_wrong_values_hint_fits_bert():
     """No "position 0, one token, d_model = 2" for a module whose sizes MiniLM fixes."""
     result = check("BertEmbeddings", BertPositionsByTokenIds)
     assert result.diagnosis == "wrong_values", str(result)
-    assert "three different ids" in result.hint and "position 0, one token" not in result.hint + result.fix and result.hint != result.fix
+    assert (
+        "three different ids" in result.hint
+        and "position 0, one token" not in result.hint + result.fix
+        and result.hint != result.fix
+    )

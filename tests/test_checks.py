@@ -41,10 +41,14 @@ def test_wrong_code_gets_its_diagnosis_and_staged_help(exercise, code, fn):
     assert len(result.message) > 20
     assert len(result.hint) > 20 and len(result.fix) > 20, f"{exercise}/{code}: no hint or no fix\n{result}"
     assert result.hint != result.fix and result.fix not in result.message and result.hint not in result.message
-    assert not code_spans(result.fix) & code_spans(result.message), f"{exercise}/{code}: the message gives the fix away\n{result}"
+    assert not code_spans(result.fix) & code_spans(result.message), (
+        f"{exercise}/{code}: the message gives the fix away\n{result}"
+    )
 
 
-@pytest.mark.parametrize("exercise, code, also, fn", ALSO, ids=[f"{ex}-{code}-{also}-{fn.__name__}" for ex, code, also, fn in ALSO])
+@pytest.mark.parametrize(
+    "exercise, code, also, fn", ALSO, ids=[f"{ex}-{code}-{also}-{fn.__name__}" for ex, code, also, fn in ALSO]
+)
 def test_secondary_findings_are_listed(exercise, code, also, fn):
     """Two independent mistakes: the first is the diagnosis, the other is listed in result.also, by its own
     code: never as wrong_values (tests/test_also_wrong.py says which pairs are independent)."""
@@ -66,7 +70,9 @@ def test_every_diagnosis_code_has_wrong_code_that_gets_it():
 def test_every_declared_mistake_is_diagnosed_in_its_own_exercise():
     """A mistake declared with an exercise must name some real wrong code: else it is dead, or never reached."""
     wrong = {(exercise, code) for exercise, code, _ in WRONG}
-    undiagnosed = [f"{e.id}: {code}" for e in all_exercises().values() for code in e.mistakes if (e.id, code) not in wrong]
+    undiagnosed = [
+        f"{e.id}: {code}" for e in all_exercises().values() for code in e.mistakes if (e.id, code) not in wrong
+    ]
     assert undiagnosed == []
 
 
@@ -75,11 +81,17 @@ def test_every_exercise_runs_a_device_pass_or_says_why(monkeypatch):
     only a device pass sees it there. An exercise without tensors to follow says why it needs none."""
     ran = []
     device_pass = checking.Probe.device_pass
-    monkeypatch.setattr(checking.Probe, "device_pass", lambda probe, *args, **kwargs: (ran.append(probe.exercise.id), device_pass(probe, *args, **kwargs))[1])
+    monkeypatch.setattr(
+        checking.Probe,
+        "device_pass",
+        lambda probe, *args, **kwargs: (ran.append(probe.exercise.id), device_pass(probe, *args, **kwargs))[1],
+    )
     for exercise in all_exercises().values():
         right = next(fn for ex, fn in RIGHT if ex == exercise.id)
         assert check(exercise.id, right).passed
-        assert (exercise.id in ran) != bool(exercise.no_device_pass), f"{exercise.id}: a device pass, or a reason in no_device_pass (not both)"
+        assert (exercise.id in ran) != bool(exercise.no_device_pass), (
+            f"{exercise.id}: a device pass, or a reason in no_device_pass (not both)"
+        )
 
 
 def test_every_exercise_has_two_different_correct_implementations():
@@ -103,8 +115,15 @@ EDGES_BY_ARGUMENT = {
 
 
 def edges_by_signature(exercise) -> set[str]:
-    targets = [exercise.reference.__init__, exercise.reference.forward] if exercise.kind == "module" else [exercise.reference]
-    return {EDGES_BY_ARGUMENT[name] for target in targets for name in inspect.signature(target).parameters if name in EDGES_BY_ARGUMENT}
+    targets = (
+        [exercise.reference.__init__, exercise.reference.forward] if exercise.kind == "module" else [exercise.reference]
+    )
+    return {
+        EDGES_BY_ARGUMENT[name]
+        for target in targets
+        for name in inspect.signature(target).parameters
+        if name in EDGES_BY_ARGUMENT
+    }
 
 
 def probed(monkeypatch, exercise_id: str, submission) -> tuple[checking.Probe, object]:
@@ -124,7 +143,10 @@ def probed(monkeypatch, exercise_id: str, submission) -> tuple[checking.Probe, o
 
 def edges_missed(exercise, probe: checking.Probe) -> list[str]:
     """The edges of the exercise's kinds of input that no call into student code reached."""
-    missed = [f"{kind}: taken (by the signature) but not declared in edges" for kind in sorted(edges_by_signature(exercise) - set(exercise.edges))]
+    missed = [
+        f"{kind}: taken (by the signature) but not declared in edges"
+        for kind in sorted(edges_by_signature(exercise) - set(exercise.edges))
+    ]
     for kind in exercise.edges:
         lacking = {"first", "last"} - probe.edges_reached.get(kind, set())
         missed += [f"{kind}: no call reached the {edge} edge of {EDGE_KINDS[kind]}" for edge in sorted(lacking)]
@@ -176,12 +198,16 @@ def test_the_edge_test_fails_when_an_edge_is_left_out(monkeypatch):
         patch.setattr(checking.Probe, "ids", without_zero)
         probe, _ = probed(monkeypatch, exercise.id, right)
     missed = edges_missed(exercise, probe)
-    assert any(m.startswith("ids: no call reached the first edge") for m in missed) and any("lost its edge" in m for m in missed)
+    assert any(m.startswith("ids: no call reached the first edge") for m in missed) and any(
+        "lost its edge" in m for m in missed
+    )
     probe, _ = probed(monkeypatch, exercise.id, right)
     assert edges_missed(dataclasses.replace(exercise, edges=(*exercise.edges, "segments")), probe) == [
         f"segments: no call reached the {edge} edge of {EDGE_KINDS['segments']}" for edge in ("first", "last")
     ]
-    assert edges_missed(dataclasses.replace(exercise, edges=()), probe) == ["ids: taken (by the signature) but not declared in edges"]
+    assert edges_missed(dataclasses.replace(exercise, edges=()), probe) == [
+        "ids: taken (by the signature) but not declared in edges"
+    ]
 
 
 def test_the_gradient_test_fails_when_a_table_is_unprobed(monkeypatch):

@@ -34,7 +34,9 @@ def on_gpu_it_fails_with(code: str, message: str):
 def test_the_gpu_pass_follows_a_passed_cpu_pass(monkeypatch):
     seen = []
     monkeypatch.setattr(checking, "check_device", lambda: CUDA)
-    monkeypatch.setattr(checking, "on_device", lambda exercise, submission, name, device: seen.append((exercise.id, device)))
+    monkeypatch.setattr(
+        checking, "on_device", lambda exercise, submission, name, device: seen.append((exercise.id, device))
+    )
     assert check("lookup", right_lookup).passed
     assert seen == [("lookup", CUDA)]
     assert check("lookup", lambda w, i: w.T[i]).diagnosis == "transposed_weight"  # found on the CPU...
@@ -48,7 +50,9 @@ def test_no_gpu_pass_on_a_cpu_machine(monkeypatch):
 
 
 def test_a_device_clash_on_the_gpu_is_wrong_device():
-    exercise = on_gpu_it_fails_with("raised", "`f` raised RuntimeError: Expected all tensors to be on the same device, but found cuda:0 and cpu")
+    exercise = on_gpu_it_fails_with(
+        "raised", "`f` raised RuntimeError: Expected all tensors to be on the same device, but found cuda:0 and cpu"
+    )
     with pytest.raises(checking.Failure) as caught:
         checking.on_device(exercise, right_lookup, "f", CUDA)
     assert caught.value.code == "wrong_device"
@@ -59,7 +63,11 @@ def test_other_gpu_failures_keep_their_code_and_say_where():
     exercise = on_gpu_it_fails_with("wrong_values", "the output differs at index [0, 1].")
     with pytest.raises(checking.Failure) as caught:
         checking.on_device(exercise, right_lookup, "f", CUDA)
-    assert caught.value.code == "wrong_values" and "not on cuda" in caught.value.message and "index [0, 1]" in caught.value.message
+    assert (
+        caught.value.code == "wrong_values"
+        and "not on cuda" in caught.value.message
+        and "index [0, 1]" in caught.value.message
+    )
 
 
 def test_a_broken_gpu_says_restart_the_kernel(monkeypatch):
@@ -71,7 +79,9 @@ def test_a_broken_gpu_says_restart_the_kernel(monkeypatch):
     def reference_breaks(fn, probe):  # an error outside the student's call: the check's own work on the GPU
         raise RuntimeError("CUDA error: device-side assert triggered")
 
-    monkeypatch.setattr(checking.exercises, "get", lambda exercise_id: dataclasses.replace(get("lookup"), check=reference_breaks))
+    monkeypatch.setattr(
+        checking.exercises, "get", lambda exercise_id: dataclasses.replace(get("lookup"), check=reference_breaks)
+    )
     result = check("lookup", right_lookup)
     assert result.diagnosis == "raised" and "restart the kernel" in result.message
 

@@ -31,7 +31,9 @@ def autograde(tmp_path, archive, name: str, notebook) -> dict:
     (root / "submission").mkdir()
     nbformat.write(notebook, root / "submission" / "01_lookup_tables.ipynb")
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "COURSE_PYTHON": sys.executable, "COURSE_PROGRESS_FILE": ""}
-    done = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads((root / "results" / "results.json").read_text())
 
@@ -40,12 +42,24 @@ def test_gradescope_autograder_scores_a_solution_and_a_broken_notebook(tmp_path)
     archive = export.build_gradescope_zip(tmp_path / "autograder.zip", ["01"])
     with zipfile.ZipFile(archive) as listing:
         names = set(listing.namelist())
-        assert {"setup.sh", "run_autograder", "requirements.txt", "course/helpers/grade.py", "course/helpers/exercises/ch01_lookup_tables.py"} <= names
-        assert all(listing.getinfo(script).external_attr >> 16 & stat.S_IXUSR for script in ("setup.sh", "run_autograder"))
+        assert {
+            "setup.sh",
+            "run_autograder",
+            "requirements.txt",
+            "course/helpers/grade.py",
+            "course/helpers/exercises/ch01_lookup_tables.py",
+        } <= names
+        assert all(
+            listing.getinfo(script).external_attr >> 16 & stat.S_IXUSR for script in ("setup.sh", "run_autograder")
+        )
         assert "torch==2.13.0\n" in listing.read("requirements.txt").decode()
 
-    solved = autograde(tmp_path, archive, "solved", nbformat.read(release.SOLUTIONS / "01_lookup_tables.ipynb", as_version=4))
-    broken = nbformat.read(release.CHAPTERS / "01_lookup_tables.ipynb", as_version=4)  # unfilled, and a cell that raises
+    solved = autograde(
+        tmp_path, archive, "solved", nbformat.read(release.SOLUTIONS / "01_lookup_tables.ipynb", as_version=4)
+    )
+    broken = nbformat.read(
+        release.CHAPTERS / "01_lookup_tables.ipynb", as_version=4
+    )  # unfilled, and a cell that raises
     broken.cells.insert(3, nbformat.v4.new_code_cell('raise RuntimeError("I broke this cell")'))
     failed = autograde(tmp_path, archive, "broken", broken)
 
@@ -53,7 +67,10 @@ def test_gradescope_autograder_scores_a_solution_and_a_broken_notebook(tmp_path)
         assert results["visibility"] == "visible" and isinstance(results["output"], str)
         assert [t["name"] for t in results["tests"]] == list(POINTS)
         for test in results["tests"]:
-            assert set(test) >= {"name", "score", "max_score", "output", "visibility"} and test["max_score"] == POINTS[test["name"]]
+            assert (
+                set(test) >= {"name", "score", "max_score", "output", "visibility"}
+                and test["max_score"] == POINTS[test["name"]]
+            )
     assert solved["score"] == sum(POINTS.values()) and all(t["score"] == t["max_score"] for t in solved["tests"])
     assert failed["score"] == 0 and all(t["score"] == 0 and "not_implemented" in t["output"] for t in failed["tests"])
     assert "I broke this cell" in failed["output"]

@@ -24,18 +24,39 @@ def chapter_points(chapter: int) -> dict[str, int]:
 def test_every_check_cell_becomes_a_test_cell_worth_the_exercises_points():
     for solution in sorted(release.SOLUTIONS.glob("[0-9][0-9]_*.md")):
         notebook = export.nbgrader_source(solution)
-        graded = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"] for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")}
+        graded = {
+            c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"]
+            for c in notebook.cells
+            if c.metadata.get("nbgrader", {}).get("grade")
+        }
         assert graded == {f"check_{i}": p for i, p in chapter_points(int(solution.name[:2])).items()}, solution.name
         solutions = [c for c in notebook.cells if "# BEGIN SOLUTION" in c.source]
-        assert solutions and all(c.metadata.nbgrader["solution"] and not c.metadata.nbgrader["locked"] for c in solutions)
+        assert solutions and all(
+            c.metadata.nbgrader["solution"] and not c.metadata.nbgrader["locked"] for c in solutions
+        )
 
 
-@pytest.mark.skipif(shutil.which("nbgrader", path=os.path.dirname(sys.executable)) is None, reason="nbgrader is not installed (pip install -e .[test])")
+@pytest.mark.skipif(
+    shutil.which("nbgrader", path=os.path.dirname(sys.executable)) is None,
+    reason="nbgrader is not installed (pip install -e .[test])",
+)
 def test_nbgrader_generates_and_autogrades_chapter_01(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], "COURSE_PROGRESS_FILE": ""}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+        "COURSE_PROGRESS_FILE": "",
+    }
 
     def nbgrader(*args: str) -> None:
-        done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "nbgrader"), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+        done = subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable), "nbgrader"), *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
 
     export.main(["nbgrader", str(tmp_path), "--chapters", "01"])  # what `course.py nbgrader` runs

@@ -140,14 +140,32 @@ NOT_UTF8 = b"caf\xe9.ipynb"
 def grade_the_attacks(root: Path) -> dict:
     folder, out = root / "class", root / "out"
     (folder / "other").mkdir(parents=True)
-    write_notebook(folder / "classmate.ipynb", [HEAD, "def lookup(weight, ids):\n    return weight[ids]", RIGHT_ONE_HOT])
+    write_notebook(
+        folder / "classmate.ipynb", [HEAD, "def lookup(weight, ids):\n    return weight[ids]", RIGHT_ONE_HOT]
+    )
     for name, attack in ATTACKS.items():
         write_notebook(folder / f"{name}.ipynb", [HEAD, WRONG_LOOKUP, RIGHT_ONE_HOT, attack])
     for name in ODD_NAMES.values():
         write_notebook(folder / name, [HEAD, WRONG_LOOKUP])
     write_notebook(Path(os.fsdecode(os.fsencode(folder) + b"/" + NOT_UTF8)), [HEAD, WRONG_LOOKUP])
     env_secret = os.environ.setdefault("COURSE_GRADER_SECRET", "s3cret-token")
-    code = grade.main([str(folder), "--out", str(out), "--jobs", "2", "--timeout", "20", "--notebook-timeout", "120", "--chapter", "01", "--quiet", *NO_SANDBOX])
+    code = grade.main(
+        [
+            str(folder),
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+            "--timeout",
+            "20",
+            "--notebook-timeout",
+            "120",
+            "--chapter",
+            "01",
+            "--quiet",
+            *NO_SANDBOX,
+        ]
+    )
     reports = {p.name: json.loads(p.read_text()) for p in out.glob("*.json") if p.name != "summary.json"}
     return {
         "code": code,
@@ -174,7 +192,11 @@ def test_the_batch_finishes_with_a_report_for_everyone(batch):
 
 
 def test_the_honest_classmate_scores_as_alone(batch):
-    classmate = by_id(report(batch, "classmate.json") if "classmate.json" in batch["reports"] else batch["reports"]["class__classmate.json"])
+    classmate = by_id(
+        report(batch, "classmate.json")
+        if "classmate.json" in batch["reports"]
+        else batch["reports"]["class__classmate.json"]
+    )
     assert classmate["lookup"]["passed"] and classmate["one_hot_lookup"]["passed"]
 
 
@@ -192,7 +214,9 @@ def test_what_each_attack_is_told(batch):
     assert by_id(report(batch, "tensor_subclass"))["lookup"]["diagnosis"] == "transposed_weight"
     forbidden = by_id(report(batch, "forbidden_indirect"))["lookup"]
     assert forbidden["diagnosis"] == "forbidden_api" and "seen inside the student's kernel" in forbidden["best_effort"]
-    assert by_id(report(batch, "copy_the_reference"))["lookup"]["diagnosis"] == "uses_reference"  # what it copied is a stub
+    assert (
+        by_id(report(batch, "copy_the_reference"))["lookup"]["diagnosis"] == "uses_reference"
+    )  # what it copied is a stub
     assert by_id(report(batch, "huge_reply"))["lookup"]["diagnosis"] in ("raised", "wrong_shape", "out_of_memory")
 
 

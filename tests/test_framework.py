@@ -136,7 +136,9 @@ def test_device_follows_the_override(monkeypatch):
     monkeypatch.setenv("COURSE_DEVICE", "meta")
     assert checking.check_device() == torch.device("meta")
     monkeypatch.delenv("COURSE_DEVICE")
-    assert checking.check_device().type == ("cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu")
+    assert checking.check_device().type == (
+        "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    )
 
 
 def test_cuda_is_preferred_when_present(monkeypatch):

@@ -106,14 +106,28 @@ print(helpers.check("lookup", lookup).passed)"""
 
 SEGFAULT = "import ctypes\n\nctypes.string_at(0)"
 NOTEBOOKS = {  # name: cells (a markdown cell comes first, so code cell k is notebook cell k + 1)
-    "right": [HEAD, "def lookup(weight, ids):\n    return weight.index_select(0, ids.flatten()).reshape(*ids.shape, -1)", RIGHT_ONE_HOT.replace("@ weight", "@ weight  # (..., V) @ (V, d)")],
+    "right": [
+        HEAD,
+        "def lookup(weight, ids):\n    return weight.index_select(0, ids.flatten()).reshape(*ids.shape, -1)",
+        RIGHT_ONE_HOT.replace("@ weight", "@ weight  # (..., V) @ (V, d)"),
+    ],
     "tamper_check": [HEAD, WRONG_LOOKUP, TAMPER_CHECK, TAMPER_HELPERS, RIGHT_ONE_HOT],
     "tamper_registry": [HEAD, SNEAKY_LOOKUP, RIGHT_ONE_HOT, TAMPER_REGISTRY],
     "tamper_shadow": [HEAD, WRONG_LOOKUP, RIGHT_ONE_HOT, TAMPER_SHADOW],
     "crashes": [HEAD, RIGHT_LOOKUP, "import os\n\nos._exit(1)", RIGHT_ONE_HOT, SEGFAULT, "x = 1"],
     "check_kills": [HEAD, "def lookup(weight, ids):\n    import os\n\n    os._exit(3)", RIGHT_ONE_HOT],
-    "overwritten": [HEAD, RIGHT_LOOKUP, 'check("lookup", lookup)', "1 / 0", "lookup = lambda weight, ids: weight.T[ids]"],
-    "forbidden": [HEAD, "def lookup(weight, ids):\n    return F.embedding(ids, weight)", "def one_hot_lookup(weight, ids):\n    return F.one_hot(ids, weight.shape[1]).to(weight.dtype) @ weight.T"],
+    "overwritten": [
+        HEAD,
+        RIGHT_LOOKUP,
+        'check("lookup", lookup)',
+        "1 / 0",
+        "lookup = lambda weight, ids: weight.T[ids]",
+    ],
+    "forbidden": [
+        HEAD,
+        "def lookup(weight, ids):\n    return F.embedding(ids, weight)",
+        "def one_hot_lookup(weight, ids):\n    return F.one_hot(ids, weight.shape[1]).to(weight.dtype) @ weight.T",
+    ],
 }
 
 
@@ -126,9 +140,34 @@ def grade_the_class(root: Path) -> dict:
     inputs = [SOLUTION, CHAPTER, *sorted(folder.glob("*.ipynb"))]
     listing = sorted(p.name for p in folder.iterdir())
     before = fingerprint(inputs)
-    code = grade.main([str(SOLUTION), str(CHAPTER), str(folder), "--out", str(out), "--jobs", "2", "--timeout", "30", "--quiet", *NO_SANDBOX])
-    reports = {p.name.removesuffix(".json"): json.loads(p.read_text()) for p in out.glob("*.json") if not p.name.startswith("summary")}
-    return {"code": code, "reports": reports, "out": str(out), "before": before, "after": fingerprint(inputs), "listing": [listing, sorted(p.name for p in folder.iterdir())]}
+    code = grade.main(
+        [
+            str(SOLUTION),
+            str(CHAPTER),
+            str(folder),
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+            "--timeout",
+            "30",
+            "--quiet",
+            *NO_SANDBOX,
+        ]
+    )
+    reports = {
+        p.name.removesuffix(".json"): json.loads(p.read_text())
+        for p in out.glob("*.json")
+        if not p.name.startswith("summary")
+    }
+    return {
+        "code": code,
+        "reports": reports,
+        "out": str(out),
+        "before": before,
+        "after": fingerprint(inputs),
+        "listing": [listing, sorted(p.name for p in folder.iterdir())],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +199,9 @@ def test_unfilled_chapter_scores_zero_with_not_implemented(batch):
     assert {ex["diagnosis"] for ex in report["exercises"]} == {"not_implemented"}
     # It runs top to bottom; only the cells that use an exercise's result stop at the stub: a graded
     # kernel has no reference to fall back on (solution_or_reference hands back the student's own).
-    assert {(e["type"], e["message"]) for e in report["errors"]} <= {("NotImplementedError", "NotImplementedError: your code here")}
+    assert {(e["type"], e["message"]) for e in report["errors"]} <= {
+        ("NotImplementedError", "NotImplementedError: your code here")
+    }
 
 
 def test_a_perfect_tiny_notebook_scores_full_marks(batch):
@@ -177,9 +218,17 @@ def test_tampering_earns_nothing(batch, name):
     assert (lookup["passed"], lookup["score"], lookup["diagnosis"]) == (False, 0, "transposed_weight"), lookup
     assert one_hot["passed"], one_hot  # the grader still works in a tampered kernel
     # The catalogue is not even there to tamper with: the sandbox holds a stand-in without it.
-    assert report["errors"] == ([{"cell": 4, "type": "AttributeError", "message": "AttributeError: module 'helpers.exercises' has no attribute '_catalogue'"}] if name == "tamper_registry" else []), (
-        report["errors"]
-    )
+    assert report["errors"] == (
+        [
+            {
+                "cell": 4,
+                "type": "AttributeError",
+                "message": "AttributeError: module 'helpers.exercises' has no attribute '_catalogue'",
+            }
+        ]
+        if name == "tamper_registry"
+        else []
+    ), report["errors"]
     assert report["warnings"], "cells that reach into the machinery are flagged for a person"
 
 
@@ -202,13 +251,18 @@ def test_names_stand_as_at_the_end_and_errors_are_reported(batch):
     assert results["lookup"]["diagnosis"] == "transposed_weight"  # overwritten after a passing check
     assert (results["one_hot_lookup"]["diagnosis"], results["one_hot_lookup"]["score"]) == ("not_implemented", 0)
     assert "not defined" in results["one_hot_lookup"]["message"]
-    assert report["errors"] == [{"cell": 4, "type": "ZeroDivisionError", "message": "ZeroDivisionError: division by zero"}]
+    assert report["errors"] == [
+        {"cell": 4, "type": "ZeroDivisionError", "message": "ZeroDivisionError: division by zero"}
+    ]
     assert report["warnings"] == []
 
 
 def test_wrong_code_gets_its_diagnosis(batch):
     results = by_id(batch["reports"]["forbidden"])
-    assert (results["lookup"]["diagnosis"], results["one_hot_lookup"]["diagnosis"]) == ("forbidden_api", "transposed_weight")
+    assert (results["lookup"]["diagnosis"], results["one_hot_lookup"]["diagnosis"]) == (
+        "forbidden_api",
+        "transposed_weight",
+    )
 
 
 def test_submissions_are_never_written(batch):
@@ -232,15 +286,26 @@ def test_summary_shows_scores_pass_rates_and_the_common_mistake(batch):
 def test_endless_cells_are_interrupted_or_killed_and_gradescope_output(tmp_path, monkeypatch):
     monkeypatch.setattr("helpers.grading.kernel.INTERRUPT_GRACE", 1.0)
     stubborn = "import signal\n\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
-    path = write_notebook(tmp_path / "endless.ipynb", [HEAD, RIGHT_LOOKUP, "while True:\n    pass", RIGHT_ONE_HOT, stubborn, "x = 1"])
+    path = write_notebook(
+        tmp_path / "endless.ipynb", [HEAD, RIGHT_LOOKUP, "while True:\n    pass", RIGHT_ONE_HOT, stubborn, "x = 1"]
+    )
     before = fingerprint([path])
     out = tmp_path / "out"
-    assert grade.main([str(path), "--out", str(out), "--format", "gradescope", "--timeout", "3", "--quiet", *NO_SANDBOX]) == 0
+    assert (
+        grade.main([str(path), "--out", str(out), "--format", "gradescope", "--timeout", "3", "--quiet", *NO_SANDBOX])
+        == 0
+    )
     results = json.loads((out / "results.json").read_text())
     assert results["score"] == 4  # lookup and one_hot_lookup
     assert "cell 3: the cell ran past its 3 s limit and was interrupted" in results["output"]
-    assert "cell 5: the cell ran past its 3 s limit and was killed after the interrupt did not stop it" in results["output"]
-    assert [(t["name"], t["score"], t["max_score"]) for t in results["tests"][:2]] == [("lookup", 2, 2), ("one_hot_lookup", 2, 2)]
+    assert (
+        "cell 5: the cell ran past its 3 s limit and was killed after the interrupt did not stop it"
+        in results["output"]
+    )
+    assert [(t["name"], t["score"], t["max_score"]) for t in results["tests"][:2]] == [
+        ("lookup", 2, 2),
+        ("one_hot_lookup", 2, 2),
+    ]
     assert all(set(t) >= {"name", "score", "max_score", "output"} for t in results["tests"])
     assert fingerprint([path]) == before
 
@@ -256,13 +321,21 @@ def test_measure_overhead_reports_the_ratio(tmp_path):
 
 
 def test_chapter_detection():
-    table = [grade.ExerciseInfo("lookup", 1, 2), grade.ExerciseInfo("one_hot_lookup", 1, 2), grade.ExerciseInfo("ScaledEmbedding", 2, 2)]
+    table = [
+        grade.ExerciseInfo("lookup", 1, 2),
+        grade.ExerciseInfo("one_hot_lookup", 1, 2),
+        grade.ExerciseInfo("ScaledEmbedding", 2, 2),
+    ]
     assert grade.detect_chapters(["def lookup(w, ids):\n    ..."], "alice.ipynb", table) == {1}
     assert grade.detect_chapters(['check("ScaledEmbedding", X)'], "bob.ipynb", table) == {2}
-    assert grade.detect_chapters(["lookup = lambda w, i: w[i]", "class ScaledEmbedding(nn.Module): ..."], "x.ipynb", table) == {1, 2}
+    assert grade.detect_chapters(
+        ["lookup = lambda w, i: w[i]", "class ScaledEmbedding(nn.Module): ..."], "x.ipynb", table
+    ) == {1, 2}
     assert grade.detect_chapters(["print('nothing')"], "02_scaling.ipynb", table) == {2}
     # a chapter that pastes in an earlier chapter's function to build on it is still only itself
-    assert grade.detect_chapters(["def lookup(w, ids):\n    ...", 'check("ScaledEmbedding", ScaledEmbedding)'], "02_scaling.ipynb", table) == {2}
+    assert grade.detect_chapters(
+        ["def lookup(w, ids):\n    ...", 'check("ScaledEmbedding", ScaledEmbedding)'], "02_scaling.ipynb", table
+    ) == {2}
     assert grade.detect_chapters([], "empty.ipynb", table) == {1, 2}  # unknown: every chapter counts
 
 
@@ -279,8 +352,22 @@ REPORT = {
     "score": 2,
     "max_score": 4,
     "exercises": [
-        {"id": "lookup", "passed": True, "score": 2, "max_score": 2, "diagnosis": None, "message": "All probes passed."},
-        {"id": "one_hot_lookup", "passed": False, "score": 0, "max_score": 2, "diagnosis": "transposed_weight", "message": "You read the table | as (d, V)."},
+        {
+            "id": "lookup",
+            "passed": True,
+            "score": 2,
+            "max_score": 2,
+            "diagnosis": None,
+            "message": "All probes passed.",
+        },
+        {
+            "id": "one_hot_lookup",
+            "passed": False,
+            "score": 0,
+            "max_score": 2,
+            "diagnosis": "transposed_weight",
+            "message": "You read the table | as (d, V).",
+        },
     ],
     "errors": [{"cell": 4, "type": "ZeroDivisionError", "message": "ZeroDivisionError: division by zero"}],
     "warnings": [],
@@ -296,7 +383,13 @@ def test_markdown_and_gradescope_formats():
     assert "| 4 | ZeroDivisionError | ZeroDivisionError: division by zero |" in markdown
     results = json.loads(grade.report_gradescope(REPORT))
     assert results["score"] == 2
-    assert results["tests"][1] == {"name": "one_hot_lookup", "score": 0, "max_score": 2, "status": "failed", "output": "transposed_weight: You read the table | as (d, V)."}
+    assert results["tests"][1] == {
+        "name": "one_hot_lookup",
+        "score": 0,
+        "max_score": 2,
+        "status": "failed",
+        "output": "transposed_weight: You read the table | as (d, V).",
+    }
 
 
 def test_an_unreadable_submission_scores_zero_without_a_kernel(tmp_path):
@@ -324,19 +417,33 @@ def test_collect_reports_links_odd_files_and_one_file_under_two_paths(tmp_path):
     write_notebook(tmp_path / "frank.ipynb", [RIGHT_LOOKUP])
     found, skipped = grade.collect([str(tmp_path), str(tmp_path / "frank.ipynb")])  # frank named twice: one submission
     problems = {f.path.relative_to(tmp_path).as_posix(): f.problem and f.problem[0] for f in found}
-    assert problems == {"alice/hw.ipynb": "SameFile", "bob/hw.ipynb": "SameFile", "carol.ipynb": "SymbolicLink", "dave.ipynb": "NotARegularFile", "frank.ipynb": None}
+    assert problems == {
+        "alice/hw.ipynb": "SameFile",
+        "bob/hw.ipynb": "SameFile",
+        "carol.ipynb": "SymbolicLink",
+        "dave.ipynb": "NotARegularFile",
+        "frank.ipynb": None,
+    }
     assert [s["path"] for s in skipped] == [str(tmp_path / "erin.ipynb")]
     assert sorted(grade.report_names([f.path for f in found])) == ["alice__hw", "bob__hw", "carol", "dave", "frank"]
-    reports = [grade.grade_notebook(f.path, found=f, chapters={1}) for f in found if f.problem]  # no kernel: nothing to run
+    reports = [
+        grade.grade_notebook(f.path, found=f, chapters={1}) for f in found if f.problem
+    ]  # no kernel: nothing to run
     flagged = [r for r in reports if r["flag"]]
-    assert len(flagged) == 4 and all(r["score"] == 0 and r["graded"] and r["errors"][0]["type"] == r["flag"] for r in flagged)
+    assert len(flagged) == 4 and all(
+        r["score"] == 0 and r["graded"] and r["errors"][0]["type"] == r["flag"] for r in flagged
+    )
     summary = grade.summarize(flagged, skipped)
     assert "erin.ipynb" in grade.summary_text(summary) and "FLAGGED" in grade.summary_markdown(summary)
 
 
 def test_without_a_sandbox_the_grader_says_so_in_one_line_and_stops(tmp_path, monkeypatch, capsys):
     write_notebook(tmp_path / "01_a.ipynb", [RIGHT_LOOKUP])
-    monkeypatch.setattr("helpers.grading.__main__.sandbox_problem", lambda: "bubblewrap (bwrap) is not installed: install bubblewrap")
+    monkeypatch.setattr(
+        "helpers.grading.__main__.sandbox_problem", lambda: "bubblewrap (bwrap) is not installed: install bubblewrap"
+    )
     assert grade.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == ["grade: bubblewrap (bwrap) is not installed: install bubblewrap"]
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "grade: bubblewrap (bwrap) is not installed: install bubblewrap"
+    ]
     assert not (tmp_path / "out").exists()  # nothing graded, silently or not

@@ -12,7 +12,17 @@ REPORT = {
     "max_score": 4,
     "errors": [],
     "exercises": [
-        {"id": "lookup", "passed": True, "score": 2, "max_score": 2, "diagnosis": None, "message": "All probes passed.", "also": [], "hint": "", "fix": ""},
+        {
+            "id": "lookup",
+            "passed": True,
+            "score": 2,
+            "max_score": 2,
+            "diagnosis": None,
+            "message": "All probes passed.",
+            "also": [],
+            "hint": "",
+            "fix": "",
+        },
         {
             "id": "one_hot_lookup",
             "passed": False,
@@ -29,10 +39,14 @@ REPORT = {
 
 
 @pytest.mark.parametrize("fmt", sorted(grade.RENDER))
-@pytest.mark.parametrize("feedback, shows", [("diagnosis", set()), ("hint", {"HINT-TEXT"}), ("fix", {"HINT-TEXT", "FIX-TEXT"})])
+@pytest.mark.parametrize(
+    "feedback, shows", [("diagnosis", set()), ("hint", {"HINT-TEXT"}), ("fix", {"HINT-TEXT", "FIX-TEXT"})]
+)
 def test_each_format_shows_what_the_feedback_level_allows(fmt, feedback, shows):
     text = grade.RENDER[fmt][1](grade.for_students(REPORT, feedback))
-    assert "transposed_weight" in text and "You read the table" in text and "no_gradient" in text  # the diagnosis, always
+    assert (
+        "transposed_weight" in text and "You read the table" in text and "no_gradient" in text
+    )  # the diagnosis, always
     assert {marker for marker in ("HINT-TEXT", "FIX-TEXT") if marker in text} == shows
 
 

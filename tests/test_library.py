@@ -62,7 +62,14 @@ def test_bert_embeddings_match_minilm(with_token_types):
 
     bert = library.minilm()
     config = bert.config
-    ours = reference.BertEmbeddings(config.vocab_size, config.hidden_size, config.max_position_embeddings, config.type_vocab_size, config.layer_norm_eps, pad_token_id=config.pad_token_id).eval()
+    ours = reference.BertEmbeddings(
+        config.vocab_size,
+        config.hidden_size,
+        config.max_position_embeddings,
+        config.type_vocab_size,
+        config.layer_norm_eps,
+        pad_token_id=config.pad_token_id,
+    ).eval()
     ours.load_state_dict(models.bert_embeddings_state_dict())  # strict: exactly HF's five tensors, under HF's names
 
     firsts, seconds = zip(*models.SENTENCE_PAIRS)
@@ -99,7 +106,9 @@ def test_rope_matches_llama(padding):
     q, k = randn(2, Hq, T, Dh, seed=1), randn(2, Hk, T, Dh, seed=2)
 
     cos_lib, sin_lib = library.llama_cos_sin(model, position_ids)  # (B, T, Dh)
-    cos_ref, sin_ref = reference.rope_cache(Dh, config.max_position_embeddings, base=library.rope_base(config))  # (max_len, Dh)
+    cos_ref, sin_ref = reference.rope_cache(
+        Dh, config.max_position_embeddings, base=library.rope_base(config)
+    )  # (max_len, Dh)
     assert_close(cos_ref[position_ids], cos_lib)
     assert_close(sin_ref[position_ids], sin_lib)
 
@@ -137,7 +146,9 @@ def test_rope_interleaved_matches_gptj(padding):
     theirs = library.gptj_rotary(model, x, position_ids)
 
     x = x.transpose(1, 2)  # the course's layout (B, H, T, Dh)
-    rows = [reference.rope_interleaved(x[b : b + 1, ..., :r], positions=position_ids[b]) for b in range(len(x))]  # positions (T,): one row at a time
+    rows = [
+        reference.rope_interleaved(x[b : b + 1, ..., :r], positions=position_ids[b]) for b in range(len(x))
+    ]  # positions (T,): one row at a time
     ours = torch.cat([torch.cat(rows), x[..., r:]], dim=-1).transpose(1, 2)
     assert_close(ours, theirs)
     assert torch.equal(theirs[..., r:], x.transpose(1, 2)[..., r:])  # the pass-through dims are untouched
@@ -241,12 +252,18 @@ def test_alibi_slopes_match_bloom(n_heads):
 @pytest.mark.parametrize("num_buckets, max_distance", [(32, 128), (16, 64), (10, 50), (8, 20), (64, 256), (32, 1000)])
 def test_t5_relative_bucket_matches_t5(bidirectional, num_buckets, max_distance):
     """Every relative position from -3000 to 3000, long and int32: transformers' own T5 bucketing is the oracle."""
-    t5 = pytest.importorskip("transformers.models.t5.modeling_t5", reason="cannot cross-check against this transformers: no T5")
+    t5 = pytest.importorskip(
+        "transformers.models.t5.modeling_t5", reason="cannot cross-check against this transformers: no T5"
+    )
     relative = torch.arange(-3000, 3001)
     for positions in (relative, relative.int()):
         expected = t5.T5Attention._relative_position_bucket(positions, bidirectional, num_buckets, max_distance)
         assert torch.equal(reference.t5_relative_bucket(positions, bidirectional, num_buckets, max_distance), expected)
-        assert reference.t5_relative_bucket(positions, bidirectional, num_buckets, max_distance).dtype == expected.dtype == torch.long
+        assert (
+            reference.t5_relative_bucket(positions, bidirectional, num_buckets, max_distance).dtype
+            == expected.dtype
+            == torch.long
+        )
 
 
 @needs_library
@@ -338,11 +355,19 @@ def test_llama_logits_with_the_reference_rotary():
     config = model.config
     ids, mask, position_ids = left_padded_batch(model)
     theirs = library.llama_logits(model, ids, mask, position_ids)
-    rotary = reference.RotaryEmbedding(library.llama_head_dim(model), config.max_position_embeddings, library.rope_base(config))
+    rotary = reference.RotaryEmbedding(
+        library.llama_head_dim(model), config.max_position_embeddings, library.rope_base(config)
+    )
     ours = library.llama_logits(model, ids, mask, position_ids, rope=rotary)
     assert_close(real_tokens(ours, mask), real_tokens(theirs, mask))
     # the swap is real: the interleaved rotation on HF's rows gives other logits
-    wrong = library.llama_logits(model, ids, mask, position_ids, rope=lambda q, k, p: (reference.rope_interleaved(q, p[0]), reference.rope_interleaved(k, p[0])))
+    wrong = library.llama_logits(
+        model,
+        ids,
+        mask,
+        position_ids,
+        rope=lambda q, k, p: (reference.rope_interleaved(q, p[0]), reference.rope_interleaved(k, p[0])),
+    )
     assert not torch.allclose(wrong, theirs, atol=1e-4)
 
 
@@ -354,7 +379,9 @@ def test_meta_layout_llama_gives_the_same_logits_with_interleaved_rope():
     ids, mask, position_ids = left_padded_batch(model)
 
     def interleaved(q, k, positions):
-        turn = lambda x: torch.cat([reference.rope_interleaved(x[b : b + 1], positions[b], base) for b in range(len(x))])  # noqa: E731
+        turn = lambda x: torch.cat(
+            [reference.rope_interleaved(x[b : b + 1], positions[b], base) for b in range(len(x))]
+        )  # noqa: E731
         return turn(q), turn(k)
 
     theirs = library.llama_logits(model, ids, mask, position_ids)
@@ -370,10 +397,16 @@ def test_neox_logits_with_the_reference_partial_rope():
     ids, mask, position_ids = left_padded_batch(model)
     cos, sin = reference.rope_cache(r, model.config.max_position_embeddings, library.rope_base(model.config))
     theirs = library.neox_logits(model, ids, mask, position_ids)
-    ours = library.neox_logits(model, ids, mask, position_ids, rope=lambda q, k, p: reference.apply_partial_rope(q, k, cos, sin, p))
+    ours = library.neox_logits(
+        model, ids, mask, position_ids, rope=lambda q, k, p: reference.apply_partial_rope(q, k, cos, sin, p)
+    )
     assert_close(real_tokens(ours, mask), real_tokens(theirs, mask))
     whole = reference.rope_cache(library.llama_head_dim(model), 64)  # the whole head turned: not NeoX
-    assert not torch.allclose(library.neox_logits(model, ids, mask, position_ids, rope=lambda q, k, p: reference.apply_rope(q, k, *whole, p)), theirs, atol=1e-4)
+    assert not torch.allclose(
+        library.neox_logits(model, ids, mask, position_ids, rope=lambda q, k, p: reference.apply_rope(q, k, *whole, p)),
+        theirs,
+        atol=1e-4,
+    )
 
 
 @needs_library
@@ -394,8 +427,13 @@ def test_bloom_logits_with_the_reference_slopes_and_bias():
     model = library.tiny_bloom()
     ids, mask, _ = left_padded_batch(model)
     theirs = library.bloom_logits(model, ids, mask)
-    assert_close(real_tokens(library.bloom_logits(model, ids, mask, slopes=reference.alibi_slopes), mask), real_tokens(theirs, mask))
-    assert_close(real_tokens(library.bloom_logits(model, ids, mask, bias=reference.alibi_bias), mask), real_tokens(theirs, mask))
+    assert_close(
+        real_tokens(library.bloom_logits(model, ids, mask, slopes=reference.alibi_slopes), mask),
+        real_tokens(theirs, mask),
+    )
+    assert_close(
+        real_tokens(library.bloom_logits(model, ids, mask, bias=reference.alibi_bias), mask), real_tokens(theirs, mask)
+    )
     flipped = library.bloom_logits(model, ids, mask, slopes=lambda n: -reference.alibi_slopes(n))
     assert not torch.allclose(flipped, theirs, atol=1e-4)
     assert "build_alibi_tensor" not in vars(model.transformer)  # the swap is undone: the class's own method again
@@ -471,7 +509,9 @@ def test_left_padding_needs_position_ids_in_gpt2():
     mask = (torch.arange(ids.shape[1]) >= pads).long()[None]  # (1, 12): 0 on the pads
     alone = library.gpt2_logits(model, text)[0]
     default = library.gpt2_logits(model, ids, attention_mask=mask)[0, pads:]
-    fixed = library.gpt2_logits(model, ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0))[0, pads:]
+    fixed = library.gpt2_logits(model, ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0))[
+        0, pads:
+    ]
     assert (default.argmax(-1) == alone.argmax(-1)).float().mean() < 0.5  # position matters in the tiny model
     assert_close(fixed, alone)
 

@@ -26,11 +26,32 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CASES = {
     "linear_scaling": [(8, 10000.0, 4.0), (128, 500000.0, 8.0), (64, 1000000.0, 2.5)],
-    "dynamic_ntk_scaling": [(16, 10000.0, 2.0, 8, 16), (16, 10000.0, 2.0, 16, 16), (64, 10000.0, 4.0, 100, 32), (128, 1000000.0, 2.0, 40000, 16384)],
-    "yarn_scaling": [(32, 10000.0, 4.0, 64), (128, 10000.0, 16.0, 4096), (32, 500000.0, 4.0, 256, 16.0, 2.0), (128, 1000000.0, 4.0, 32768), (16, 10000.0, 1.0, 128)],
-    "llama3_scaling": [(16, 10000.0, 4.0, 1.0, 4.0, 64), (128, 500000.0, 8.0, 1.0, 4.0, 8192), (128, 500000.0, 32.0, 1.0, 4.0, 8192), (32, 10000.0, 8.0, 2.0, 8.0, 128)],
+    "dynamic_ntk_scaling": [
+        (16, 10000.0, 2.0, 8, 16),
+        (16, 10000.0, 2.0, 16, 16),
+        (64, 10000.0, 4.0, 100, 32),
+        (128, 1000000.0, 2.0, 40000, 16384),
+    ],
+    "yarn_scaling": [
+        (32, 10000.0, 4.0, 64),
+        (128, 10000.0, 16.0, 4096),
+        (32, 500000.0, 4.0, 256, 16.0, 2.0),
+        (128, 1000000.0, 4.0, 32768),
+        (16, 10000.0, 1.0, 128),
+    ],
+    "llama3_scaling": [
+        (16, 10000.0, 4.0, 1.0, 4.0, 64),
+        (128, 500000.0, 8.0, 1.0, 4.0, 8192),
+        (128, 500000.0, 32.0, 1.0, 4.0, 8192),
+        (32, 10000.0, 8.0, 2.0, 8.0, 128),
+    ],
 }
-ROPE_TYPE = {"linear_scaling": "linear", "dynamic_ntk_scaling": "dynamic", "yarn_scaling": "yarn", "llama3_scaling": "llama3"}
+ROPE_TYPE = {
+    "linear_scaling": "linear",
+    "dynamic_ntk_scaling": "dynamic",
+    "yarn_scaling": "yarn",
+    "llama3_scaling": "llama3",
+}
 
 
 @pytest.mark.parametrize("exercise, args", [(e, a) for e, cases in CASES.items() for a in cases])
@@ -73,14 +94,21 @@ def test_the_library_oracle_alone_names_the_library(exercise, right, wrong):
     failure, notes = run_oracle(exercise, right)
     assert failure is None and notes == []  # the installed transformers is in the tested range: nothing to say
     failure, _ = run_oracle(exercise, wrong)
-    assert failure is not None and failure.code == "library_mismatch" and f"transformers {library.transformers_version()}" in failure.message, failure
+    assert (
+        failure is not None
+        and failure.code == "library_mismatch"
+        and f"transformers {library.transformers_version()}" in failure.message
+    ), failure
 
 
 def test_a_version_outside_the_tested_range_is_said_in_one_line(monkeypatch):
     monkeypatch.setattr(library, "transformers_version", lambda: "6.1.0")
     result = check("yarn_scaling", ch07.yarn_hf)
     assert result.passed
-    assert "transformers 6.1.0 is installed, outside the range 5.23 to <6" in result.message and result.message.count("\n") == 0
+    assert (
+        "transformers 6.1.0 is installed, outside the range 5.23 to <6" in result.message
+        and result.message.count("\n") == 0
+    )
 
 
 def test_a_library_whose_maths_differ_is_not_held_against_the_student(monkeypatch):
@@ -125,4 +153,7 @@ def test_a_course_function_drives_a_real_llama(rope_type, ours, wrong, extra):
     theirs = logits()
     torch.testing.assert_close(logits(ours), theirs, rtol=1.3e-6, atol=1e-5)
     assert not torch.allclose(logits(wrong), theirs, rtol=1e-3, atol=1e-3)
-    assert library.library_attr("modeling_rope_utils", "ROPE_INIT_FUNCTIONS")[rope_type].__module__ == "transformers.modeling_rope_utils"  # put back
+    assert (
+        library.library_attr("modeling_rope_utils", "ROPE_INIT_FUNCTIONS")[rope_type].__module__
+        == "transformers.modeling_rope_utils"
+    )  # put back

@@ -28,10 +28,20 @@ ORACLES = {
     "rope_from_shift_matrix": (oracle.gptj_interleaved, ch05.shift_rope_einsum, ch05.shift_rope_matrix_times_column),
     "alibi_slopes": (oracle.bloom_slopes, ch06.RIGHT["alibi_slopes"][0], ch06.slopes_negative),
     "alibi_bias": (oracle.bloom_bias, ch06.RIGHT["alibi_bias"][0], ch06.bias_plus_sign),
-    "LearnedPositionalEmbedding": (oracle.gpt2_positions, ch04.RIGHT["LearnedPositionalEmbedding"][0], ch04.LearnedStartsAtOne),
+    "LearnedPositionalEmbedding": (
+        oracle.gpt2_positions,
+        ch04.RIGHT["LearnedPositionalEmbedding"][0],
+        ch04.LearnedStartsAtOne,
+    ),
     "TiedLMHead": (oracle.gpt2_head, ch02.RIGHT["TiedLMHead"][0], ch02.Softmaxed),
 }
-MODEL = {"RotaryEmbedding": "Llama", "apply_rope": "Llama", "apply_partial_rope": "GPT-NeoX", "rope_interleaved": "GPT-J", "rope_from_shift_matrix": "GPT-J"}
+MODEL = {
+    "RotaryEmbedding": "Llama",
+    "apply_rope": "Llama",
+    "apply_partial_rope": "GPT-NeoX",
+    "rope_interleaved": "GPT-J",
+    "rope_from_shift_matrix": "GPT-J",
+}
 
 
 def run_oracle(exercise_id: str, submission) -> Failure | None:
@@ -58,7 +68,9 @@ def test_every_check_with_an_oracle_runs_it(monkeypatch):
     """Each of these checks reaches its oracle, after the direct probes, and only then."""
     ran = []
     for run, _, _ in ORACLES.values():
-        monkeypatch.setattr(oracle, run.__name__, lambda probe, fn: probe.accelerator_pass or ran.append(probe.exercise.id))  # a GPU's second pass skips it
+        monkeypatch.setattr(
+            oracle, run.__name__, lambda probe, fn: probe.accelerator_pass or ran.append(probe.exercise.id)
+        )  # a GPU's second pass skips it
     for exercise_id, (_, right, wrong) in ORACLES.items():
         assert check(exercise_id, right).passed
         assert not check(exercise_id, wrong).passed

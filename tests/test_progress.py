@@ -31,7 +31,9 @@ def progress_file(tmp_path, monkeypatch):
 def test_a_failure_folds_the_hint_and_inside_it_the_fix():
     result = check("lookup", transposed)
     page = result._repr_html_()
-    assert result.message in str(result) and f"Hint: {result.hint}" in str(result) and f"Fix: {result.fix}" in str(result)
+    assert (
+        result.message in str(result) and f"Hint: {result.hint}" in str(result) and f"Fix: {result.fix}" in str(result)
+    )
     hint_at, fix_at = page.index('<details class="check-hint"'), page.index('<details class="check-fix"')
     assert hint_at < fix_at < page.index("</details>", fix_at) < page.rindex("</details>")  # the fix inside the hint
     assert " open" not in page  # folded until clicked
@@ -74,7 +76,11 @@ def test_progress_reflects_this_kernel_then_the_file(progress_file, capsys):
     assert len(progress("all").rows) > 2 and capsys.readouterr().out == ""
 
 
-@pytest.mark.parametrize("content", [b"\x00\xffnot json", b'{"format": "someone else", "exercises": {}}', b"[1, 2, 3]"], ids=["garbage", "foreign", "a list"])
+@pytest.mark.parametrize(
+    "content",
+    [b"\x00\xffnot json", b'{"format": "someone else", "exercises": {}}', b"[1, 2, 3]"],
+    ids=["garbage", "foreign", "a list"],
+)
 def test_an_unreadable_or_foreign_file_is_ignored_and_never_overwritten(progress_file, capsys, content):
     progress_file.write_bytes(content)
     check("lookup", transposed)

@@ -31,7 +31,9 @@ def test_environment_yml_has_the_same_packages_as_pyproject():
     assert pinned["torch"] == "torch==2.13.0", "environment.yml must pin the same torch as course.py"
     library = next(r for r in project["dependencies"] if requirement_name(r) == "transformers")
     assert pinned["transformers"] == library, "environment.yml must pin the transformers range pyproject.toml does"
-    assert ">=" in library and "<" in library.replace("<=", ""), "a tested range, lower bound and upper bound, not one version"
+    assert ">=" in library and "<" in library.replace("<=", ""), (
+        "a tested range, lower bound and upper bound, not one version"
+    )
 
 
 def test_course_py_pins_the_cpu_torch():
@@ -90,9 +92,19 @@ def test_unfilled_chapters_have_no_outputs():
 
 
 def test_ruff_is_clean():
-    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "helpers", "tests", "course.py"], cwd=ROOT, capture_output=True, text=True)
+    lint = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "helpers", "tests", "course.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert lint.returncode == 0, lint.stdout
-    style = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", "helpers", "tests", "course.py"], cwd=ROOT, capture_output=True, text=True)
+    style = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "helpers", "tests", "course.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert style.returncode == 0, style.stdout
 
 

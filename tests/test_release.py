@@ -44,3 +44,16 @@ def test_text_without_markers_is_unchanged():
 def test_unbalanced_markers_are_refused():
     with pytest.raises(ValueError, match="unbalanced"):
         student_source("# BEGIN SOLUTION\nx = 1\n")
+
+
+def test_the_release_renders_each_badge_line_from_the_registry():
+    """An author writes `**Exercise `id`**`; the release fills in the rest, and puts a stale line right."""
+    from helpers.exercises import get
+    from helpers.release import with_badges
+
+    badge = get("lookup").badge
+    assert with_badges("Intro\n\n**Exercise `lookup`**\n\n" + SOLUTION) == f"Intro\n\n{badge}\n\n" + SOLUTION
+    assert with_badges("**Exercise `lookup`** · difficulty ●●● · 99 points\n") == badge + "\n"
+    assert with_badges(f"{badge}\n") == f"{badge}\n"
+    with pytest.raises(KeyError, match="no exercise"):
+        with_badges("**Exercise `lookup_typo`**\n")

@@ -12,7 +12,7 @@ import struct
 import pytest
 import torch
 
-from helpers import check, checking
+from helpers import check, safety
 from helpers.exercises import all_exercises
 from helpers.grading import wire
 from helpers.grading.remote import MISSING, Session
@@ -66,7 +66,7 @@ def test_a_name_the_notebook_lacks_and_other_objects():
 def test_every_forbidden_function_is_found_again_in_a_kernel():
     for exercise in all_exercises().values():
         for function in exercise.forbidden:
-            assert checking.from_torch_path(checking._torch_path(function)) is function, function
+            assert safety.from_torch_path(safety._torch_path(function)) is function, function
 
 
 # ---- the wire: data only, checked before it is used -------------------------------------
@@ -86,7 +86,9 @@ def test_values_travel_as_they_are():
         back = wire.tensor_from(tree[name], got, {"cpu", "meta"})
         assert (back.shape, back.dtype, back.device) == (tensor.shape, tensor.dtype, tensor.device)
         assert tensor.is_meta or torch.equal(back, tensor)
-    assert wire.tensor_from(tree["transposed"], got, {"cpu"}).stride() == sent["transposed"].stride()  # views fail or copy alike
+    assert (
+        wire.tensor_from(tree["transposed"], got, {"cpu"}).stride() == sent["transposed"].stride()
+    )  # views fail or copy alike
 
 
 def test_expanded_tensors_travel_contiguous():
@@ -112,7 +114,12 @@ def test_malformed_messages_are_refused(message):
 
 def test_a_tensor_that_is_not_what_it_claims_is_refused():
     tensors = {"x": torch.zeros(3)}
-    for lie in ({"dtype": "float32", "shape": [4]}, {"dtype": "int64", "shape": [3]}, {"dtype": "object", "shape": [3]}, {"dtype": "float32", "shape": [3], "stride": [0]}):
+    for lie in (
+        {"dtype": "float32", "shape": [4]},
+        {"dtype": "int64", "shape": [3]},
+        {"dtype": "object", "shape": [3]},
+        {"dtype": "float32", "shape": [3], "stride": [0]},
+    ):
         with pytest.raises(wire.ProtocolError):
             wire.tensor_from({"tensor": "x", "device": "cpu", **lie}, tensors, {"cpu"})
     with pytest.raises(wire.ProtocolError):  # a device the grader does not use
@@ -124,7 +131,18 @@ def test_a_reply_that_lies_costs_the_submission_not_the_grader():
     does not hold, a huge nested value) fails that check with a ProtocolError, nothing else."""
     replies = [
         {"kind": "function", "params": []},
-        {"outcome": {"kind": "ok"}, "value": {"tensor": "k0", "token": "k0", "dtype": "float32", "shape": [3], "device": "cpu", "rg": False, "same_as": "g99"}},
+        {
+            "outcome": {"kind": "ok"},
+            "value": {
+                "tensor": "k0",
+                "token": "k0",
+                "dtype": "float32",
+                "shape": [3],
+                "device": "cpu",
+                "rg": False,
+                "same_as": "g99",
+            },
+        },
         {"outcome": {"kind": "ok"}, "value": json.loads("[" * 50 + "]" * 50)},
     ]
     answers = iter(replies)

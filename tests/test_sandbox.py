@@ -34,9 +34,22 @@ from pathlib import Path
 import pytest
 
 from helpers import grade
-from tests.grading_support import HEAD, RIGHT_LOOKUP, RIGHT_ONE_HOT, SOLUTION, WRONG_LOOKUP, by_id, once_per_run, passed, tree, write_notebook
+from tests.grading_support import (
+    HEAD,
+    RIGHT_LOOKUP,
+    RIGHT_ONE_HOT,
+    SOLUTION,
+    WRONG_LOOKUP,
+    by_id,
+    once_per_run,
+    passed,
+    tree,
+    write_notebook,
+)
 
-pytestmark = pytest.mark.skipif(grade.sandbox_problem() is not None, reason=f"no sandbox here: {grade.sandbox_problem()}")
+pytestmark = pytest.mark.skipif(
+    grade.sandbox_problem() is not None, reason=f"no sandbox here: {grade.sandbox_problem()}"
+)
 
 PROCESSES = 64  # the sandbox's process limit in this batch (grade.PROCESS_LIMIT): a fork loop of 100 must stop short
 FILE_MB = 8  # the largest file a notebook may write in this batch (grade.FILE_MB)
@@ -280,7 +293,18 @@ def run_the_attacks(root: Path) -> dict:
         (school / "trap.ipynb").mkdir()
         before = {"victims": tree(victims), "class": tree(school), "helpers": tree(package)}
         started = time.monotonic()
-        arguments = [str(school), "--out", str(out), "--jobs", "2", "--timeout", "40", "--memory-mb", str(MEMORY_MB), "--quiet"]
+        arguments = [
+            str(school),
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+            "--timeout",
+            "40",
+            "--memory-mb",
+            str(MEMORY_MB),
+            "--quiet",
+        ]
         code = grade.main(arguments)
         seconds = time.monotonic() - started
         left = survivors(marker)
@@ -364,7 +388,10 @@ def test_replacing_the_grading_code_earns_nothing(attacks):
     function, records = by_id(attacks["reports"]["forge_function"]), by_id(attacks["reports"]["forge_records"])
     assert (function["lookup"]["score"], function["lookup"]["diagnosis"]) == (0, "transposed_weight")
     assert function["one_hot_lookup"]["diagnosis"] == "not_implemented"
-    assert (records["lookup"]["score"], records["lookup"]["diagnosis"]) == (0, "transposed_weight")  # torch.allclose patched there, not here
+    assert (records["lookup"]["score"], records["lookup"]["diagnosis"]) == (
+        0,
+        "transposed_weight",
+    )  # torch.allclose patched there, not here
     assert records["one_hot_lookup"]["passed"]
     assert all(attacks["reports"][name]["warnings"] for name in ("forge_function", "forge_records"))
 
@@ -385,11 +412,23 @@ def test_reusing_the_course_reference_scores_zero(attacks, name, exercise, reach
 
 def test_links_odd_files_and_shared_files_are_flagged_not_graded(attacks):
     reports = attacks["reports"]
-    flags = {name: (reports[name]["flag"], reports[name]["score"]) for name in ("linked", "twin_a__hw", "twin_b__hw", "fifo")}
-    assert flags == {"linked": ("SymbolicLink", 0), "twin_a__hw": ("SameFile", 0), "twin_b__hw": ("SameFile", 0), "fifo": ("NotARegularFile", 0)}
-    assert "twin_b" in reports["twin_a__hw"]["errors"][0]["message"] and "twin_a" in reports["twin_b__hw"]["errors"][0]["message"]
+    flags = {
+        name: (reports[name]["flag"], reports[name]["score"]) for name in ("linked", "twin_a__hw", "twin_b__hw", "fifo")
+    }
+    assert flags == {
+        "linked": ("SymbolicLink", 0),
+        "twin_a__hw": ("SameFile", 0),
+        "twin_b__hw": ("SameFile", 0),
+        "fifo": ("NotARegularFile", 0),
+    }
+    assert (
+        "twin_b" in reports["twin_a__hw"]["errors"][0]["message"]
+        and "twin_a" in reports["twin_b__hw"]["errors"][0]["message"]
+    )
     skipped = attacks["summary"]["skipped"]
-    assert [(Path(s["path"]).name, s["reason"]) for s in skipped] == [("trap.ipynb", "a folder named *.ipynb, not a notebook")]
+    assert [(Path(s["path"]).name, s["reason"]) for s in skipped] == [
+        ("trap.ipynb", "a folder named *.ipynb, not a notebook")
+    ]
 
 
 BREAK_THE_HANDLER = """\
@@ -436,7 +475,12 @@ def test_the_kernels_user_has_a_name(tmp_path):
 
     scratch = grade.Scratch("probe.ipynb", b"{}", sandboxed=True)
     try:
-        said = subprocess.run([*grade.bwrap_command(scratch), sys.executable, "-c", "import getpass; print(getpass.getuser())"], capture_output=True, text=True, timeout=60)
+        said = subprocess.run(
+            [*grade.bwrap_command(scratch), sys.executable, "-c", "import getpass; print(getpass.getuser())"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         scratch.remove()
     assert said.returncode == 0, said.stderr

@@ -10,14 +10,19 @@ import torch.nn.functional as F
 
 from helpers import reference
 from helpers.checking import close
-from helpers.exercises import ch03_sinusoidal, ch05_rope, common, structure
+from helpers.exercises import common, rope, sinusoidal, structure
 from helpers.exercises.common import angle_tolerance, frequencies, half_precision_error
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16)
-POSITIONS = {"small angles": torch.arange(8), "large angles": torch.arange(2044, 2052)}  # past 2048: float16 loses integers
+POSITIONS = {
+    "small angles": torch.arange(8),
+    "large angles": torch.arange(2044, 2052),
+}  # past 2048: float16 loses integers
 
 
-def sines(positions: torch.Tensor, d: int = 8, dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def sines(
+    positions: torch.Tensor, d: int = 8, dtype: torch.dtype = torch.float64
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(sin of the angles computed in `dtype` then in float64, angles, ω): a table's sin columns."""
     omega = frequencies(d, 10000.0)
     angles = positions.double()[:, None] * omega
@@ -67,7 +72,9 @@ def test_right_float32_sines_pass_and_float16_ones_fail(where):
 def test_float64_bound_passes_float64_code_and_fails_float32_code(where):
     expected, angles, omega = sines(POSITIONS[where])
     bound = angle_tolerance(torch.float64, angles, omega, angle_dtype=torch.float64)
-    exp_log = (POSITIONS[where].double()[:, None] * torch.exp(-math.log(10000.0) * torch.arange(0, 8, 2).double() / 8)).sin()
+    exp_log = (
+        POSITIONS[where].double()[:, None] * torch.exp(-math.log(10000.0) * torch.arange(0, 8, 2).double() / 8)
+    ).sin()
     float32, _, _ = sines(POSITIONS[where], dtype=torch.float32)
     assert close(exp_log, expected, rtol=0.0, atol=bound)
     assert not close(float32, expected, rtol=0.0, atol=bound)
@@ -77,7 +84,9 @@ def test_float64_bound_passes_float64_code_and_fails_float32_code(where):
 def test_bfloat16_bound_passes_one_rounding(where):
     expected, angles, omega = sines(POSITIONS[where])
     float32, _, _ = sines(POSITIONS[where], dtype=torch.float32)
-    assert close(float32.bfloat16(), expected, rtol=0.0, atol=angle_tolerance(torch.bfloat16, angles, omega))  # computed in float32, rounded once
+    assert close(
+        float32.bfloat16(), expected, rtol=0.0, atol=angle_tolerance(torch.bfloat16, angles, omega)
+    )  # computed in float32, rounded once
 
 
 def test_bfloat16_bound_fails_bfloat16_positions():
@@ -91,14 +100,16 @@ def test_bfloat16_bound_fails_bfloat16_positions():
 
 def test_half_precision_error_names_half_tables_not_wrong_formulas():
     args = (50, 16)
-    angles, _ = ch03_sinusoidal.table_angles(*args)
-    tight = ch03_sinusoidal.table_tolerance(*args)["atol"]
+    angles, _ = sinusoidal.table_angles(*args)
+    tight = sinusoidal.table_tolerance(*args)["atol"]
     loose = angle_tolerance(torch.bfloat16, angles, torch.ones(()), 1.0, torch.bfloat16)
     right = reference.sinusoidal_encoding(*args)
     assert half_precision_error(right.half().float(), right, tight, loose) is not None
     assert half_precision_error(right.bfloat16().float(), right, tight, loose) is not None
     assert half_precision_error(right, right, tight, loose) is None  # nothing beyond float32 rounding
-    assert half_precision_error(reference.sinusoidal_encoding(50, 16, 1000.0), right, tight, loose) is None  # another base: O(1) off
+    assert (
+        half_precision_error(reference.sinusoidal_encoding(50, 16, 1000.0), right, tight, loose) is None
+    )  # another base: O(1) off
     assert half_precision_error(right[:, :8], right, tight, loose) is None  # another shape
 
 
@@ -109,10 +120,13 @@ def test_table_tolerance_passes_float32_code_and_fails_half_precision():
     """ch03's bound: float32 code passes at every position up to 2100, a table stored in float16
     (2.4e-4 off even at position 0) fails, and so do float16 positions (2049 is 2048)."""
     args = (2100, 8)
-    bound = ch03_sinusoidal.table_tolerance(*args)
+    bound = sinusoidal.table_tolerance(*args)
     expected = reference.sinusoidal_encoding(*args)
     omega = torch.exp(torch.arange(0, 8, 2, dtype=torch.float32) * (-math.log(10000.0) / 8))
-    for positions, right in ((torch.arange(2100, dtype=torch.float32), True), (torch.arange(2100, dtype=torch.float16).float(), False)):
+    for positions, right in (
+        (torch.arange(2100, dtype=torch.float32), True),
+        (torch.arange(2100, dtype=torch.float16).float(), False),
+    ):
         angles = positions[:, None] * omega
         assert close(torch.stack([angles.sin(), angles.cos()], -1).flatten(1), expected, **bound) == right
     assert not close(expected.half().float(), expected, **bound)
@@ -123,14 +137,14 @@ def test_half_tolerance_passes_one_bfloat16_rounding_and_fails_bfloat16_angles()
     torch.manual_seed(0)
     T, d = 300, 8
     q = torch.randn(1, 2, T, d).bfloat16()
-    expected = ch05_rope.rope64(q, None, 10000.0)
+    expected = rope.rope64(q, None, 10000.0)
     cos, sin = reference.rope_cache(d, T)
     right, _ = reference.apply_rope(q, q, cos, sin)
-    assert close(right, expected, **ch05_rope.HALF_TOLERANCE)
+    assert close(right, expected, **rope.HALF_TOLERANCE)
     angles = (torch.arange(T).bfloat16()[:, None] * reference.rope_frequencies(d).bfloat16()).float()
     angles = torch.cat([angles, angles], -1)
     wrong, _ = reference.apply_rope(q, q, angles.cos(), angles.sin())
-    assert not close(wrong, expected, **ch05_rope.HALF_TOLERANCE)
+    assert not close(wrong, expected, **rope.HALF_TOLERANCE)
 
 
 def test_dropout_rate_tolerance():

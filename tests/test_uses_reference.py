@@ -74,7 +74,9 @@ CASES = [  # exercise, submission, the reference the message names
 ]
 
 
-@pytest.mark.parametrize("exercise, submission, reached", CASES, ids=[f"{e}-{getattr(s, '__name__', s)}" for e, s, _ in CASES])
+@pytest.mark.parametrize(
+    "exercise, submission, reached", CASES, ids=[f"{e}-{getattr(s, '__name__', s)}" for e, s, _ in CASES]
+)
 def test_reaching_the_reference_scores_zero_and_names_it(exercise, submission, reached):
     result = check(exercise, submission)
     assert (result.passed, result.diagnosis, result.score) == (False, "uses_reference", 0), str(result)

@@ -30,7 +30,9 @@ LOAD_SECONDS = 60  # each busy loop ends by itself after this, whatever happens 
 def kernel_seconds(cell) -> float:
     """How long the kernel worked on the cell: from its execute_input to its execute_reply."""
     times = cell.metadata["execution"]
-    start, end = (datetime.fromisoformat(times[key].rstrip("Z")) for key in ("iopub.execute_input", "shell.execute_reply"))
+    start, end = (
+        datetime.fromisoformat(times[key].rstrip("Z")) for key in ("iopub.execute_input", "shell.execute_reply")
+    )
     return (end - start).total_seconds()
 
 
@@ -38,8 +40,12 @@ def test_widget_cells_never_wait_for_a_lost_reply_under_load():
     chapter = release.read_markdown((release.SOLUTIONS / "02_scaling.md").read_text())
     code = [cell for cell in chapter.cells if cell.cell_type == "code"]
     widget = next(cell for cell in code if "widgets.scale_explorer" in cell.source)
-    notebook = nbformat.v4.new_notebook(cells=[code[0]] + [nbformat.v4.new_code_cell(widget.source) for _ in range(REPEATS)])  # its imports, then the slider
-    client = nbclient.NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(release.SOLUTIONS)}})
+    notebook = nbformat.v4.new_notebook(
+        cells=[code[0]] + [nbformat.v4.new_code_cell(widget.source) for _ in range(REPEATS)]
+    )  # its imports, then the slider
+    client = nbclient.NotebookClient(
+        notebook, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(release.SOLUTIONS)}}
+    )
     busy = f"import time\nend = time.monotonic() + {LOAD_SECONDS}\nwhile time.monotonic() < end: pass"
     load = [subprocess.Popen([sys.executable, "-c", busy]) for _ in range(4)]  # 4 busy loops, as in the issue (2 cores)
     try:
@@ -48,7 +54,9 @@ def test_widget_cells_never_wait_for_a_lost_reply_under_load():
                 start = time.monotonic()
                 client.execute_cell(cell, index)
                 waited = time.monotonic() - start - kernel_seconds(cell)
-                assert waited < SLACK, f"cell {index} waited {waited:.1f} s beyond its own work: a lost execute_reply (timeout {CELL_TIMEOUT} s)"
+                assert waited < SLACK, (
+                    f"cell {index} waited {waited:.1f} s beyond its own work: a lost execute_reply (timeout {CELL_TIMEOUT} s)"
+                )
     finally:
         for process in load:
             process.kill()

@@ -5,8 +5,10 @@
         tests/submissions/chNN.py
     common.py   the probes and mistakes several chapters share
 
-The chapter modules are imported on first use (`all_exercises()`, `get()`),
-not by `import helpers`, so that importing the package stays light.
+The chapter modules are found by their file names (`chNN_*.py`, in chapter order)
+and imported on first use (`all_exercises()`, `get()`), not by `import helpers`,
+so that importing the package stays light. A new chapter is a new file: nothing
+here lists them. Each exercise's `chapter` must be its module's NN.
 """
 
 from __future__ import annotations
@@ -14,29 +16,31 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import re
+from pathlib import Path
 
 from helpers.registry import Exercise
 
 AVAILABLE = True  # a graded kernel gets a stand-in of this package that says False (helpers/grading/stand_ins)
 
-CHAPTER_MODULES = (
-    "ch01_lookup_tables",
-    "ch02_scaling",
-    "ch03_sinusoidal",
-    "ch04_learned",
-    "ch05_rope",
-    "ch06_comparing",
-    "ch07_long_context",
-)
+CHAPTER = re.compile(r"ch(\d\d)_\w+")
+
+
+def chapter_modules() -> list[str]:
+    """The chapter modules' names, in chapter order: every ch[0-9][0-9]_*.py beside this file."""
+    return sorted(path.stem for path in Path(__file__).parent.glob("ch[0-9][0-9]_*.py") if CHAPTER.fullmatch(path.stem))
 
 
 @functools.cache
 def _catalogue() -> dict[str, Exercise]:
     catalogue: dict[str, Exercise] = {}
-    for name in CHAPTER_MODULES:
+    for name in chapter_modules():
+        number = int(CHAPTER.fullmatch(name).group(1))
         for exercise in importlib.import_module(f"{__name__}.{name}").EXERCISES:
             if exercise.id in catalogue:
                 raise ValueError(f"exercise {exercise.id!r} is declared twice ({name})")
+            if exercise.chapter != number:
+                raise ValueError(f"exercise {exercise.id!r} says chapter {exercise.chapter}, but lives in {name}")
             catalogue[exercise.id] = exercise
     return catalogue
 

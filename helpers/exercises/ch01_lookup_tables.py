@@ -11,9 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from helpers import reference
-from helpers.checking import Failure, Probe
 from helpers.exercises.common import NO_GRADIENT_HINT, backward_reaches, expect_cases, expect_gradient
+from helpers.probe import Probe
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # Every way to get an embedding without writing one: the functional API, torch's own
 # functions, and the same kernels reached through torch.ops (a packet or an overload).
@@ -80,7 +81,14 @@ LOOKUP_VALUES = (  # wrong_values: (hint, fix)
 
 
 def values_of(probe: Probe, out, weight: torch.Tensor, ids: torch.Tensor, what: str) -> None:
-    probe.expect(out, probe.exercise.reference(weight, ids), what=what, mistakes=probe.known_mistakes(weight, ids), hint=LOOKUP_VALUES[0], fix=LOOKUP_VALUES[1])
+    probe.expect(
+        out,
+        probe.exercise.reference(weight, ids),
+        what=what,
+        mistakes=probe.known_mistakes(weight, ids),
+        hint=LOOKUP_VALUES[0],
+        fix=LOOKUP_VALUES[1],
+    )
 
 
 def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
@@ -125,15 +133,32 @@ def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
             )
         if not values_right:
             return  # the gradient of wrong rows tells nothing the values did not
-        backward_reaches(probe, out, None, weight, "`weight`", "Index (or multiply) `weight` itself, not a tensor rebuilt from its values.")
-        expected = torch.zeros(9, 10, device=probe.device).index_add_(0, ids.flatten(), torch.ones(6, 10, device=probe.device))
+        backward_reaches(
+            probe,
+            out,
+            None,
+            weight,
+            "`weight`",
+            "Index (or multiply) `weight` itself, not a tensor rebuilt from its values.",
+        )
+        expected = torch.zeros(9, 10, device=probe.device).index_add_(
+            0, ids.flatten(), torch.ones(6, 10, device=probe.device)
+        )
         used = torch.bincount(ids.flatten(), minlength=9) > 0
         expect_gradient(
-            probe, weight, expected, used, name="weight", inputs=f"ids {ids.tolist()}", fix="Index `weight` itself, `weight[ids]`, for every id: no .detach() or .data on some of the rows."
+            probe,
+            weight,
+            expected,
+            used,
+            name="weight",
+            inputs=f"ids {ids.tolist()}",
+            fix="Index `weight` itself, `weight[ids]`, for every id: no .detach() or .data on some of the rows.",
         )
 
     def device() -> None:  # the same call with every tensor on the meta device, then with CPU-made tensors on meta
-        probe.device_pass(lambda device: probe.call(fn, probe.randn(11, 7, device=device), probe.randint(11, 3, 5, device=device)))
+        probe.device_pass(
+            lambda device: probe.call(fn, probe.randn(11, 7, device=device), probe.randint(11, 3, 5, device=device))
+        )
 
     probe.independent(values, gradient, device, *[lambda check=check: check(bool(values_right)) for check in more])
 
@@ -161,7 +186,11 @@ def check_one_hot_lookup(fn, probe: Probe) -> None:
         seen = {getattr(f, "__name__", "") for f in probe.calls_seen}
         if seen & MATRIX_PRODUCTS:
             return
-        how = "by multiplying element by element and summing (a (..., V, d) intermediate)" if {"mul", "__mul__"} & seen and "sum" in seen else "by indexing the table"
+        how = (
+            "by multiplying element by element and summing (a (..., V, d) intermediate)"
+            if {"mul", "__mul__"} & seen and "sum" in seen
+            else "by indexing the table"
+        )
         probe.fail(
             "not_a_matrix_product",
             f"`{probe.name}` gives the right rows, but {how}: it never multiplies two matrices.",
@@ -182,7 +211,9 @@ def check_one_hot_lookup(fn, probe: Probe) -> None:
 # --- embedding_backward: its mistakes take (grad_out, ids, vocab_size, padding_idx) -------
 
 
-def backward_assigned(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None) -> torch.Tensor:
+def backward_assigned(
+    grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None
+) -> torch.Tensor:
     """A token that appears several times got the gradient of only one of its uses.
     Indexed writes keep one value per distinct id: `grad[ids] = grad_out` assigns
     rows, so later uses overwrite earlier ones; `grad[ids] += grad_out` does the
@@ -201,7 +232,9 @@ def backward_assigned(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int
     return grad
 
 
-def backward_trains_padding(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None) -> torch.Tensor:
+def backward_trains_padding(
+    grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None
+) -> torch.Tensor:
     """The padding row got a gradient: with padding_idx set, nn.Embedding never trains that row.
 
     Hint: [PAD] tokens carry no meaning; their row stays as it was initialised (zeros), so the
@@ -211,7 +244,9 @@ def backward_trains_padding(grad_out: torch.Tensor, ids: torch.Tensor, vocab_siz
     return reference.embedding_backward(grad_out, ids, vocab_size)
 
 
-def backward_transposed(grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None) -> torch.Tensor:
+def backward_transposed(
+    grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None
+) -> torch.Tensor:
     """Your gradient is laid out (d_model, vocab): it is the transpose of the weight's.
 
     Hint: a gradient has the shape of the tensor it belongs to, and the weight is
@@ -267,7 +302,9 @@ def backward_probes(fn, probe: Probe) -> None:
         )
         runs.append((args, lambda args=args: probe.call(fn, *args), expect))
     expect_cases(probe, runs, {"padding_row_updated": lambda args: [(*args[:3], None)] if args[3] is not None else []})
-    probe.device_pass(lambda device: probe.call(fn, probe.randn(3, 5, d, device=device), probe.randint(V, 3, 5, device=device), V, 0))
+    probe.device_pass(
+        lambda device: probe.call(fn, probe.randn(3, 5, d, device=device), probe.randint(V, 3, 5, device=device), V, 0)
+    )
 
 
 EXERCISES = [
@@ -306,7 +343,11 @@ EXERCISES = [
         kind="function",
         reference=reference.embedding_backward,
         check=check_embedding_backward,
-        mistakes={"no_accumulation": backward_assigned, "padding_row_updated": backward_trains_padding, "transposed_weight": backward_transposed},
+        mistakes={
+            "no_accumulation": backward_assigned,
+            "padding_row_updated": backward_trains_padding,
+            "transposed_weight": backward_transposed,
+        },
         forbidden=EMBEDDING_APIS + AUTOGRAD_APIS,
         difficulty=2,
         importance=2,

@@ -12,7 +12,6 @@ import torch
 from torch import nn
 
 from helpers import reference
-from helpers.checking import Failure, Probe, close
 from helpers.exercises import oracle
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
@@ -26,7 +25,9 @@ from helpers.exercises.common import (
     name_the_scale,
     token_table,
 )
+from helpers.probe import Probe, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # torch's wording when a matrix product gets a (V, d) table where it wanted (d, V).
 MATMUL_SHAPE_ERRORS = (
@@ -104,7 +105,9 @@ def expect_scaled(probe: Probe, out, table: torch.Tensor, ids: torch.Tensor, wha
     table = table.detach().float()  # the student's own init; the result is float32 whatever they did
     scale = fitted_scale(out, table[ids])
     try:
-        probe.expect(out, reference.scaled_embedding(table, ids), what=what, mistakes=probe.known_mistakes(table, ids, scale))
+        probe.expect(
+            out, reference.scaled_embedding(table, ids), what=what, mistakes=probe.known_mistakes(table, ids, scale)
+        )
     except Failure as failure:
         name_the_scale(probe, failure, scale, table.shape[1])
         raise
@@ -210,7 +213,7 @@ def call_head(probe: Probe, head: nn.Module, h: torch.Tensor, weight: torch.Tens
         raise
 
 
-LOGITS_ADVICE = {  # code -> (hint, fix) for a wrong result no known mistake explains
+LOGITS_ADVICE = {  # TiedLMHead's advice: code -> (hint, fix) for a wrong result no known mistake explains
     "wrong_shape": (
         "The logits have the shape of h with its last dimension d replaced by V: (..., d) -> (..., V). The vocabulary axis comes last.",
         "Return `h @ self.weight.T` (or `F.linear(h, self.weight)`) as it comes out, without transposing or permuting the result.",
@@ -242,19 +245,21 @@ def normalised(probe: Probe, out, logits: torch.Tensor) -> None:
     rows = offset.reshape(-1, offset.shape[-1])
     bias = rows.mean(0)
     if bool(bias.abs().max() > 1e-3) and torch.allclose(rows, bias.expand_as(rows), atol=1e-3):
-        probe.also.append(f"has_bias: {probe.explain('has_bias')} (Read back from your normalised output: the scores it normalised are h @ W.T plus a vector of V numbers.)")
+        probe.also.append(
+            f"has_bias: {probe.explain('has_bias')} (Read back from your normalised output: the scores it normalised are h @ W.T plus a vector of V numbers.)"
+        )
     probe.fail("returns_probabilities", f"{probe.explain('returns_probabilities')} (Your head returns {kind}.)")
 
 
 def expect_logits(probe: Probe, out, weight: torch.Tensor, h: torch.Tensor, what: str) -> None:
     expected = reference.tied_logits(weight.detach(), h)
     try:
-        probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight.detach(), h, fitted_offset(out, expected)))
+        probe.expect(
+            out, expected, what=what, mistakes=probe.known_mistakes(weight.detach(), h, fitted_offset(out, expected))
+        )
     except Failure as failure:
         if failure.code == "wrong_values":
             normalised(probe, out, expected)
-        if failure.code in LOGITS_ADVICE:
-            probe.fail(failure.code, failure.message, *LOGITS_ADVICE[failure.code])
         raise
 
 
@@ -300,7 +305,12 @@ def check_tied_lm_head(cls, probe: Probe) -> None:
         finally:
             with torch.no_grad():
                 weight.copy_(values)  # the other aspects see the values the head was built with
-        if isinstance(out, torch.Tensor) and isinstance(after, torch.Tensor) and out.shape == after.shape and close(after, out):
+        if (
+            isinstance(out, torch.Tensor)
+            and isinstance(after, torch.Tensor)
+            and out.shape == after.shape
+            and close(after, out)
+        ):
             probe.fail(
                 "copy_not_tied",
                 f"{probe.explain('copy_not_tied')} (After we changed embedding.weight in place, your head's output stayed the same: its forward computes with another matrix.)",
@@ -382,6 +392,7 @@ EXERCISES = [
     ),
     Exercise(
         id="TiedLMHead",
+        advice=LOGITS_ADVICE,
         chapter=2,
         points=3,
         kind="module",

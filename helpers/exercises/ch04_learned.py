@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers import reference
-from helpers.checking import Failure, Probe, close
 from helpers.exercises import oracle
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
@@ -33,12 +32,16 @@ from helpers.exercises.common import (
     position_tables,
     refuses_past_max_len,
 )
+from helpers.probe import Probe, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # --- known mistakes of BertEmbeddings -------------------------------------------------
 
 
-def bert_parts(w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, positions: torch.Tensor | None = None):
+def bert_parts(
+    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, positions: torch.Tensor | None = None
+):
     """(word, position, segment) vectors, each broadcastable to (B, T, d)."""
     positions = torch.arange(ids.shape[1], device=ids.device) if positions is None else positions
     return (
@@ -222,9 +225,15 @@ class StrictLikeCuda(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
         if name not in self.ALLOWED:
-            devices = {t.device.type for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.dim() > 0}
+            devices = {
+                t.device.type
+                for t in torch.utils._pytree.tree_leaves((args, kwargs))
+                if isinstance(t, torch.Tensor) and t.dim() > 0
+            }
             if {"meta", "cpu"} <= devices:
-                raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, meta and cpu (in {name}; on a GPU: cuda:0 and cpu)")
+                raise RuntimeError(
+                    f"Expected all tensors to be on the same device, but found at least two devices, meta and cpu (in {name}; on a GPU: cuda:0 and cpu)"
+                )
         return func(*args, **kwargs)
 
 
@@ -233,7 +242,17 @@ class NoRandomInit(torch.overrides.TorchFunctionMode):
     initialisation fills zeros instead (as transformers skips init before loading a checkpoint):
     MiniLM's 30522 × 384 normal draws were half the time of BertEmbeddings' check."""
 
-    RANDOM = frozenset({"normal_", "uniform_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_", "xavier_uniform_", "xavier_normal_"})
+    RANDOM = frozenset(
+        {
+            "normal_",
+            "uniform_",
+            "trunc_normal_",
+            "kaiming_uniform_",
+            "kaiming_normal_",
+            "xavier_uniform_",
+            "xavier_normal_",
+        }
+    )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -296,7 +315,12 @@ def check_learned_positions(cls, probe: Probe) -> None:
             out = probe.call(module, x_T)
             expected = x_T + table[:T]
             try:
-                probe.expect(out, expected, what=f"x + P[:T] for x of shape (3, {T}, 12)", mistakes=probe.known_mistakes(x_T, table))
+                probe.expect(
+                    out,
+                    expected,
+                    what=f"x + P[:T] for x of shape (3, {T}, 12)",
+                    mistakes=probe.known_mistakes(x_T, table),
+                )
             except Failure as failure:
                 unexpected_dropout(failure, x_T, expected)
                 added = out - x_T if isinstance(out, torch.Tensor) and out.shape == x_T.shape else None
@@ -315,7 +339,9 @@ def check_learned_positions(cls, probe: Probe) -> None:
                     fix=f"Delete the dropout layer and its call in forward: return x plus the first T rows of `{name}`, the same in training and eval mode.",
                 )
 
-    def length() -> None:  # on a copy on the CPU (see refuses_past_max_len), in eval mode: a stray dropout is values()'s to name
+    def length() -> (
+        None
+    ):  # on a copy on the CPU (see refuses_past_max_len), in eval mode: a stray dropout is values()'s to name
         on_cpu = probe.call(cls, max_len, d, what=f"`{probe.name}({max_len}, {d})`")
         _, cpu_param = learned_table(probe, on_cpu, max_len, d)
         with torch.no_grad():
@@ -324,7 +350,12 @@ def check_learned_positions(cls, probe: Probe) -> None:
         longer = lambda T: probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)  # noqa: E731
         out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, cpu_x if T == max_len else longer(T)), max_len)
         table_cpu = table.cpu()
-        probe.expect(out, cpu_x + table_cpu[:max_len], what=f"the output for T = max_len = {max_len}", mistakes=probe.known_mistakes(cpu_x, table_cpu))
+        probe.expect(
+            out,
+            cpu_x + table_cpu[:max_len],
+            what=f"the output for T = max_len = {max_len}",
+            mistakes=probe.known_mistakes(cpu_x, table_cpu),
+        )
 
     def gradient() -> None:  # every row a sequence reaches gets a gradient, the others none
         if not param.requires_grad:
@@ -412,7 +443,9 @@ BERT_SMALL = {
     "pad_token_id": 1,
 }
 BERT_SMALL_SIZES = (40, 24)  # vocab_size, hidden_size
-HF_NAMES = "word_embeddings, position_embeddings, token_type_embeddings (nn.Embedding), LayerNorm (nn.LayerNorm) and dropout"
+HF_NAMES = (
+    "word_embeddings, position_embeddings, token_type_embeddings (nn.Embedding), LayerNorm (nn.LayerNorm) and dropout"
+)
 
 
 def bert_small_weights(probe: Probe) -> dict[str, torch.Tensor]:
@@ -434,7 +467,11 @@ def load_pretrained(probe: Probe, module: nn.Module, weights: dict[str, torch.Te
     LayerNorm at all is better told `missing_layernorm`). Buffers the
     checkpoint does not hold (HF's position_ids) are fine."""
     own = probe.call(module.state_dict, what=f"`{probe.name}.state_dict()`")
-    wrong = [f"`{k}` is {tuple(own[k].shape)} in yours but {tuple(v.shape)} in the checkpoint" for k, v in weights.items() if k in own and tuple(own[k].shape) != tuple(v.shape)]
+    wrong = [
+        f"`{k}` is {tuple(own[k].shape)} in yours but {tuple(v.shape)} in the checkpoint"
+        for k, v in weights.items()
+        if k in own and tuple(own[k].shape) != tuple(v.shape)
+    ]
     if wrong:
         probe.fail(
             "state_dict_mismatch",
@@ -458,7 +495,9 @@ def fail_state_dict(probe: Probe, homeless: list[str], unfilled: list[str]) -> N
     if homeless:
         parts.append(f"the pretrained {', '.join(f'`{k}`' for k in homeless)} found no place in your module")
     if unfilled:
-        parts.append(f"your {', '.join(f'`{k}`' for k in unfilled)} would keep {'its' if len(unfilled) == 1 else 'their'} random values")
+        parts.append(
+            f"your {', '.join(f'`{k}`' for k in unfilled)} would keep {'its' if len(unfilled) == 1 else 'their'} random values"
+        )
     probe.fail(
         "state_dict_mismatch",
         f"load_state_dict fails: {' and '.join(parts)}.",
@@ -497,17 +536,33 @@ def eps_said(out, weights, ids, types, eps: float, used: float | None = None) ->
     """Which eps the student's LayerNorm used, said as what it is: a number written into the code is not a default."""
     if used is None:
         word, pos, seg = bert_parts(weights, ids, types)
-        used = next((other for other in OTHER_EPS if other != eps and close(out, bert_norm(weights, word + pos + seg, other))), None)
+        used = next(
+            (other for other in OTHER_EPS if other != eps and close(out, bert_norm(weights, word + pos + seg, other))),
+            None,
+        )
     if used is None:
         return "Your LayerNorm's eps is not the `layer_norm_eps` you were given"
-    default = " (PyTorch's default: nn.LayerNorm was built without eps=)" if used == 1e-5 else " (BERT's value, written into your code?)" if used == 1e-12 else ""
+    default = (
+        " (PyTorch's default: nn.LayerNorm was built without eps=)"
+        if used == 1e-5
+        else " (BERT's value, written into your code?)"
+        if used == 1e-12
+        else ""
+    )
     return f"Your LayerNorm uses eps = {used:g}{default}, not the `layer_norm_eps` it was given ({eps:g} here)"
 
 
 def expect_bert(probe: Probe, out, expected, weights, ids, types, eps: float, homeless: list[str], what: str) -> None:
     expect_no_dropout_in_eval(probe, out, expected)
     try:
-        probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weights, ids, types, eps), hint=BERT_VALUES[0], fix=BERT_VALUES[1])
+        probe.expect(
+            out,
+            expected,
+            what=what,
+            mistakes=probe.known_mistakes(weights, ids, types, eps),
+            hint=BERT_VALUES[0],
+            fix=BERT_VALUES[1],
+        )
     except Failure as failure:
         if failure.code == "layernorm_eps":
             failure.message = eps_said(out, weights, ids, types, eps) + failure.message.split(")", 1)[-1]
@@ -611,16 +666,26 @@ def check_bert_embeddings(cls, probe: Probe) -> None:
         homeless = load_pretrained(probe, module, weights)
         # T = max_position_embeddings, so every position; ids that use every row of the vocabulary (0 and
         # V - 1 among them), then three [PAD] columns; every segment. Then T = 1.
-        words = torch.cat([probe.ids(V, 4, P - 3, every=True), torch.full((4, 3), pad, device=probe.device)], dim=1)  # a padded batch
-        ids, types = probe.sequence(probe.tag(words, "ids", V), P), probe.sequence(probe.segments(S, 4, P, every=True), P)
+        words = torch.cat(
+            [probe.ids(V, 4, P - 3, every=True), torch.full((4, 3), pad, device=probe.device)], dim=1
+        )  # a padded batch
+        ids, types = (
+            probe.sequence(probe.tag(words, "ids", V), P),
+            probe.sequence(probe.segments(S, 4, P, every=True), P),
+        )
         reference_module = reference.BertEmbeddings(V, d, **small).to(probe.device).eval()
         reference_module.load_state_dict(weights)
         built.update(module=module, ids=ids, types=types, reference_module=reference_module)
         made = f"{probe.name}({V}, {d}, " + ", ".join(f"{k}={v}" for k, v in small.items()) + ")"
-        for ids_T, types_T in ((ids, types), (probe.sequence(probe.ids(V, 4, 1), P), probe.sequence(probe.segments(S, 4, 1), P))):
+        for ids_T, types_T in (
+            (ids, types),
+            (probe.sequence(probe.ids(V, 4, 1), P), probe.sequence(probe.segments(S, 4, 1), P)),
+        ):
             with torch.no_grad():
                 expected_T = reference_module(ids_T, types_T)
-            what = f"the output of {made} for input_ids of shape {tuple(ids_T.shape)} on low-variance weights (eval mode)"
+            what = (
+                f"the output of {made} for input_ids of shape {tuple(ids_T.shape)} on low-variance weights (eval mode)"
+            )
             out = call_bert(probe, module, ids_T, types_T)
             expect_bert(probe, out, expected_T, weights, ids_T, types_T, small["layer_norm_eps"], homeless, what)
         values_right.append("small")
@@ -687,12 +752,17 @@ BERT_TABLES = {  # HF's name -> what its rows are
 }
 
 
-def expect_bert_gradients(probe: Probe, module: nn.Module, reference_module: nn.Module, ids: torch.Tensor, types: torch.Tensor) -> None:
+def expect_bert_gradients(
+    probe: Probe, module: nn.Module, reference_module: nn.Module, ids: torch.Tensor, types: torch.Tensor
+) -> None:
     """After the same backward pass through the student's module and the reference, every table's
     gradient: [PAD]'s word row none (missing_padding_idx), no row the inputs used frozen (frozen_rows),
     and the values those of the reference. Each table is an aspect of its own (probe.independent)."""
     pad = BERT_SMALL["pad_token_id"]
-    tensors = {**dict(module.named_buffers()), **dict(module.named_parameters())}  # a table kept as a buffer is frozen too
+    tensors = {
+        **dict(module.named_buffers()),
+        **dict(module.named_parameters()),
+    }  # a table kept as a buffer is frozen too
     expected = {name: p.grad for name, p in reference_module.named_parameters()}
     word = tensors["word_embeddings.weight"]
     word_grad = dense_grad(word)
@@ -700,7 +770,10 @@ def expect_bert_gradients(probe: Probe, module: nn.Module, reference_module: nn.
     inputs = f"input_ids {tuple(ids.shape)} that use every token row, every position and every segment"
     used = {
         "word_embeddings.weight": torch.bincount(ids.flatten().cpu(), minlength=len(word)) > 0,
-        "token_type_embeddings.weight": torch.bincount(types.flatten().cpu(), minlength=len(expected["token_type_embeddings.weight"])) > 0,
+        "token_type_embeddings.weight": torch.bincount(
+            types.flatten().cpu(), minlength=len(expected["token_type_embeddings.weight"])
+        )
+        > 0,
     }
 
     def pad_row() -> None:

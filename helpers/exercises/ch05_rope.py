@@ -11,14 +11,9 @@ The mistakes of each exercise share its arguments and return what the mistaken c
 
 from __future__ import annotations
 
-import contextlib
-import functools
-from collections.abc import Callable, Iterator
-
 import torch
 
 from helpers import reference
-from helpers.checking import Failure, Probe, advice, close
 from helpers.exercises import oracle, structure
 from helpers.exercises.common import (
     WRONG_BASE,
@@ -26,7 +21,6 @@ from helpers.exercises.common import (
     expect_cases,
     expect_then,
     frequencies,
-    half_precision_error,
     module_device_pass,
     plain_tensors,
     raised,
@@ -34,9 +28,30 @@ from helpers.exercises.common import (
     refuses_past_max_len,
     says,
 )
+from helpers.exercises.rope import (
+    ROPE_MAX_LEN,
+    angles_precision_first,
+    cache_with,
+    further_findings,
+    gather_rows,
+    reference_tables,
+    rope64,
+    rope_angles,
+    rope_cases,
+    rope_positions,
+    rope_properties,
+    rope_tolerance,
+    rope_with,
+    table_rope_with,
+    turn_adjacent,
+    turn_half,
+    two_tensors,
+)
+from helpers.probe import Probe, advice, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
-# --- known mistakes -------------------------------------------------------------------
+# --- known mistakes (each one RoPE of helpers.exercises.rope with one knob turned) ---
 
 ROPE_WRONG_EXPONENT = """Your frequencies have the wrong exponent: θ_i is not
 base^(-2i/d) for i = 0 .. d/2 - 1, with d the head dimension.
@@ -47,56 +62,6 @@ an integer division that rounds every exponent to zero.
 
 Fix: `theta = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)`,
 with d = head_dim (x.shape[-1]): true division `/`, never `//`."""
-
-# Shared machinery first: one RoPE with a knob per mistake, so each mistake
-# below reads as "the right thing, with this one thing changed".
-
-
-def _rotate_adjacent(x: torch.Tensor) -> torch.Tensor:
-    """(x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...): adjacent pairs turned by 90 degrees."""
-    return torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat([-x2, x1], dim=-1)
-
-
-def _rope(
-    x: torch.Tensor,
-    positions: torch.Tensor | None = None,
-    base: float = 10000.0,
-    *,
-    pairing: str = "half",
-    angle_layout: str | None = None,
-    sign: float = 1.0,
-    exponent: str = "2i/d",
-    angle_dtype: torch.dtype = torch.float32,
-    ignore_positions: bool = False,
-) -> torch.Tensor:
-    """RoPE on x (..., T, d) with one knob turned.
-    pairing: which components form a pair ("half": i, i+d/2; "adjacent": 2i, 2i+1);
-    angle_layout: how the d/2 angles are laid over the d columns (default: the same as pairing)."""
-    T, d = x.shape[-2], x.shape[-1]
-    if positions is None or ignore_positions:
-        positions = torch.arange(T, device=x.device)
-    theta = frequencies(d, base, exponent, torch.float32, x.device)
-    angles = positions.to(angle_dtype)[..., None] * theta.to(angle_dtype)  # (T, d/2) or (B, T, d/2)
-    if angles.dim() == 3:
-        angles = angles.unsqueeze(1)  # (B, 1, T, d/2)
-    if (angle_layout or pairing) == "half":
-        angles = torch.cat([angles, angles], dim=-1)
-    else:
-        angles = angles.repeat_interleave(2, dim=-1)
-    cos, sin = angles.cos().float(), angles.sin().float()
-    turn = _rotate_half if pairing == "half" else _rotate_adjacent
-    return (x.float() * cos + sign * turn(x.float()) * sin).to(x.dtype)
-
-
-def _cache(head_dim: int, max_len: int, base: float = 10000.0, *, layout: str = "half", exponent: str = "2i/d") -> tuple[torch.Tensor, torch.Tensor]:
-    angles = torch.outer(torch.arange(max_len, dtype=torch.float64), frequencies(head_dim, base, exponent))
-    angles = torch.cat([angles, angles], dim=-1) if layout == "half" else angles.repeat_interleave(2, dim=-1)
-    return angles.cos().float(), angles.sin().float()
 
 
 # rope_cache ------------------------------------------------------------------
@@ -114,20 +79,26 @@ def rope_cache_interleaved(head_dim: int, max_len: int, base: float = 10000.0) -
     Fix: lay the (max_len, head_dim/2) angles out as two copies side by side,
     `torch.cat([angles, angles], dim=-1)`, instead of
     `angles.repeat_interleave(2, dim=-1)`."""
-    return _cache(head_dim, max_len, base, layout="adjacent")
+    return cache_with(head_dim, max_len, base, layout="adjacent")
 
 
 @says(WRONG_BASE)
-def rope_cache_wrong_base(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [_cache(head_dim, max_len, 1000.0), _cache(head_dim, max_len, 10000.0)]
+def rope_cache_wrong_base(
+    head_dim: int, max_len: int, base: float = 10000.0
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [cache_with(head_dim, max_len, 1000.0), cache_with(head_dim, max_len, 10000.0)]
 
 
 @says(ROPE_WRONG_EXPONENT)
-def rope_cache_wrong_exponent(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [_cache(head_dim, max_len, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
+def rope_cache_wrong_exponent(
+    head_dim: int, max_len: int, base: float = 10000.0
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [cache_with(head_dim, max_len, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
 
 
-def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def rope_cache_mixed_pairing(
+    head_dim: int, max_len: int, base: float = 10000.0
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Your columns j and j + head_dim/2 do not hold the same angle: the two
     members of a half-split pair would turn at different speeds, which is no
     rotation (norms change).
@@ -150,7 +121,9 @@ def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0)
     return faces
 
 
-def rope_cache_low_precision(head_dim: int, max_len: int, base: float = 10000.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def rope_cache_low_precision(
+    head_dim: int, max_len: int, base: float = 10000.0
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Your angles were computed in half precision (bfloat16 or float16):
     nearby positions collapse onto the same angle.
 
@@ -218,7 +191,7 @@ def rotate_half_interleaved(x: torch.Tensor) -> torch.Tensor:
 
     Fix: split the last axis in halves, `x1, x2 = x.chunk(2, dim=-1)`, and
     `return torch.cat((-x2, x1), dim=-1)`."""
-    return _rotate_adjacent(x)
+    return turn_adjacent(x)
 
 
 def rotate_half_mixed_pairing(x: torch.Tensor) -> list[torch.Tensor]:
@@ -239,26 +212,6 @@ def rotate_half_mixed_pairing(x: torch.Tensor) -> list[torch.Tensor]:
 # apply_rope ------------------------------------------------------------------
 
 
-def _gather(cos: torch.Tensor, sin: torch.Tensor, T: int, positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    cos, sin = (cos[:T], sin[:T]) if positions is None else (cos[positions], sin[positions])
-    if cos.dim() == 3:
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    return cos, sin
-
-
-def _as_interleaved(table: torch.Tensor) -> torch.Tensor:
-    """A half-split cos/sin table re-laid out with each angle in two adjacent columns."""
-    return table[..., : table.shape[-1] // 2].repeat_interleave(2, dim=-1)
-
-
-def _table_rope(q, k, cos, sin, positions, *, pairing="half", angle_layout="half", sign=1.0, ignore_positions=False):
-    c, s = _gather(cos, sin, q.shape[-2], None if ignore_positions else positions)
-    if angle_layout == "adjacent":
-        c, s = _as_interleaved(c), _as_interleaved(s)
-    turn = _rotate_half if pairing == "half" else _rotate_adjacent
-    return tuple((x.float() * c + sign * turn(x.float()) * s).to(x.dtype) for x in (q, k))
-
-
 def apply_rope_interleaved(q, k, cos, sin, positions=None):
     """Your output turns adjacent pairs (x[2i], x[2i+1]) by angle i: that is
     the interleaved (Meta/GPT-J) layout, and this exercise uses the half-split
@@ -270,7 +223,7 @@ def apply_rope_interleaved(q, k, cos, sin, positions=None):
 
     Fix: use the tables as they come: `q * cos + rotate_half(q) * sin`, the same
     for k, with no repeat_interleave and no 0::2 / 1::2 slicing."""
-    return _table_rope(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
+    return table_rope_with(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
 
 
 def apply_rope_sign_flip(q, k, cos, sin, positions=None):
@@ -284,7 +237,7 @@ def apply_rope_sign_flip(q, k, cos, sin, positions=None):
 
     Fix: a plus sign: `q * cos + rotate_half(q) * sin`, the same for k (the minus
     lives inside rotate_half)."""
-    return _table_rope(q, k, cos, sin, positions, sign=-1.0)
+    return table_rope_with(q, k, cos, sin, positions, sign=-1.0)
 
 
 def apply_rope_mixed_pairing(q, k, cos, sin, positions=None):
@@ -300,8 +253,8 @@ def apply_rope_mixed_pairing(q, k, cos, sin, positions=None):
     Fix: keep the tables as given and turn with rotate_half:
     `q * cos + rotate_half(q) * sin`, the same for k."""
     return [
-        _table_rope(q, k, cos, sin, positions, pairing="adjacent", angle_layout="half"),
-        _table_rope(q, k, cos, sin, positions, pairing="half", angle_layout="adjacent"),
+        table_rope_with(q, k, cos, sin, positions, pairing="adjacent", angle_layout="half"),
+        table_rope_with(q, k, cos, sin, positions, pairing="half", angle_layout="adjacent"),
     ]
 
 
@@ -316,7 +269,7 @@ def apply_rope_ignores_positions(q, k, cos, sin, positions=None):
     Fix: gather the rows, `cos[positions]` and `sin[positions]`, then
     `.unsqueeze(1)` when positions is (B, T), so they broadcast over the heads;
     slice `[:T]` only when positions is None."""
-    return _table_rope(q, k, cos, sin, positions, ignore_positions=True)
+    return table_rope_with(q, k, cos, sin, positions, ignore_positions=True)
 
 
 # rope_interleaved ------------------------------------------------------------
@@ -333,7 +286,7 @@ def rope_interleaved_half_split(x, positions=None, base=10000.0):
     Fix: take the pairs as `x0, x1 = x[..., 0::2], x[..., 1::2]`, turn them, and
     interleave them back with `torch.stack((y0, y1), dim=-1).flatten(-2)`; or
     `torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))`."""
-    return _rope(x, positions, base, pairing="half")
+    return rope_with(x, positions, base, pairing="half")
 
 
 def rope_interleaved_sign_flip(x, positions=None, base=10000.0):
@@ -347,7 +300,7 @@ def rope_interleaved_sign_flip(x, positions=None, base=10000.0):
     Fix: turn by +m·θ_i: `(x0 * cos - x1 * sin, x0 * sin + x1 * cos)`, or
     multiply by `torch.polar(torch.ones_like(angles), angles)`, not its
     conjugate."""
-    return _rope(x, positions, base, pairing="adjacent", sign=-1.0)
+    return rope_with(x, positions, base, pairing="adjacent", sign=-1.0)
 
 
 def rope_interleaved_mixed_pairing(x, positions=None, base=10000.0):
@@ -364,8 +317,8 @@ def rope_interleaved_mixed_pairing(x, positions=None, base=10000.0):
     `x[..., 1::2]` with it; or widen the angles with
     `angles.repeat_interleave(2, dim=-1)`, never `torch.cat([angles, angles], dim=-1)`."""
     return [
-        _rope(x, positions, base, pairing="adjacent", angle_layout="half"),
-        _rope(x, positions, base, pairing="half", angle_layout="adjacent"),
+        rope_with(x, positions, base, pairing="adjacent", angle_layout="half"),
+        rope_with(x, positions, base, pairing="half", angle_layout="adjacent"),
     ]
 
 
@@ -378,17 +331,17 @@ def rope_interleaved_ignores_positions(x, positions=None, base=10000.0):
 
     Fix: `if positions is None: positions = torch.arange(T, device=x.device)`,
     then build the angles from them: `positions.float()[..., None] * theta`."""
-    return _rope(x, positions, base, pairing="adjacent", ignore_positions=True)
+    return rope_with(x, positions, base, pairing="adjacent", ignore_positions=True)
 
 
 @says(WRONG_BASE)
 def rope_interleaved_wrong_base(x, positions=None, base=10000.0):
-    return [_rope(x, positions, b, pairing="adjacent") for b in (1000.0, 10000.0)]
+    return [rope_with(x, positions, b, pairing="adjacent") for b in (1000.0, 10000.0)]
 
 
 @says(ROPE_WRONG_EXPONENT)
 def rope_interleaved_wrong_exponent(x, positions=None, base=10000.0):
-    return [_rope(x, positions, base, pairing="adjacent", exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
+    return [rope_with(x, positions, base, pairing="adjacent", exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
 
 
 def rope_interleaved_low_precision(x, positions=None, base=10000.0):
@@ -401,7 +354,7 @@ def rope_interleaved_low_precision(x, positions=None, base=10000.0):
 
     Fix: `angles = positions.float()[..., None] * theta.float()`, rotate
     `x.float()`, and cast the result with `.to(x.dtype)`."""
-    return _rope(x, positions, base, pairing="adjacent", angle_dtype=x.dtype)
+    return rope_with(x, positions, base, pairing="adjacent", angle_dtype=x.dtype)
 
 
 # RotaryEmbedding (one tensor at a time: the check applies them to q and to k) --
@@ -419,7 +372,7 @@ def rotary_interleaved(x, positions=None, base=10000.0):
     Fix: build the tables as rope_cache does and turn with
     `q * cos + rotate_half(q) * sin` (k likewise); no 0::2 / 1::2 slicing, no
     repeat_interleave."""
-    return _rope(x, positions, base, pairing="adjacent")
+    return rope_with(x, positions, base, pairing="adjacent")
 
 
 def rotary_sign_flip(x, positions=None, base=10000.0):
@@ -432,7 +385,7 @@ def rotary_sign_flip(x, positions=None, base=10000.0):
 
     Fix: `x * cos + rotate_half(x) * sin`, with rotate_half returning
     `torch.cat((-x2, x1), dim=-1)` for the halves x1, x2."""
-    return _rope(x, positions, base, sign=-1.0)
+    return rope_with(x, positions, base, sign=-1.0)
 
 
 def rotary_mixed_pairing(x, positions=None, base=10000.0):
@@ -447,8 +400,8 @@ def rotary_mixed_pairing(x, positions=None, base=10000.0):
     Fix: half-split throughout: `torch.cat([angles, angles], dim=-1)` for the
     tables, and rotate_half for the turn."""
     return [
-        _rope(x, positions, base, pairing="half", angle_layout="adjacent"),
-        _rope(x, positions, base, pairing="adjacent", angle_layout="half"),
+        rope_with(x, positions, base, pairing="half", angle_layout="adjacent"),
+        rope_with(x, positions, base, pairing="adjacent", angle_layout="half"),
     ]
 
 
@@ -463,17 +416,17 @@ def rotary_ignores_positions(x, positions=None, base=10000.0):
     Fix: gather `cos[positions]` and `sin[positions]`: (T, Dh), or (B, T, Dh)
     followed by `.unsqueeze(1)` for the heads; slice `[:T]` only when positions
     is None."""
-    return _rope(x, positions, base, ignore_positions=True)
+    return rope_with(x, positions, base, ignore_positions=True)
 
 
 @says(WRONG_BASE)
 def rotary_wrong_base(x, positions=None, base=10000.0):
-    return [_rope(x, positions, b) for b in (1000.0, 10000.0)]
+    return [rope_with(x, positions, b) for b in (1000.0, 10000.0)]
 
 
 @says(ROPE_WRONG_EXPONENT)
 def rotary_wrong_exponent(x, positions=None, base=10000.0):
-    return [_rope(x, positions, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
+    return [rope_with(x, positions, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
 
 
 def rotary_low_precision(x, positions=None, base=10000.0):
@@ -487,243 +440,10 @@ def rotary_low_precision(x, positions=None, base=10000.0):
     Fix: build the tables once, in `__init__`, in float32; in forward cast only
     what you multiply with, `cos[positions].to(q.dtype)`, or compute in float32
     and cast the result."""
-    return _rope(x, positions, base, angle_dtype=x.dtype)
+    return rope_with(x, positions, base, angle_dtype=x.dtype)
 
 
-# --- probes ----------------------------------------------------------------------------
-
-# Every check runs at positions in the thousands (few of them, small heads, so
-# it stays fast) and once in bfloat16, where computing angles in low precision
-# shows. Float32 results are compared with RoPE computed in float64, entry by entry
-# within common.angle_tolerance: float32 arithmetic is off by ~1e-4 at position 4000
-# with θ_0 = 1, but by ~1e-7 where the angle is small, which is where cos/sin tables
-# stored in float16 (~5e-4 everywhere) show. Every mistake in the catalogue is off by O(1).
-HALF_TOLERANCE = {"rtol": 1.6e-2, "atol": 4e-2}  # a bfloat16 result: 2 units of its rounding, ~5 on |x| ≤ 4
-ROPE_MAX_LEN = 4000  # positions in the thousands; 8 × 4000 floats stay under torch's threading grain
-
-
-@functools.lru_cache(maxsize=8)
-def reference_tables(head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The reference cos/sin tables up to ROPE_MAX_LEN, built once (on the CPU). Never hand them to student code: clone."""
-    return reference.rope_cache(head_dim, ROPE_MAX_LEN, base)
-
-
-def rope_angles(T: int, d: int, positions: torch.Tensor | None, base: float, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(angles, θ) in float64 on the CPU, laid out over the d columns as `layout` pairs them:
-    angles (T, d), or (B, 1, T, d) for positions (B, T); θ (d,), each pair's frequency per column."""
-    theta = frequencies(d, base)  # (d/2,) float64
-    theta = torch.cat([theta, theta]) if layout == "half" else theta.repeat_interleave(2)
-    m = torch.arange(T) if positions is None else positions.detach().cpu()
-    angles = m.double()[..., None] * theta  # (T, d) or (B, T, d)
-    return (angles[:, None] if angles.dim() == 3 else angles), theta
-
-
-def rope64(x: torch.Tensor, positions: torch.Tensor | None, base: float, layout: str = "half") -> torch.Tensor:
-    """The float64 RoPE the checks compare with (on the CPU: MPS has no float64), in x's dtype and device."""
-    angles, _ = rope_angles(x.shape[-2], x.shape[-1], positions, base, layout)
-    x64 = x.detach().to("cpu", torch.float64)
-    turn = _rotate_half if layout == "half" else _rotate_adjacent
-    return (x64 * angles.cos() + turn(x64) * angles.sin()).to(x.device, x.dtype)
-
-
-def rope_tolerance(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0, layout: str = "half", half: bool = False) -> dict:
-    """rtol and atol for x rotated: a float32 (or float64) result entry by entry within what
-    rounding makes of its angle (common.angle_tolerance, on |x| at that position); a half one
-    within its own rounding. half=True: what positions, frequencies, angles or tables rounded
-    to bfloat16 (or float16) would make, frequencies rounded after being computed (no |ln θ|)."""
-    if x.dtype not in (torch.float32, torch.float64) and not half:
-        return HALF_TOLERANCE
-    angles, theta = rope_angles(x.shape[-2], x.shape[-1], positions, base, layout)
-    size = x.detach().to("cpu", torch.float64).norm(dim=-1, keepdim=True)  # (..., T, 1): a pair is no larger than its vector
-    if half:
-        return {"atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), size, torch.bfloat16), "size": size}
-    return {"rtol": 0.0, "atol": angle_tolerance(x.dtype, angles, theta, size)}
-
-
-def precision_first(probe: Probe, out, expected: torch.Tensor, tight: dict, loose: dict, then) -> Callable[[Failure], None]:
-    """expect_then's fallback for a float32 result off by more than float32 rounding (`tight`):
-    when it is within what half-precision angles or tables would make (`loose`, with the
-    magnitude `size` of what was turned) and that says something (common.half_precision_error),
-    half precision on the way is the finding; otherwise `then` reads the output."""
-
-    def fallback(failure: Failure) -> None:
-        error = half_precision_error(out, expected, tight["atol"], loose["atol"], loose["size"])
-        if error is not None:
-            probe.fail(
-                "low_precision_angles",
-                f"{failure.message.split(';')[0]}, by up to {float(error.max()):.1e}: more than float32 arithmetic ever is, and as much as rounding to float16 or bfloat16 makes. Somewhere on the way, the angles, the positions, the frequencies or the cos and sin tables were kept in half precision.",
-                hint=PRECISION_HINT,
-                fix=PRECISION_FIX,
-            )
-        then(failure)
-
-    return fallback
-
-
-PRECISION_HINT = (
-    "float32 keeps 24 bits, float16 11 and bfloat16 8. A cos/sin table stored in float16 is off by up to 5e-4 even at position 0, and an angle "
-    "m·θ rounded in half precision is off by more and more as m grows (float16 cannot even hold the integers past 2048). Turned in float32, "
-    "such a result still looks float32, but it carries the half-precision error."
-)
-PRECISION_FIX = (
-    "Keep everything before the final cast in float32: positions `.float()`, θ and the angles in float32, and the cos/sin tables (buffers "
-    "included) stored in float32: no `.half()`, `.bfloat16()` or `dtype=torch.float16` on the way; cast only the result, `.to(x.dtype)`."
-)
-
-
-@contextlib.contextmanager
-def helped(helps: dict[str, tuple[str, str]]) -> Iterator[None]:
-    """A failure of one of these codes raised inside gets this (hint, fix), where it
-    brought none of its own: the generic advice of a code, made specific to the exercise."""
-    try:
-        yield
-    except Failure as failure:
-        hint, fix = helps.get(failure.code, ("", ""))
-        failure.hint, failure.fix = failure.hint or hint, failure.fix or fix
-        raise
-
-
-@contextlib.contextmanager
-def further_findings(probe: Probe, findings) -> Iterator[None]:
-    """When the catalogue names one mistake and the structural findings() confirm it,
-    the other findings are further, independent mistakes: listed in `also`."""
-    try:
-        yield
-    except Failure as failure:
-        try:
-            found = findings()
-        except Exception:  # a reading that breaks on this output adds nothing
-            found = []
-        if any(code == failure.code for code, _ in found):
-            probe.also.extend(f"{code}: {said}" for code, said in found if code != failure.code and f"{code}: {said}" not in probe.also)
-        raise
-
-
-def two_tensors(probe: Probe, out, what: str, names: str) -> tuple[torch.Tensor, torch.Tensor]:
-    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
-        got = type(out).__name__ + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
-        probe.fail(
-            "wrong_type",
-            f"{what} should return two tensors, {names}; got {got}.",
-            hint="The caller unpacks your result into two names, so it must be a pair of separate tensors, not one stacked or concatenated tensor.",
-            fix=f"End with `return {names.strip('()')}`: two tensors in a tuple, in that order.",
-        )
-    return out[0], out[1]
-
-
-def rope_positions(probe: Probe, *shape: int) -> torch.Tensor:
-    """Positions up to ROPE_MAX_LEN - 1 (T >= 4): 256 and 257, which collide in bfloat16, and
-    in every row both edges, 0 and ROPE_MAX_LEN - 1."""
-    sampled = probe.positions(ROPE_MAX_LEN, *shape)
-    sampled[..., :3] = torch.tensor([256, 257, 0], device=probe.device)
-    sampled[..., -1] = ROPE_MAX_LEN - 1
-    return sampled
-
-
-def rope_cases(probe: Probe, B: int, T: int) -> list[tuple[str, torch.dtype, torch.Tensor | None]]:
-    """(what, dtype of q and k, positions) for apply_rope and RotaryEmbedding."""
-    return [
-        ("positions=None", torch.float32, None),
-        (
-            "positions 2995..2999 (decoding at an offset)",
-            torch.float32,
-            torch.arange(2995, 2995 + T, device=probe.device),
-        ),
-        ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T)),
-        ("positions of shape (B, T), a different row per sequence", torch.float32, rope_positions(probe, B, T)),
-        ("bfloat16 q and k, positions up to 3999", torch.bfloat16, rope_positions(probe, T)),
-        ("one token (T = 1) at position 3999, as when decoding", torch.float32, probe.positions(ROPE_MAX_LEN, 1)),
-    ]
-
-
-# What a fix says in each layout: the turn, where the angles of the given positions
-# come from, and what one-hot vectors at position 1 (head_dim 4, base 10000) turn into.
-TURN = {
-    "half": "`x * cos + rotate_half(x) * sin`",
-    "adjacent": "`(x0 * cos - x1 * sin, x0 * sin + x1 * cos)` on the pairs `x0, x1 = x[..., 0::2], x[..., 1::2]`",
-}
-AT_POSITIONS = {
-    "half": "rows `cos[positions]` and `sin[positions]` (`[:T]` only when positions is None)",
-    "adjacent": "angles `positions.float()[..., None] * theta` (0..T-1 only when positions is None)",
-}
-ONE_HOT = {
-    "half": "e_0 = (1, 0, 0, 0) and e_1 = (0, 1, 0, 0) must become (cos 1, 0, sin 1, 0) and (0, cos 0.01, 0, sin 0.01)",
-    "adjacent": "e_0 = (1, 0, 0, 0) and e_2 = (0, 0, 1, 0) must become (cos 1, sin 1, 0, 0) and (0, 0, cos 0.01, sin 0.01)",
-}
-
-
-ONE_HOT_POSITIONS = (1, 50)  # both below the smallest max_len a check builds (64)
-
-
-def one_hot_images(probe: Probe, rotate, head_dim: int) -> torch.Tensor:
-    """(2, d, d): e_j turned at positions 1 and 50, all in one call (the one-hot vectors along the batch)."""
-    x = torch.eye(head_dim, device=probe.device)[:, None, None, :].expand(head_dim, 1, 2, head_dim).contiguous()
-    turned = rotate(x, torch.tensor(ONE_HOT_POSITIONS, device=probe.device))
-    return turned.detach().float()[:, 0].transpose(0, 1)
-
-
-def rotation_findings(probe: Probe, rotate, head_dim: int, layout: str, base: float):
-    """structure.rotation_findings on the student's own rotations; a function, run only when needed."""
-
-    def find() -> list[tuple[str, str]]:
-        return structure.rotation_findings(one_hot_images(probe, rotate, head_dim), ONE_HOT_POSITIONS, layout, base)
-
-    return find
-
-
-def rope_properties(probe: Probe, rotate, head_dim: int, layout: str = "half", base: float = 10000.0):
-    """When no known mistake reproduces the output: read the layout, the direction and
-    each pair's θ from one-hot vectors (structure.rotation_findings); failing that, say
-    which RoPE property the student's code keeps and which it breaks.
-    rotate(x (B, 1, T, d), positions (T,)); layout ("half" or "adjacent") is the
-    exercise's, base the one `rotate` was built with."""
-
-    def fallback(failure: Failure) -> None:
-        try:
-            findings = rotation_findings(probe, rotate, head_dim, layout, base)()
-        except Exception:  # a Failure too: the student's code broke on one-hot inputs
-            findings = []
-        structure.name_what_is_wrong(probe, failure, findings)
-        try:
-            x = probe.randn(1, 1, 4, head_dim)
-            turned = rotate(x, torch.tensor([3, 700, 2000, 3500], device=probe.device))
-            ratio = turned.detach().float().norm(dim=-1) / x.norm(dim=-1)
-            q, k = probe.randn(1, 1, 1, head_dim).repeat(1, 1, 3, 1), probe.randn(1, 1, 1, head_dim).repeat(1, 1, 3, 1)
-            m = torch.tensor([7, 1007, 3007], device=probe.device)
-            dots = (rotate(q, m).detach().float() * rotate(k, m - 5).detach().float()).sum(-1).flatten().tolist()
-        except Exception:  # the student's code broke on these inputs: the message we have will do
-            return
-        if close(turned, x, rtol=1e-4, atol=1e-4):
-            probe.fail(
-                "wrong_values",
-                f"{failure.message} It returns its input unchanged: nothing is rotated.",
-                hint="Position 0 turns by nothing, but positions 700 or 3500 must turn: an output equal to its input was never rotated, or was rotated and then not returned (k forgotten?).",
-                fix=f"Return the rotated tensors, not the ones you were given: {TURN[layout]} for each of them.",
-            )
-        norms_kept = bool(((ratio - 1).abs() < 1e-2).all())
-        relative = max(dots) - min(dots) < 1e-2 * (1 + max(abs(d) for d in dots))
-        if not norms_kept:
-            probe.fail(
-                "wrong_values",
-                f"{failure.message} It is not a rotation: ‖output‖/‖input‖ ranges from {ratio.min():.3f} to {ratio.max():.3f} instead of staying 1.",
-                hint="A rotation keeps the length of every pair. Lengths change when the two members of a pair meet different angles, when cos and sin multiply the wrong terms, or when a term is missing: follow one pair through your code.",
-                fix=f"Turn each pair (x0, x1) by its one angle a into (x0·cos a − x1·sin a, x0·sin a + x1·cos a); in code, {TURN[layout]}.",
-            )
-        if not relative:
-            probe.fail(
-                "wrong_values",
-                f"{failure.message} Norms are kept, but q_m·k_n does not depend on m − n alone: at offset 5 it is {', '.join(f'{d:.3f}' for d in dots)} for m = 7, 1007, 3007.",
-                hint="q at position m and k at position n must turn by m·θ_i and n·θ_i with the same θ_i: only then does q_m·k_n depend on m − n alone. Positions used other than as given, or q and k turned by different tables, break that.",
-                fix=f"Turn q and k with the same frequencies, at the positions given: {AT_POSITIONS[layout]}.",
-            )
-        probe.fail(
-            "wrong_values",
-            f"{failure.message} It keeps norms and q_m·k_n depends only on m − n: a rotary embedding, but not this one.",
-            hint="Rotary embeddings differ in four places: the layout of the pairs, the direction of the turn, the base, and the exponent of θ_i. One-hot vectors at position 1 show all four, since their angles are the θ_i themselves.",
-            fix=f"Turn one-hot vectors at position 1 with head_dim 4 and base 10000: {ONE_HOT[layout]}. The first entry that differs names what to change.",
-        )
-
-    return fallback
+# --- probes (the shared RoPE kit is helpers.exercises.rope) ---------------------------
 
 
 # rope_cache -------------------------------------------------------------------
@@ -741,7 +461,12 @@ def collisions(probe: Probe, tables: tuple[torch.Tensor, torch.Tensor]):
         if same.any() and not same[:255].any():
             row = int(same.nonzero()[0])
             message, hint, fix = advice(probe.exercise, "low_precision_angles")
-            probe.fail("low_precision_angles", f"{message} (Rows {row} and {row + 1} of your tables are identical.)", hint=hint, fix=fix)
+            probe.fail(
+                "low_precision_angles",
+                f"{message} (Rows {row} and {row + 1} of your tables are identical.)",
+                hint=hint,
+                fix=fix,
+            )
 
     return fallback
 
@@ -787,7 +512,10 @@ def check_rope_cache(fn, probe: Probe) -> None:
         base = args[2] if len(args) > 2 else 10000.0
         angles, theta = rope_angles(args[1], args[0], None, base, "half")
         tight = {"rtol": 0.0, "atol": angle_tolerance(torch.float32, angles, theta)}
-        loose = {"atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), angle_dtype=torch.bfloat16), "size": 1.0}
+        loose = {
+            "atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), angle_dtype=torch.bfloat16),
+            "size": 1.0,
+        }
         if all(close(t, e, **tight) for t, e in zip(tables, expected[::-1])):
             probe.fail(
                 "wrong_values",
@@ -797,10 +525,12 @@ def check_rope_cache(fn, probe: Probe) -> None:
             )
         for index, name in enumerate(("cos", "sin")):
             mistakes = probe.known_mistakes(*args, index=index)
-            with helped(CACHE_HELP), further_findings(probe, lambda tables=tables, base=base: structure.rope_findings(*tables, base)):
+            with further_findings(probe, lambda tables=tables, base=base: structure.rope_findings(*tables, base)):
                 expect_then(
                     probe,
-                    precision_first(probe, tables[index], expected[index], tight, loose, cache_structure(probe, tables, base)),
+                    angles_precision_first(
+                        probe, tables[index], expected[index], tight, loose, cache_structure(probe, tables, base)
+                    ),
                     tables[index],
                     expected[index],
                     what=f"the {name} table of {call}",
@@ -840,12 +570,22 @@ def quarter_turn_findings(out: torch.Tensor) -> list[tuple[str, str]]:
         return []  # not a signed permutation of pairs: the catalogue's mixes, or something else
     findings = []
     if (target == j ^ 1).all():
-        findings.append(("rope_interleaved_convention", f"Your rotate_half moves e_0 to component {int(target[0])}: it turns adjacent pairs (2i, 2i+1), where pairs (i, i + d/2) are asked for."))
+        findings.append(
+            (
+                "rope_interleaved_convention",
+                f"Your rotate_half moves e_0 to component {int(target[0])}: it turns adjacent pairs (2i, 2i+1), where pairs (i, i + d/2) are asked for.",
+            )
+        )
     elif not (target == (j + d // 2) % d).all():
         return []
     first = j < target  # the first member of each pair goes forward with a plus, the second back with a minus
     if (sign[first] < 0).all() and (sign[~first] > 0).all():
-        findings.append(("rope_sign_flip", "Your rotate_half puts the minus sign on the wrong member of each pair: e_0 comes out as minus its partner."))
+        findings.append(
+            (
+                "rope_sign_flip",
+                "Your rotate_half puts the minus sign on the wrong member of each pair: e_0 comes out as minus its partner.",
+            )
+        )
     return findings
 
 
@@ -870,15 +610,14 @@ def check_rotate_half(fn, probe: Probe) -> None:
         x = probe.randn(*shape, dtype=dtype)
         out = probe.call(fn, x)
         mistakes = probe.known_mistakes(x)
-        with helped(ROTATE_HALF_HELP):
-            expect_then(
-                probe,
-                quarter_turns(probe, fn),
-                out,
-                reference.rotate_half(x),
-                what=f"rotate_half of a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor",
-                mistakes=mistakes,
-            )
+        expect_then(
+            probe,
+            quarter_turns(probe, fn),
+            out,
+            reference.rotate_half(x),
+            what=f"rotate_half of a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor",
+            mistakes=mistakes,
+        )
     # Device: a sign vector or a mask made on the CPU inside would break on a GPU.
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
 
@@ -916,7 +655,12 @@ def check_apply_rope(fn, probe: Probe) -> None:
         try:
             out = probe.call(fn, *args)
         except Failure as failure:
-            if failure.code == "raised" and positions is not None and "IndexError" in failure.message and int(positions.max()) >= length:
+            if (
+                failure.code == "raised"
+                and positions is not None
+                and "IndexError" in failure.message
+                and int(positions.max()) >= length
+            ):
                 probe.fail(
                     "raised",
                     f"{failure.message.rstrip('.')}. That was with positions up to {int(positions.max())} for a sequence of T = {length} tokens, "
@@ -944,17 +688,22 @@ def check_apply_rope(fn, probe: Probe) -> None:
             shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
             x = args[index]
             tight, loose = rope_tolerance(x, positions), rope_tolerance(x, positions, half=True)
-            fallback = bf16_arithmetic(probe) if dtype == torch.bfloat16 else precision_first(probe, out[index], expected[index], tight, loose, rope_properties(probe, rotate, d))
-            with helped(APPLY_ROPE_OWN_HELP):
-                expect_then(
-                    probe,
-                    fallback,
-                    out[index],
-                    expected[index],
-                    what=f"{name} {shape}, {what},",
-                    mistakes=mistakes,
-                    **tight,
+            fallback = (
+                bf16_arithmetic(probe)
+                if dtype == torch.bfloat16
+                else angles_precision_first(
+                    probe, out[index], expected[index], tight, loose, rope_properties(probe, rotate, d)
                 )
+            )
+            expect_then(
+                probe,
+                fallback,
+                out[index],
+                expected[index],
+                what=f"{name} {shape}, {what},",
+                mistakes=mistakes,
+                **tight,
+            )
     # Device: tables, positions and q, k on the device; anything made on the CPU inside shows.
     for positions in (None, torch.arange(5)):
         probe.device_pass(
@@ -1009,13 +758,21 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
     sequence = lambda x: probe.sequence(x, None, dim=-2)  # noqa: E731 (the length of x is its axis -2)
     cases = (  # (what, x, extra arguments)
         ("x (2, 3, 7, 8), default positions and base", sequence(probe.randn(2, 3, 7, 8)), ()),
-        ("x (2, 3, 6, 12), positions up to 3999, base=500000.0", sequence(probe.randn(2, 3, 6, 12)), (positions, 500000.0)),
+        (
+            "x (2, 3, 6, 12), positions up to 3999, base=500000.0",
+            sequence(probe.randn(2, 3, 6, 12)),
+            (positions, 500000.0),
+        ),
         (
             "x (2, 3, 6, 12) in bfloat16, positions up to 3999",
             sequence(probe.randn(2, 3, 6, 12, dtype=torch.bfloat16)),
             (positions,),
         ),
-        ("x (2, 3, 1, 8), one token (T = 1) at position 3999", sequence(probe.randn(2, 3, 1, 8)), (probe.positions(ROPE_MAX_LEN, 1),)),
+        (
+            "x (2, 3, 1, 8), one token (T = 1) at position 3999",
+            sequence(probe.randn(2, 3, 1, 8)),
+            (probe.positions(ROPE_MAX_LEN, 1),),
+        ),
     )
 
     def expect(out, what: str, x: torch.Tensor, extra: tuple) -> None:
@@ -1026,9 +783,19 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
         def rotate(x, p, fn=fn):
             return probe.call(fn, x, p)
 
-        tight, loose = rope_tolerance(x, positions, base, "adjacent"), rope_tolerance(x, positions, base, "adjacent", half=True)
-        as_halves = torch.cat([expected[..., 0::2], expected[..., 1::2]], dim=-1)  # the right pairs, written back as two halves
-        if isinstance(out, torch.Tensor) and out.shape == expected.shape and not close(out, expected, **tight) and close(out, as_halves, **tight):
+        tight, loose = (
+            rope_tolerance(x, positions, base, "adjacent"),
+            rope_tolerance(x, positions, base, "adjacent", half=True),
+        )
+        as_halves = torch.cat(
+            [expected[..., 0::2], expected[..., 1::2]], dim=-1
+        )  # the right pairs, written back as two halves
+        if (
+            isinstance(out, torch.Tensor)
+            and out.shape == expected.shape
+            and not close(out, expected, **tight)
+            and close(out, as_halves, **tight)
+        ):
             probe.fail(
                 "wrong_values",
                 f"For {what}, your pairs are turned right, but the output lays them out as two halves, all first components then all second ones, "
@@ -1036,22 +803,42 @@ def check_rope_interleaved(fn, probe: Probe) -> None:
                 hint="torch.cat joins whole blocks one after the other; the output needs pair i back in columns 2i and 2i + 1, as it came in.",
                 fix="Interleave the turned components: `torch.stack((y0, y1), dim=-1).flatten(-2)` instead of `torch.cat((y0, y1), dim=-1)`.",
             )
-        fallback = low_precision(probe) if x.dtype == torch.bfloat16 else precision_first(probe, out, expected, tight, loose, rope_properties(probe, rotate, x.shape[-1], "adjacent"))
-        with helped(INTERLEAVED_HELP):
-            expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **tight)
+        fallback = (
+            low_precision(probe)
+            if x.dtype == torch.bfloat16
+            else angles_precision_first(
+                probe, out, expected, tight, loose, rope_properties(probe, rotate, x.shape[-1], "adjacent")
+            )
+        )
+        expect_then(probe, fallback, out, expected, what=f"the output for {what},", mistakes=mistakes, **tight)
 
-    runs = [((x, *extra), lambda x=x, extra=extra: probe.call(fn, x, *extra), lambda out, what=what, x=x, extra=extra: expect(out, what, x, extra)) for what, x, extra in cases]
+    runs = [
+        (
+            (x, *extra),
+            lambda x=x, extra=extra: probe.call(fn, x, *extra),
+            lambda out, what=what, x=x, extra=extra: expect(out, what, x, extra),
+        )
+        for what, x, extra in cases
+    ]
     positions_ignored = lambda args: [(args[0], None, *args[2:])] if len(args) > 1 and args[1] is not None else []  # noqa: E731
-    expect_cases(probe, runs, {"rope_ignores_positions": positions_ignored} if "rope_ignores_positions" in probe.exercise.mistakes else {})
+    expect_cases(
+        probe,
+        runs,
+        {"rope_ignores_positions": positions_ignored} if "rope_ignores_positions" in probe.exercise.mistakes else {},
+    )
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
-    probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0))
+    probe.device_pass(
+        lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0)
+    )
     oracle.gptj_interleaved(probe, fn)  # the second oracle: inside transformers' GPT-J
 
 
 # rope_from_shift_matrix: its mistakes take (x, positions, base) -------------------
 
 
-def shift_matrix_not_transposed(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+def shift_matrix_not_transposed(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
+) -> torch.Tensor:
     """Your rotation goes the wrong way: you applied M_m to the column vector (M_m @ x),
     which turns every pair by -m·θ_i.
 
@@ -1061,17 +848,19 @@ def shift_matrix_not_transposed(x: torch.Tensor, positions: torch.Tensor | None 
 
     Fix: multiply the row vector by M_m: `x[..., t, :] @ relative_shift_matrix(m, d, base)`
     (or `M.T @ x` for a column vector)."""
-    return _rope(x, positions, base, pairing="adjacent", sign=-1.0)
+    return rope_with(x, positions, base, pairing="adjacent", sign=-1.0)
 
 
-def shift_matrix_ignores_positions(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+def shift_matrix_ignores_positions(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
+) -> torch.Tensor:
     """Your code ignores `positions` and turns row t by M_t whatever position it holds.
 
     Hint: with positions given (decoding with a cache, one new token at position 3000), row t
     holds position positions[t], and that is the m of its matrix.
 
     Fix: build one matrix per given position: `relative_shift_matrix(int(m), d, base) for m in positions`."""
-    return _rope(x, positions, base, pairing="adjacent", ignore_positions=True)
+    return rope_with(x, positions, base, pairing="adjacent", ignore_positions=True)
 
 
 # RotaryEmbedding --------------------------------------------------------------
@@ -1108,7 +897,12 @@ def check_rotary_embedding(cls, probe: Probe) -> None:
             if not (plain and failure.code == "raised" and "device" in failure.message.lower()):
                 raise  # a device clash from the plain attributes is that finding, said once
 
-    probe.independent(lambda: plain_attributes(probe, module, plain), values, lambda: nothing_saved(probe, module), lambda: length_checked(cls, probe))
+    probe.independent(
+        lambda: plain_attributes(probe, module, plain),
+        values,
+        lambda: nothing_saved(probe, module),
+        lambda: length_checked(cls, probe),
+    )
     if plain:
         return  # the device pass would only find the plain attributes again
     # Device: every tensor on the meta device; a table or position made on the CPU shows.
@@ -1130,7 +924,8 @@ def plain_attributes(probe: Probe, module, plain: list[str]) -> None:
             "pe_not_buffer",
             f"`{probe.name}` keeps {', '.join(plain)} as plain tensor attributes: module.to('cuda') does not move those, so on a GPU your forward mixes devices.",
             hint="Only parameters and registered buffers follow a module through .to(), .cuda() and .half(); a plain tensor attribute stays where it was made.",
-            fix=f"Register each table in `__init__` instead: `self.register_buffer('{plain[0]}', table, persistent=False)`" + (f", and likewise for {', '.join(plain[1:])}." if plain[1:] else "."),
+            fix=f"Register each table in `__init__` instead: `self.register_buffer('{plain[0]}', table, persistent=False)`"
+            + (f", and likewise for {', '.join(plain[1:])}." if plain[1:] else "."),
         )
 
 
@@ -1150,7 +945,9 @@ def rotary_values(cls, probe: Probe, module) -> None:
         )
     )
     for built, head_dim, base, max_len, made, (what, dtype, positions) in runs:
-        length = (T if max_len == ROPE_MAX_LEN else max_len) if positions is None else positions.shape[-1]  # the small module: T = max_len
+        length = (
+            (T if max_len == ROPE_MAX_LEN else max_len) if positions is None else positions.shape[-1]
+        )  # the small module: T = max_len
         q, k = (probe.sequence(probe.randn(B, H, length, head_dim, dtype=dtype), max_len, dim=-2) for H in (Hq, Hk))
         extra = () if positions is None else (positions,)
         call = f"`{made}` called with {what}"
@@ -1164,24 +961,32 @@ def rotary_values(cls, probe: Probe, module) -> None:
 
             mistakes = probe.known_mistakes(x, positions, base)
             tight, loose = rope_tolerance(x, positions, base), rope_tolerance(x, positions, base, half=True)
-            fallback = low_precision(probe) if dtype == torch.bfloat16 else precision_first(probe, got, want, tight, loose, rope_properties(probe, rotate, head_dim, base=base))
-            with helped(APPLY_ROPE_HELP):  # the same outputs as apply_rope
-                expect_then(
-                    probe,
-                    fallback,
-                    got,
-                    want,
-                    what=f"{name} {tuple(want.shape)} from {made} with {what},",
-                    mistakes=mistakes,
-                    **tight,
+            fallback = (
+                low_precision(probe)
+                if dtype == torch.bfloat16
+                else angles_precision_first(
+                    probe, got, want, tight, loose, rope_properties(probe, rotate, head_dim, base=base)
                 )
+            )
+            expect_then(
+                probe,
+                fallback,
+                got,
+                want,
+                what=f"{name} {tuple(want.shape)} from {made} with {what},",
+                mistakes=mistakes,
+                **tight,
+            )
 
 
 def nothing_saved(probe: Probe, module) -> None:
     """Nothing to train, nothing to save: the tables are rebuilt from the arguments."""
     saved = list(module.state_dict())
     if saved:
-        kinds = {name: "an nn.Parameter" if name in dict(module.named_parameters()) else "a persistent buffer" for name in saved}
+        kinds = {
+            name: "an nn.Parameter" if name in dict(module.named_parameters()) else "a persistent buffer"
+            for name in saved
+        }
         listed = ", ".join(f"{name} ({kind})" for name, kind in kinds.items())
         probe.fail(
             "cache_is_parameter",
@@ -1216,7 +1021,9 @@ def length_checked(cls, probe: Probe) -> None:
     )
     # positions=None: T = max_len = 16 tokens must work, 17 must be refused.
     tokens = lambda T, H: probe.sequence(probe.randn(1, H, T, 8, device="cpu"), 16, dim=-2)  # noqa: E731
-    refuses_past_max_len(probe, lambda T: probe.call(small, tokens(T, 2), tokens(T, 1)), 16, hint=LENGTH_HINT, fix=LENGTH_FIX)
+    refuses_past_max_len(
+        probe, lambda T: probe.call(small, tokens(T, 2), tokens(T, 1)), 16, hint=LENGTH_HINT, fix=LENGTH_FIX
+    )
 
 
 # apply_partial_rope: its mistakes take apply_rope's arguments ----------------------
@@ -1225,9 +1032,9 @@ def length_checked(cls, probe: Probe) -> None:
 
 
 def _partial(q, k, cos, sin, positions, **knobs):
-    """The right partial RoPE with one of _table_rope's knobs turned on the rotated part."""
+    """The right partial RoPE with one of table_rope_with's knobs turned on the rotated part."""
     r = cos.shape[-1]
-    turned = _table_rope(q[..., :r], k[..., :r], cos, sin, positions, **knobs)
+    turned = table_rope_with(q[..., :r], k[..., :r], cos, sin, positions, **knobs)
     return tuple(torch.cat([y, x[..., r:]], dim=-1) for y, x in zip(turned, (q, k)))
 
 
@@ -1302,7 +1109,7 @@ def partial_whole_head(q, k, cos, sin, positions=None):
         return []
     tiled = (cos.repeat(1, d // r), sin.repeat(1, d // r))  # the r-wide tables repeated to fit the head
     own = reference.rope_cache(d, T)  # the head's own frequencies, as if r were head_dim
-    return [_table_rope(q, k, *tables, positions) for tables in (tiled, own)]
+    return [table_rope_with(q, k, *tables, positions) for tables in (tiled, own)]
 
 
 def partial_pairs_across_head(q, k, cos, sin, positions=None):
@@ -1318,16 +1125,16 @@ def partial_pairs_across_head(q, k, cos, sin, positions=None):
     r, d = cos.shape[-1], q.shape[-1]
     if 2 * r > d or d % 2:
         return []
-    c, s = _gather(cos, sin, q.shape[-2], positions)
+    c, s = gather_rows(cos, sin, q.shape[-2], positions)
     pairs = torch.cat([torch.arange(r // 2), d // 2 + torch.arange(r // 2)]).to(q.device)  # (i, i + d/2), i < r/2
 
     def sliced_after(x):  # rotate_half of the whole head, cut to r
-        return torch.cat([(x[..., :r].float() * c + _rotate_half(x.float())[..., :r] * s).to(x.dtype), x[..., r:]], dim=-1)
+        return torch.cat([(x[..., :r].float() * c + turn_half(x.float())[..., :r] * s).to(x.dtype), x[..., r:]], dim=-1)
 
     def spread(x):  # the pairs (i, i + d/2) turned, i < r/2, the rest left
         out = x.clone()
         picked = x[..., pairs].float()
-        out[..., pairs] = (picked * c + _rotate_half(picked) * s).to(x.dtype)
+        out[..., pairs] = (picked * c + turn_half(picked) * s).to(x.dtype)
         return out
 
     return [(sliced_after(q), sliced_after(k)), (spread(q), spread(k))]
@@ -1345,8 +1152,8 @@ def partial_last_dims(q, k, cos, sin, positions=None):
     r = cos.shape[-1]
     if r == q.shape[-1]:
         return []
-    in_place = _table_rope(q[..., -r:], k[..., -r:], cos, sin, positions)
-    at_end = _table_rope(q[..., :r], k[..., :r], cos, sin, positions)
+    in_place = table_rope_with(q[..., -r:], k[..., -r:], cos, sin, positions)
+    at_end = table_rope_with(q[..., :r], k[..., :r], cos, sin, positions)
     return [
         tuple(torch.cat([x[..., :-r], y], dim=-1) for x, y in zip((q, k), in_place)),
         tuple(torch.cat([x[..., r:], y], dim=-1) for x, y in zip((q, k), at_end)),
@@ -1364,7 +1171,7 @@ def partial_pass_dropped(q, k, cos, sin, positions=None):
     Fix: join them back after the turned part:
     `torch.cat([x_rot_turned, x[..., r:]], dim=-1)`, for q and for k."""
     r = cos.shape[-1]
-    turned = _table_rope(q[..., :r], k[..., :r], cos, sin, positions)
+    turned = table_rope_with(q[..., :r], k[..., :r], cos, sin, positions)
     zeroed = tuple(torch.cat([y, torch.zeros_like(x[..., r:])], dim=-1) for x, y in zip((q, k), turned))
     return [turned, zeroed]
 
@@ -1411,24 +1218,30 @@ def check_apply_partial_rope(fn, probe: Probe) -> None:
     GPT-NeoX's split, a quarter of each head turned; then half (GPT-J's share) and all of it."""
     B, Hq, Hk, T = 3, 4, 2, 5
     runs = [(16, 4, case) for case in rope_cases(probe, B, T)]
-    runs += [(16, 8, ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T))), (8, 8, ("positions=None", torch.float32, None))]
+    runs += [
+        (16, 8, ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T))),
+        (8, 8, ("positions=None", torch.float32, None)),
+    ]
 
     def expect(out, args: tuple, d: int, r: int, what: str, dtype: torch.dtype) -> None:
         q, k, cos, sin = args[:4]
         expected = reference.apply_partial_rope(*args)
         for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
-            inner = bf16_arithmetic(probe) if dtype == torch.bfloat16 else rope_properties(probe, turned_part(probe, fn, index, d, cos, sin), r)
+            inner = (
+                bf16_arithmetic(probe)
+                if dtype == torch.bfloat16
+                else rope_properties(probe, turned_part(probe, fn, index, d, cos, sin), r)
+            )
             shape = f"{tuple(expected[index].shape)} {str(dtype).replace('torch.', '')}"
-            with helped(PARTIAL_HELP):
-                expect_then(
-                    probe,
-                    pass_through_kept(probe, x, out[index], r, inner),
-                    out[index],
-                    expected[index],
-                    what=f"{name} {shape} with rotary_dim r = {r} of head_dim {d}, {what},",
-                    mistakes=probe.known_mistakes(*args, index=index),
-                    **rope_tolerance(x),
-                )
+            expect_then(
+                probe,
+                pass_through_kept(probe, x, out[index], r, inner),
+                out[index],
+                expected[index],
+                what=f"{name} {shape} with rotary_dim r = {r} of head_dim {d}, {what},",
+                mistakes=probe.known_mistakes(*args, index=index),
+                **rope_tolerance(x),
+            )
 
     cases = []
     for d, r, (what, dtype, positions) in runs:
@@ -1437,7 +1250,9 @@ def check_apply_partial_rope(fn, probe: Probe) -> None:
         q, k = (probe.sequence(probe.randn(B, H, length, d, dtype=dtype), None, dim=-2) for H in (Hq, Hk))
         args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
         call = lambda args=args: two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")  # noqa: E731
-        cases.append((args, call, lambda out, args=args, d=d, r=r, what=what, dtype=dtype: expect(out, args, d, r, what, dtype)))
+        cases.append(
+            (args, call, lambda out, args=args, d=d, r=r, what=what, dtype=dtype: expect(out, args, d, r, what, dtype))
+        )
     # A second mistake: the turn the other way is the catalogue's mistakes run with -sin (q_rot compared).
     expect_cases(probe, cases, {"rope_sign_flip": lambda args: [(*args[:3], -args[3], *args[4:])]}, index=0)
     # Device: tables, positions and q, k on the device; anything made on the CPU inside shows.
@@ -1457,6 +1272,7 @@ def check_apply_partial_rope(fn, probe: Probe) -> None:
 EXERCISES = [
     Exercise(
         id="rope_cache",
+        advice=CACHE_HELP,
         chapter=5,
         points=2,
         kind="function",
@@ -1478,6 +1294,7 @@ EXERCISES = [
     ),
     Exercise(
         id="rotate_half",
+        advice=ROTATE_HALF_HELP,
         chapter=5,
         points=1,
         kind="function",
@@ -1494,6 +1311,7 @@ EXERCISES = [
     ),
     Exercise(
         id="apply_rope",
+        advice=APPLY_ROPE_OWN_HELP,
         chapter=5,
         points=3,
         kind="function",
@@ -1512,6 +1330,7 @@ EXERCISES = [
     ),
     Exercise(
         id="rope_interleaved",
+        advice=INTERLEAVED_HELP,
         chapter=5,
         points=3,
         kind="function",
@@ -1533,6 +1352,7 @@ EXERCISES = [
     ),
     Exercise(
         id="RotaryEmbedding",
+        advice=APPLY_ROPE_HELP,
         chapter=5,
         points=3,
         kind="module",
@@ -1554,12 +1374,16 @@ EXERCISES = [
     ),
     Exercise(
         id="rope_from_shift_matrix",
+        advice=INTERLEAVED_HELP,
         chapter=5,
         points=2,
         kind="function",
         reference=reference.rope_from_shift_matrix,
         check=check_rope_interleaved,
-        mistakes={"rope_sign_flip": shift_matrix_not_transposed, "rope_ignores_positions": shift_matrix_ignores_positions},
+        mistakes={
+            "rope_sign_flip": shift_matrix_not_transposed,
+            "rope_ignores_positions": shift_matrix_ignores_positions,
+        },
         difficulty=2,
         importance=1,
         minutes=15,
@@ -1567,6 +1391,7 @@ EXERCISES = [
     ),
     Exercise(
         id="apply_partial_rope",
+        advice=PARTIAL_HELP,
         chapter=5,
         points=2,
         kind="function",

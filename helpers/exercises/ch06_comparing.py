@@ -11,10 +11,11 @@ from collections.abc import Callable
 import torch
 
 from helpers import reference
-from helpers.checking import STOPS_EVERYTHING, Failure, Probe, advice, close
 from helpers.exercises import oracle
 from helpers.exercises.common import float64_accepted
+from helpers.probe import STOPS_EVERYTHING, Probe, advice, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # --- known mistakes -------------------------------------------------------------------
 
@@ -76,7 +77,9 @@ def alibi_bias_wrong_sign(n_heads: int, seq_len: int) -> torch.Tensor:
     Fix: `bias = -slopes[:, None, None] * (i - j)`, with
     `i = torch.arange(seq_len)[:, None]` and `j = torch.arange(seq_len)[None, :]`,
     then the mask on j > i."""
-    return _bias(-reference.alibi_slopes(n_heads), seq_len)  # with no mask as well, the mask comes first: see bias_findings
+    return _bias(
+        -reference.alibi_slopes(n_heads), seq_len
+    )  # with no mask as well, the mask comes first: see bias_findings
 
 
 def alibi_bias_missing_causal_mask(n_heads: int, seq_len: int) -> list[torch.Tensor]:
@@ -146,7 +149,14 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
     expected = reference.alibi_slopes(n_heads).double()
     found = []
     if bool((slopes < 0).all()):
-        found.append(("wrong_sign", f"{probe.explain('wrong_sign')} ({source} for {n_heads} heads are {listed(slopes)}.)", "", ""))
+        found.append(
+            (
+                "wrong_sign",
+                f"{probe.explain('wrong_sign')} ({source} for {n_heads} heads are {listed(slopes)}.)",
+                "",
+                "",
+            )
+        )
         slopes = -slopes
     if near(slopes, expected) or not bool((slopes > 0).all()):
         return found
@@ -190,7 +200,9 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
     return found
 
 
-WEAK_MASK = -1e3  # below this a float32 score underflows to a weight of 0 for scores of ordinary size: a mask, but not a robust one
+WEAK_MASK = (
+    -1e3
+)  # below this a float32 score underflows to a weight of 0 for scores of ordinary size: a mask, but not a robust one
 
 
 def mask_finding(probe: Probe, bias: torch.Tensor, future: torch.Tensor) -> tuple[str, str, str, str]:
@@ -206,7 +218,12 @@ def mask_finding(probe: Probe, bias: torch.Tensor, future: torch.Tensor) -> tupl
         )
         return ("missing_causal_mask", message, hint, fix)
     zero = " (0 there is no mask: it is the largest bias of all.)" if bool((bias[future] == 0).all()) else ""
-    return ("missing_causal_mask", f"{probe.explain('missing_causal_mask')}{zero} (Here bias[{h}, {q}, {k}] = {value:.4g}, for a key after its query.)", hint, fix)
+    return (
+        "missing_causal_mask",
+        f"{probe.explain('missing_causal_mask')}{zero} (Here bias[{h}, {q}, {k}] = {value:.4g}, for a key after its query.)",
+        hint,
+        fix,
+    )
 
 
 def bias_findings(probe: Probe, out: torch.Tensor, n_heads: int, seq_len: int) -> list[tuple[str, str, str, str]]:
@@ -232,7 +249,9 @@ def bias_findings(probe: Probe, out: torch.Tensor, n_heads: int, seq_len: int) -
         return found  # not -m_h · (i - j) plus a constant per row: no slopes to read
     read = slope_findings(probe, slopes, n_heads, "The slopes your bias uses, bias[h, i, i] - bias[h, i, i-1],")
     shaped_right = not found and torch.allclose(diagonal, torch.zeros_like(diagonal), atol=1e-5)
-    if shaped_right and read and read[0][0] != "wrong_sign":  # the bias is built right around its slopes: the slopes are the mistake
+    if (
+        shaped_right and read and read[0][0] != "wrong_sign"
+    ):  # the bias is built right around its slopes: the slopes are the mistake
         code, message, _, _ = read[0]
         read[0] = (
             code,
@@ -261,7 +280,9 @@ def precision_finding(out: torch.Tensor, expected: torch.Tensor, call: str) -> F
     """A float32 result that misses float32's tolerance but is within two roundings of a
     half dtype (-inf where -inf belongs): the precision is the finding, not the rule it
     computes. The dtype is named when every value is one that dtype can hold."""
-    if not (isinstance(out, torch.Tensor) and out.dtype == torch.float32 and out.shape == expected.shape and not out.is_meta):
+    if not (
+        isinstance(out, torch.Tensor) and out.dtype == torch.float32 and out.shape == expected.shape and not out.is_meta
+    ):
         return None
     half_eps = torch.finfo(torch.bfloat16).eps  # the coarser of the two: float16 rounding fits within it too
     if not close(out, expected, rtol=2 * half_eps, atol=1e-6):
@@ -270,7 +291,11 @@ def precision_finding(out: torch.Tensor, expected: torch.Tensor, call: str) -> F
     held = [str(dtype).replace("torch.", "") for dtype in HALF if bool((got.to(dtype).float() == got).all())]
     error = torch.where(got == expected.cpu(), 0.0, (got - expected.cpu()).abs()).nan_to_num(nan=float("inf"))
     worst = [int(i) for i in torch.unravel_index(error.argmax(), error.shape)]
-    said = f"every value of it is a {held[0]} number" if held else "its errors are the size that rounding to bfloat16 or float16 makes"
+    said = (
+        f"every value of it is a {held[0]} number"
+        if held
+        else "its errors are the size that rounding to bfloat16 or float16 makes"
+    )
     return Failure(
         "low_precision",
         f"the result of {call} is off by up to {float(error.max()):.2g} (at index {worst}: {got[tuple(worst)].item():.6g}, expected {expected.cpu()[tuple(worst)].item():.6g}), "
@@ -289,15 +314,15 @@ def right_for(probe: Probe, fn, args: tuple) -> bool:
     return close(out, probe.exercise.reference(*args))
 
 
-def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dict[str, tuple[str, str]]) -> None:
+def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], *, masked: bool = False) -> None:
     """Each case is the arguments of one call, head count first; powers of two come
     first. Every case runs (unless one stops everything), so that mistakes that only
     show for some head counts are found beside the others; the first finding in
     ORDER, else the first found, is the diagnosis and the others go to probe.also.
     When the powers of two pass and another head count fails, the rule for a head
-    count that is not a power of two is what is missing. `helps` gives the (hint, fix)
-    of a generic failure (wrong_values, wrong_shape...; misplaced_mask: -inf where a
-    finite bias belongs)."""
+    count that is not a power of two is what is missing. The exercise's advice gives the
+    (hint, fix) of a generic failure (wrong_values, wrong_shape...); a `masked` result with
+    -inf where a finite bias belongs gets MISPLACED_MASK's."""
     passed = []  # the head counts, powers of two, whose results were right
     findings: list[Failure] = []
     for args in cases:
@@ -316,7 +341,13 @@ def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dic
             if imprecise is not None:
                 findings.append(imprecise)
                 continue
-            if expected.dim() == 3 and isinstance(out, torch.Tensor) and out.dim() == 4 and out.shape[0] == 1 and close(out[0], expected):
+            if (
+                expected.dim() == 3
+                and isinstance(out, torch.Tensor)
+                and out.dim() == 4
+                and out.shape[0] == 1
+                and close(out[0], expected)
+            ):
                 probe.fail(
                     "wrong_shape",
                     f"the result of {call} has shape {tuple(out.shape)}: the right bias with a leading axis of size 1.",
@@ -324,10 +355,22 @@ def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dic
                     fix="Build the bias as (n_heads, seq_len, seq_len), from `slopes[:, None, None]`, and return it without the `[None]` or `.unsqueeze(0)` that adds the batch axis.",
                 )
             if expected.dim() >= 2 and close(out, expected.transpose(-1, -2)):
-                probe.fail("wrong_values", f"the result of {call} is the right bias transposed: its -inf mask lies below the diagonal, above it the penalties.")
+                probe.fail(
+                    "wrong_values",
+                    f"the result of {call} is the right bias transposed: its -inf mask lies below the diagonal, above it the penalties.",
+                )
             read = []
-            if isinstance(out, torch.Tensor) and out.shape == expected.shape and not out.is_meta and out.is_floating_point():
-                read = bias_findings(probe, out, *args) if expected.dim() == 3 else slope_findings(probe, out.detach().to("cpu", torch.float64), n_heads, "Your slopes")
+            if (
+                isinstance(out, torch.Tensor)
+                and out.shape == expected.shape
+                and not out.is_meta
+                and out.is_floating_point()
+            ):
+                read = (
+                    bias_findings(probe, out, *args)
+                    if expected.dim() == 3
+                    else slope_findings(probe, out.detach().to("cpu", torch.float64), n_heads, "Your slopes")
+                )
             if read:
                 findings += [Failure(*finding) for finding in read]
                 continue
@@ -350,9 +393,11 @@ def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], helps: dic
                     hint=hint,
                     fix=fix,
                 )
-            misplaced_mask = failure.code == "nan_or_inf" and isinstance(out, torch.Tensor) and not out.isnan().any()
-            hint, fix = helps.get("misplaced_mask" if misplaced_mask else failure.code, ("", ""))
-            failure.hint, failure.fix = failure.hint or hint, failure.fix or fix
+            misplaced_mask = (
+                masked and failure.code == "nan_or_inf" and isinstance(out, torch.Tensor) and not out.isnan().any()
+            )
+            if misplaced_mask:
+                failure.hint, failure.fix = failure.hint or MISPLACED_MASK[0], failure.fix or MISPLACED_MASK[1]
             findings.append(failure)
     if not findings:
         return
@@ -394,25 +439,27 @@ BIAS_HELP = {
         "One (seq_len, seq_len) matrix per head, heads first, so that it adds to attention scores of shape (B, n_heads, T, T).",
         "Give the slopes two trailing axes, `slopes[:, None, None]`, so the result is (n_heads, seq_len, seq_len), not (seq_len, seq_len, n_heads).",
     ),
-    "misplaced_mask": (  # nan_or_inf, with -inf where the reference is finite
-        "-inf belongs only above the diagonal, to keys after their query (j > i); the diagonal and everything below hold finite penalties -m_h · (i - j).",
-        "Mask with `j > i` exactly, not `j >= i` or `j < i`: `bias.masked_fill(j > i, float('-inf'))`.",
-    ),
     "wrong_type": (
         "The bias is added to attention scores, so it must come as one torch.Tensor of shape (n_heads, seq_len, seq_len).",
         "Build it with tensor operations and `return bias`; stack a list of per-head matrices with `torch.stack(rows)`.",
     ),
 }
 
+# (hint, fix) of a nan_or_inf with -inf where the reference is finite: a mask on the wrong side
+MISPLACED_MASK = (
+    "-inf belongs only above the diagonal, to keys after their query (j > i); the diagonal and everything below hold finite penalties -m_h · (i - j).",
+    "Mask with `j > i` exactly, not `j >= i` or `j < i`: `bias.masked_fill(j > i, float('-inf'))`.",
+)
+
 
 def check_alibi_slopes(fn, probe: Probe) -> None:
-    alibi_probe(fn, probe, ((8,), (16,), (2,), (1,), (4,), (12,), (6,), (20,)), SLOPES_HELP)
+    alibi_probe(fn, probe, ((8,), (16,), (2,), (1,), (4,), (12,), (6,), (20,)))
     oracle.bloom_slopes(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
 def check_alibi_bias(fn, probe: Probe) -> None:
     cases = ((4, 6), (8, 5), (1, 3), (2, 1), (6, 7), (12, 4))  # (2, 1): one query, one key, the shortest sequence
-    alibi_probe(fn, probe, tuple((n_heads, probe.length(seq_len)) for n_heads, seq_len in cases), BIAS_HELP)
+    alibi_probe(fn, probe, tuple((n_heads, probe.length(seq_len)) for n_heads, seq_len in cases), masked=True)
     oracle.bloom_bias(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
@@ -565,17 +612,36 @@ def relative_positions(length: int, device=None) -> torch.Tensor:
 
 def check_t5_relative_bucket(fn, probe: Probe) -> None:
     cases = (  # (what, relative positions, more arguments); distances past max_distance in each
-        ("the (160, 160) relative positions of a 160-token attention matrix, defaults", relative_positions(160, probe.device), ()),
+        (
+            "the (160, 160) relative positions of a 160-token attention matrix, defaults",
+            relative_positions(160, probe.device),
+            (),
+        ),
         ("the same, bidirectional=False (a decoder)", relative_positions(160, probe.device), (False,)),
-        ("a vector -300 .. 300, num_buckets=16, max_distance=64", torch.arange(-300, 301, device=probe.device), (True, 16, 64)),
-        ("int32 positions of shape (2, 3, 40), bidirectional=False, num_buckets=10, max_distance=50", probe.randint(121, 2, 3, 40).int() - 60, (False, 10, 50)),
+        (
+            "a vector -300 .. 300, num_buckets=16, max_distance=64",
+            torch.arange(-300, 301, device=probe.device),
+            (True, 16, 64),
+        ),
+        (
+            "int32 positions of shape (2, 3, 40), bidirectional=False, num_buckets=10, max_distance=50",
+            probe.randint(121, 2, 3, 40).int() - 60,
+            (False, 10, 50),
+        ),
     )
     try:
         for what, relative, more in cases:
             out = probe.call(fn, relative, *more)
             expected = probe.exercise.reference(relative, *more)
             try:
-                probe.expect(out, expected, what=f"the buckets of {what}", mistakes=probe.known_mistakes(relative, *more), hint=BUCKET_HELP[0], fix=BUCKET_HELP[1])
+                probe.expect(
+                    out,
+                    expected,
+                    what=f"the buckets of {what}",
+                    mistakes=probe.known_mistakes(relative, *more),
+                    hint=BUCKET_HELP[0],
+                    fix=BUCKET_HELP[1],
+                )
             except Failure as failure:
                 if failure.code == "wrong_values":
                     pair_of_bucket_mistakes(probe, out, (relative, *more))
@@ -591,6 +657,7 @@ def check_t5_relative_bucket(fn, probe: Probe) -> None:
 EXERCISES = [
     Exercise(
         id="alibi_slopes",
+        advice=SLOPES_HELP,
         chapter=6,
         points=2,
         kind="function",
@@ -604,6 +671,7 @@ EXERCISES = [
     ),
     Exercise(
         id="alibi_bias",
+        advice=BIAS_HELP,
         chapter=6,
         points=2,
         kind="function",

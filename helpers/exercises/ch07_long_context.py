@@ -19,8 +19,8 @@ import math
 import torch
 
 from helpers import library, reference
-from helpers.checking import Probe, close, describe_difference
 from helpers.library import LibraryUnavailable
+from helpers.probe import Probe, close, describe_difference
 from helpers.registry import Exercise
 
 theta_of = reference.rope_inv_freq  # θ_i = 1 / base^(2i/d), float32
@@ -124,7 +124,20 @@ def dynamic_wrong_exponent(d, base, factor, seq_len, original_max_len):
 dynamic_wrong_exponent.__doc__ = ntk_wrong_exponent.__doc__
 
 
-def _yarn(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0, *, two_pi=True, truncate=True, reverse=False, inverted=False, edges=None):
+def _yarn(
+    d,
+    base,
+    factor,
+    original_max_len,
+    beta_fast=32.0,
+    beta_slow=1.0,
+    *,
+    two_pi=True,
+    truncate=True,
+    reverse=False,
+    inverted=False,
+    edges=None,
+):
     """YaRN's inv_freq with one slip: no 2π, no truncation, the ramp reversed, θ·s, or other edges."""
     turn = 2 * math.pi if two_pi else 1.0
 
@@ -178,7 +191,10 @@ def _band_edges_yarn(d, base, factor, original_max_len, beta_fast, beta_slow):
     return [
         (_yarn(d, base, factor, original_max_len, beta_slow, beta_fast), temperature(factor)),  # the betas swapped
         (_yarn(d, base, factor, original_max_len), temperature(factor)),  # the defaults, whatever was given
-        (_yarn(d, base, factor, original_max_len, beta_fast, beta_slow, edges=(beta_fast, beta_slow)), temperature(factor)),  # the betas as pair indices
+        (
+            _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, edges=(beta_fast, beta_slow)),
+            temperature(factor),
+        ),  # the betas as pair indices
     ]
 
 
@@ -242,11 +258,31 @@ def yarn_wrong_temperature(d, base, factor, original_max_len, beta_fast=32.0, be
 
     Fix: `attention_scale = 0.1 * math.log(factor) + 1.0` for a factor above 1, else 1.0."""
     inv_freq, t = _yarn(d, base, factor, original_max_len, beta_fast, beta_slow), temperature(factor)
-    wrong = [math.sqrt(t), t * t, 1 / t, 0.1 * math.log10(factor) + 1, 0.1 * math.log2(factor) + 1, 0.1 * math.log(factor)]
+    wrong = [
+        math.sqrt(t),
+        t * t,
+        1 / t,
+        0.1 * math.log10(factor) + 1,
+        0.1 * math.log2(factor) + 1,
+        0.1 * math.log(factor),
+    ]
     return [(inv_freq, w) for w in wrong]
 
 
-def _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, *, two_pi=True, reverse=False, inverted=False, edges=None, long_first=False):
+def _llama3(
+    d,
+    base,
+    factor,
+    low_freq_factor,
+    high_freq_factor,
+    original_max_len,
+    *,
+    two_pi=True,
+    reverse=False,
+    inverted=False,
+    edges=None,
+    long_first=False,
+):
     theta = theta_of(d, base)
     wavelength = (2 * math.pi if two_pi else 1.0) / theta
     long_edge, short_edge = edges or (original_max_len / low_freq_factor, original_max_len / high_freq_factor)
@@ -275,8 +311,16 @@ Fix: `wavelength = 2 * math.pi / theta`, both for the band edges and for the ble
 
 def llama3_wrong_band_edges(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
     L = original_max_len
-    edges = [(L / high_freq_factor, L / low_freq_factor), (L * low_freq_factor, L * high_freq_factor), (L, L / high_freq_factor)]
-    return [(_llama3(d, base, factor, low_freq_factor, high_freq_factor, L, edges=e, long_first=first), 1.0) for e in edges for first in (False, True)]
+    edges = [
+        (L / high_freq_factor, L / low_freq_factor),
+        (L * low_freq_factor, L * high_freq_factor),
+        (L, L / high_freq_factor),
+    ]
+    return [
+        (_llama3(d, base, factor, low_freq_factor, high_freq_factor, L, edges=e, long_first=first), 1.0)
+        for e in edges
+        for first in (False, True)
+    ]
 
 
 llama3_wrong_band_edges.__doc__ = WRONG_BAND_EDGES
@@ -304,9 +348,7 @@ llama3_factor_inverted.__doc__ = FACTOR_INVERTED
 
 # --- the probes -----------------------------------------------------------------------
 
-RESULT_HINT = (
-    "transformers' RoPE functions return two things: the (d/2,) float32 tensor of θ_i, one per pair, which the model multiplies by the positions, and a Python float that it multiplies cos and sin by."
-)
+RESULT_HINT = "transformers' RoPE functions return two things: the (d/2,) float32 tensor of θ_i, one per pair, which the model multiplies by the positions, and a Python float that it multiplies cos and sin by."
 RESULT_FIX = "End with `return inv_freq, attention_scale`, inv_freq a torch float32 tensor of shape (d // 2,) and attention_scale a float such as 1.0."
 HELP = {
     "wrong_shape": (
@@ -329,7 +371,12 @@ def unpack(probe: Probe, out, call: str) -> tuple[torch.Tensor, float]:
     """(inv_freq, attention_scale) from a result, or wrong_type saying which part is not what the contract says."""
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         got = f"a {type(out).__name__}" + (f" of {len(out)} items" if isinstance(out, (tuple, list)) else "")
-        probe.fail("wrong_type", f"{call} returned {got}; the contract is a pair (inv_freq, attention_scale).", hint=RESULT_HINT, fix=RESULT_FIX)
+        probe.fail(
+            "wrong_type",
+            f"{call} returned {got}; the contract is a pair (inv_freq, attention_scale).",
+            hint=RESULT_HINT,
+            fix=RESULT_FIX,
+        )
     inv_freq, scale = out
     if not isinstance(inv_freq, torch.Tensor):
         probe.fail(
@@ -365,12 +412,28 @@ def compare(probe: Probe, out, args: tuple, call: str) -> None:
             probe._no_nan(inv_freq, expected, what)
             for code, found in faces.items():
                 if any(close(inv_freq, f[0]) for f in found):
-                    probe.fail(code, f"{probe.explain(code)} ({call}: {describe_difference(inv_freq, expected, 'inv_freq')})")
+                    probe.fail(
+                        code, f"{probe.explain(code)} ({call}: {describe_difference(inv_freq, expected, 'inv_freq')})"
+                    )
             if inv_freq.shape == expected.shape:
-                probe.expect(inv_freq.to(expected.dtype), expected, what=what, hint=HELP["wrong_values"][0], fix=HELP["wrong_values"][1])
-            probe.fail("wrong_shape", f"{what[0].upper()}{what[1:]} has shape {tuple(inv_freq.shape)}; expected {tuple(expected.shape)}, one θ per pair.", *HELP["wrong_shape"])
+                probe.expect(
+                    inv_freq.to(expected.dtype),
+                    expected,
+                    what=what,
+                    hint=HELP["wrong_values"][0],
+                    fix=HELP["wrong_values"][1],
+                )
+            probe.fail(
+                "wrong_shape",
+                f"{what[0].upper()}{what[1:]} has shape {tuple(inv_freq.shape)}; expected {tuple(expected.shape)}, one θ per pair.",
+                *HELP["wrong_shape"],
+            )
         if inv_freq.dtype != torch.float32:
-            probe.fail("wrong_dtype", f"{what[0].upper()}{what[1:]} has the right values but dtype {inv_freq.dtype}; transformers' RoPE functions return float32.", *HELP["wrong_dtype"])
+            probe.fail(
+                "wrong_dtype",
+                f"{what[0].upper()}{what[1:]} has the right values but dtype {inv_freq.dtype}; transformers' RoPE functions return float32.",
+                *HELP["wrong_dtype"],
+            )
 
     def attention_scale() -> None:
         if math.isnan(scale) or math.isinf(scale):
@@ -383,8 +446,14 @@ def compare(probe: Probe, out, args: tuple, call: str) -> None:
         if math.isclose(scale, expected_scale, rel_tol=1e-6):
             return
         for code, found in faces.items():  # the faces whose scale is wrong: the temperature's mistakes
-            if any(not math.isclose(f[1], expected_scale, rel_tol=1e-6) and math.isclose(scale, f[1], rel_tol=1e-6) for f in found):
-                probe.fail(code, f"{probe.explain(code)} ({call} returns attention_scale {scale:.6g}; expected {expected_scale:.6g}.)")
+            if any(
+                not math.isclose(f[1], expected_scale, rel_tol=1e-6) and math.isclose(scale, f[1], rel_tol=1e-6)
+                for f in found
+            ):
+                probe.fail(
+                    code,
+                    f"{probe.explain(code)} ({call} returns attention_scale {scale:.6g}; expected {expected_scale:.6g}.)",
+                )
         if expected_scale == 1.0:
             probe.fail(
                 "unexpected_attention_scale",
@@ -406,8 +475,22 @@ def compare(probe: Probe, out, args: tuple, call: str) -> None:
 LIBRARY_CALL = {
     "linear": lambda d, base, factor: (d, base, factor, 4096),  # "linear" has no trained length: any will do
     "dynamic": lambda d, base, factor, seq_len, original_max_len: (d, base, factor, original_max_len, seq_len),
-    "yarn": lambda d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0: (d, base, factor, original_max_len, None, {"beta_fast": beta_fast, "beta_slow": beta_slow}),
-    "llama3": lambda d, base, factor, low, high, original_max_len: (d, base, factor, original_max_len, None, {"low_freq_factor": low, "high_freq_factor": high}),
+    "yarn": lambda d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0: (
+        d,
+        base,
+        factor,
+        original_max_len,
+        None,
+        {"beta_fast": beta_fast, "beta_slow": beta_slow},
+    ),
+    "llama3": lambda d, base, factor, low, high, original_max_len: (
+        d,
+        base,
+        factor,
+        original_max_len,
+        None,
+        {"low_freq_factor": low, "high_freq_factor": high},
+    ),
 }
 
 
@@ -434,12 +517,22 @@ def against_library(probe: Probe, fn, rope_type: str, cases: list[tuple]) -> Non
     for args, (their_inv, their_scale) in zip(cases, theirs):
         ours_inv, ours_scale = probe.exercise.reference(*args)
         if not (close(ours_inv, their_inv) and math.isclose(ours_scale, their_scale, rel_tol=1e-6)):
-            probe.notes.append(f"(transformers {version} computes {rope_type!r} differently from the versions the course was tested on: compared with the course's reference only.)")
+            probe.notes.append(
+                f"(transformers {version} computes {rope_type!r} differently from the versions the course was tested on: compared with the course's reference only.)"
+            )
             return
         call = f"`{probe.exercise.id}({', '.join(repr(a) for a in args)})`"
         inv_freq, scale = unpack(probe, probe.call(fn, *args, what=call), call)
-        if not (close(inv_freq, their_inv) and inv_freq.dtype == torch.float32 and math.isclose(scale, their_scale, rel_tol=1e-6)):
-            difference = describe_difference(inv_freq, their_inv, "its inv_freq") if inv_freq.shape == their_inv.shape else f"its inv_freq has shape {tuple(inv_freq.shape)}"
+        if not (
+            close(inv_freq, their_inv)
+            and inv_freq.dtype == torch.float32
+            and math.isclose(scale, their_scale, rel_tol=1e-6)
+        ):
+            difference = (
+                describe_difference(inv_freq, their_inv, "its inv_freq")
+                if inv_freq.shape == their_inv.shape
+                else f"its inv_freq has shape {tuple(inv_freq.shape)}"
+            )
             probe.fail(
                 "library_mismatch",
                 f"{call}, a real model's sizes, gives other values than transformers {version}'s own {rope_type!r} RoPE: {difference} "
@@ -466,10 +559,22 @@ def scaling_check(cases: list[tuple], rope_type: str | None = None, library_case
 
 def check_dynamic(fn, probe: Probe) -> None:
     """seq_len below, at and past the trained length (T = 1 is an edge), then the library."""
-    cases = [(8, 10000.0, 2.0, 10, 16), (8, 10000.0, 4.0, 1, 16), (16, 10000.0, 4.0, 16, 16), (16, 10000.0, 2.0, 40, 16), (64, 500000.0, 8.0, 100, 32), (32, 10000.0, 4.0, 17, 16)]
+    cases = [
+        (8, 10000.0, 2.0, 10, 16),
+        (8, 10000.0, 4.0, 1, 16),
+        (16, 10000.0, 4.0, 16, 16),
+        (16, 10000.0, 2.0, 40, 16),
+        (64, 500000.0, 8.0, 100, 32),
+        (32, 10000.0, 4.0, 17, 16),
+    ]
     for d, base, factor, seq_len, original in cases:
         call = f"`dynamic_ntk_scaling({d}, {base}, {factor}, seq_len={seq_len}, original_max_len={original})`"
-        compare(probe, probe.call(fn, d, base, factor, probe.length(seq_len), original, what=call), (d, base, factor, seq_len, original), call)
+        compare(
+            probe,
+            probe.call(fn, d, base, factor, probe.length(seq_len), original, what=call),
+            (d, base, factor, seq_len, original),
+            call,
+        )
     # Code Llama's sizes (base 1e6, 16384 trained) run at 40000 tokens; a Llama 2 (4096 trained) at 6000
     against_library(probe, fn, "dynamic", [(128, 1000000.0, 2.0, 40000, 16384), (128, 10000.0, 4.0, 6000, 4096)])
 
@@ -514,7 +619,11 @@ EXERCISES = [
         kind="function",
         reference=reference.dynamic_ntk_scaling,
         check=check_dynamic,
-        mistakes={"scaled_within_original_length": dynamic_scaled_within, "dynamic_wrong_scale": dynamic_wrong_scale, "ntk_wrong_exponent": dynamic_wrong_exponent},
+        mistakes={
+            "scaled_within_original_length": dynamic_scaled_within,
+            "dynamic_wrong_scale": dynamic_wrong_scale,
+            "ntk_wrong_exponent": dynamic_wrong_exponent,
+        },
         difficulty=2,
         importance=2,
         minutes=10,
@@ -528,7 +637,12 @@ EXERCISES = [
         kind="function",
         reference=reference.yarn_scaling,
         check=scaling_check(
-            [(32, 10000.0, 4.0, 64), (64, 10000.0, 4.0, 512), (32, 500000.0, 4.0, 256, 16.0, 2.0), (16, 10000.0, 1.0, 128)],
+            [
+                (32, 10000.0, 4.0, 64),
+                (64, 10000.0, 4.0, 512),
+                (32, 500000.0, 4.0, 256, 16.0, 2.0),
+                (16, 10000.0, 1.0, 128),
+            ],
             "yarn",
             # Llama 2 at 64k (Peng et al.'s YaRN 64k model: d 128, 4096 trained, s 16) and Qwen2.5's YaRN (base 1e6, 32768 trained, s 4)
             [(128, 10000.0, 16.0, 4096), (128, 1000000.0, 4.0, 32768)],

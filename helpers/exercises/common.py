@@ -13,7 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from helpers.checking import Failure, Probe, close
+from helpers.probe import Probe, close
+from helpers.safety import Failure
 
 # ---------------------------------------------------------------------------
 # Mistakes shared by several exercises
@@ -22,7 +23,7 @@ from helpers.checking import Failure, Probe, close
 
 def says(message: str) -> Callable[[Callable], Callable]:
     """Give a mistake the shared wording of its code: a mistake's docstring is its
-    message, then its "Hint:" and "Fix:" paragraphs (see checking.advice)."""
+    message, then its "Hint:" and "Fix:" paragraphs (see probe.advice)."""
 
     def decorate(mistake: Callable) -> Callable:
         mistake.__doc__ = message
@@ -45,7 +46,9 @@ Fix: Compute the frequencies from the argument, with 10000.0 as its default:
 written into the formula."""
 
 
-def frequencies(d: int, base: float, exponent: str = "2i/d", dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+def frequencies(
+    d: int, base: float, exponent: str = "2i/d", dtype: torch.dtype = torch.float64, device=None
+) -> torch.Tensor:
     """ω_i = base^(-2i/d), one per (sin, cos) or rotated pair, i < ceil(d/2), with the
     exponent written right ("2i/d") or in one of the usual wrong ways. Chapters 03 and 05."""
     i = torch.arange((d + 1) // 2, dtype=dtype, device=device)
@@ -95,17 +98,61 @@ def angle_tolerance(
     return magnitude * (ROUNDINGS * eps + ANGLE_ROUNDINGS * angle_eps * growth)
 
 
-def half_precision_error(out: Any, expected: torch.Tensor, tight: torch.Tensor, loose: torch.Tensor, size: torch.Tensor | float = 1.0) -> torch.Tensor | None:
+def half_precision_error(
+    out: Any, expected: torch.Tensor, tight: torch.Tensor, loose: torch.Tensor, size: torch.Tensor | float = 1.0
+) -> torch.Tensor | None:
     """For a result that missed `tight` (float32 rounding, angle_tolerance): its error, entry by
     entry, when one step through a half dtype explains it, else None. It explains it when every
     entry is within `loose` (what that step would make) and some entry too far off for float32
     has a `loose` under a quarter of the `size` of what it bounds: at a large angle half
     precision allows any error, so those entries prove nothing."""
-    if not (isinstance(out, torch.Tensor) and out.shape == expected.shape and close(out, expected, rtol=0.0, atol=loose)):
+    if not (
+        isinstance(out, torch.Tensor) and out.shape == expected.shape and close(out, expected, rtol=0.0, atol=loose)
+    ):
         return None
     error = (out.detach().to("cpu", torch.float64) - expected.detach().to("cpu", torch.float64)).abs()
     informative = (error > tight) & (loose < size / 4)
     return error if bool(informative.any()) else None
+
+
+def precision_first(
+    probe: Probe,
+    out: Any,
+    expected: torch.Tensor,
+    tight: torch.Tensor,
+    loose: torch.Tensor,
+    then: Callable[[Failure], None],
+    *,
+    code: str,
+    said: str,
+    fix: str,
+    hint: str = "",
+    size: torch.Tensor | float = 1.0,
+    at_row: bool = False,
+) -> Callable[[Failure], None]:
+    """expect_then's fallback for a float32 result off by more than float32 rounding (`tight`):
+    when one step through a half dtype explains it (`loose`, of what has magnitude `size`: see
+    half_precision_error), half precision on the way is the finding, `code`, and the message
+    says by how much (`at_row`: and where, for a table) and then `said`; otherwise `then` reads
+    the output. An empty `hint` is the exercise's (see probe.advice)."""
+
+    def fallback(failure: Failure) -> None:
+        error = half_precision_error(out, expected, tight, loose, size)
+        if error is None:
+            then(failure)
+            return
+        where = ""
+        if at_row:
+            row, column = [int(i) for i in torch.unravel_index(error.argmax(), error.shape)][-2:]
+            where = f" (at row {row}, column {column})"
+        probe.fail(
+            code,
+            f"{failure.message.split(';')[0]}, by up to {float(error.max()):.1e}{where}: {said}",
+            hint=hint,
+            fix=fix,
+        )
+
+    return fallback
 
 
 # Position tables added to x (B, T, d): PositionalEncoding (03) and
@@ -214,7 +261,11 @@ def expect_fixed_scale(probe: Probe, module: nn.Module, d_model: int) -> None:
     """sqrt(d_model) is a constant of the formula: kept in a trainable Parameter it gives the right output
     today and drifts with the first optimizer step."""
     for name, parameter in module.named_parameters():
-        if parameter.numel() == 1 and parameter.requires_grad and abs(float(parameter.detach().cpu()) - d_model**0.5) <= 1e-4 * d_model**0.5:
+        if (
+            parameter.numel() == 1
+            and parameter.requires_grad
+            and abs(float(parameter.detach().cpu()) - d_model**0.5) <= 1e-4 * d_model**0.5
+        ):
             probe.fail(
                 "scale_is_parameter",
                 f"`{probe.name}` keeps its scale in a trainable Parameter, `{name}` = {float(parameter.detach().cpu()):.6g} = sqrt({d_model}): the output is right now, "
@@ -250,7 +301,9 @@ def faces(result: Any, index: int | None = None) -> list[torch.Tensor]:
 PairTransforms = dict[str, Callable[[tuple], list[tuple]]]
 
 
-def _pair(probe: Probe, out: Any, args: tuple, transforms: PairTransforms, index: int | None, first: str | None = None) -> tuple[str, str] | None:
+def _pair(
+    probe: Probe, out: Any, args: tuple, transforms: PairTransforms, index: int | None, first: str | None = None
+) -> tuple[str, str] | None:
     """(catalogue mistake, other mistake) that together reproduce `out`, the catalogue mistake `first` if given;
     None if no pair fits."""
     if index is not None and isinstance(out, (tuple, list)):
@@ -258,12 +311,21 @@ def _pair(probe: Probe, out: Any, args: tuple, transforms: PairTransforms, index
     for other, transform in transforms.items():
         for variant in transform(args):
             for code, faces in probe.known_mistakes(*variant, index=index)().items():
-                if code != other and first in (None, code) and any(isinstance(f, torch.Tensor) and close(out, f, atol=1e-4, rtol=1e-4) for f in faces):
+                if (
+                    code != other
+                    and first in (None, code)
+                    and any(isinstance(f, torch.Tensor) and close(out, f, atol=1e-4, rtol=1e-4) for f in faces)
+                ):
                     return code, other
     return None
 
 
-def expect_cases(probe: Probe, cases: list[tuple[tuple, Callable[[], Any], Callable[[Any], None]]], transforms: PairTransforms, index: int | None = None) -> None:
+def expect_cases(
+    probe: Probe,
+    cases: list[tuple[tuple, Callable[[], Any], Callable[[Any], None]]],
+    transforms: PairTransforms,
+    index: int | None = None,
+) -> None:
     """Each case is (its arguments, a call of the student's code, the usual probe of that output). No
     single mistake reproducing an output, a pair may (`transforms`); once a catalogue mistake is the
     diagnosis, the later cases still run, to list a second mistake that shows only there (positions
@@ -305,7 +367,9 @@ def expect_then(probe: Probe, fallback: Callable[[Failure], None], *args: Any, *
 NO_GRADIENT_HINT = "Autograd records only the torch operations applied to the Parameter itself; .detach(), .data, torch.no_grad(), a copy or a trip through NumPy each end that record, and the optimizer then never sees a gradient."
 
 
-def backward_reaches(probe: Probe, out: torch.Tensor, upstream: torch.Tensor | None, table: torch.Tensor, whose: str, fix: str) -> None:
+def backward_reaches(
+    probe: Probe, out: torch.Tensor, upstream: torch.Tensor | None, table: torch.Tensor, whose: str, fix: str
+) -> None:
     """Backpropagate `upstream` (ones when None) through `out`: `table` must get a gradient."""
     seed = torch.ones_like(out) if upstream is None else upstream
     probe.call(lambda: (out * seed).sum().backward(), what=f"backward through `{probe.name}`")
@@ -368,7 +432,8 @@ def expect_gradient(
             "no_gradient",
             f"After a backward pass through `{probe.name}` on {inputs}, `{name}` has no gradient: the output was computed from something else (a copy?).",
             hint=NO_GRADIENT_HINT,
-            fix=fix or f"Compute the output from `{name}` itself, with no .detach(), .data, copy or torch.no_grad() on the way.",
+            fix=fix
+            or f"Compute the output from `{name}` itself, with no .detach(), .data, copy or torch.no_grad() on the way.",
         )
     got = torch.zeros_like(should) if grad is None else (rows_of(rows(grad)).abs().amax(1) > 0).to(should.device)
     frozen = (should & ~got).nonzero().flatten().cpu()
@@ -376,7 +441,11 @@ def expect_gradient(
         whole, one = len(frozen) == int(should.sum()) and len(frozen) > 1, len(frozen) == 1
         it = "it" if whole or one else "them"
         if whole:
-            why = " (it is not a trainable Parameter: requires_grad=False, or a buffer)" if not table.requires_grad else ""
+            why = (
+                " (it is not a trainable Parameter: requires_grad=False, or a buffer)"
+                if not table.requires_grad
+                else ""
+            )
             said = f"`{name}` gets no gradient at all{why}, though the inputs used it"
         else:
             said = f"{listed(frozen)} of `{name}` {'gets' if one else 'get'} no gradient, though the inputs used {it}"
@@ -388,7 +457,12 @@ def expect_gradient(
     if compare:  # a gradient sums many products (BERT's through a LayerNorm whose 1/σ is ~600): its rounding scales with its largest
         # entry. Right orders of summation differ by < 2e-7 of it (measured: the BERT catalogue); a frozen row or a wrong factor by O(1).
         atol = GRADIENT_ATOL * float(expected.abs().max())
-        probe.expect(rows(grad), expected.to(grad.dtype), what=f"the gradient of `{name}` after a backward pass on {inputs}", atol=atol)
+        probe.expect(
+            rows(grad),
+            expected.to(grad.dtype),
+            what=f"the gradient of `{name}` after a backward pass on {inputs}",
+            atol=atol,
+        )
 
 
 def float64_accepted(out: Any) -> Any:
@@ -427,7 +501,11 @@ def name_of(module: nn.Module, tensor: torch.Tensor) -> str:
 
 def plain_tensors(module: nn.Module, fits: Callable[[torch.Tensor], bool] = lambda t: True) -> list[str]:
     """Tensors kept as plain attributes: .to(device) leaves them behind and state_dict() forgets them."""
-    return [name for name, value in vars(module).items() if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and fits(value)]
+    return [
+        name
+        for name, value in vars(module).items()
+        if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and fits(value)
+    ]
 
 
 def is_table(tensor: torch.Tensor, rows: int, d: int) -> bool:
@@ -448,22 +526,36 @@ def oriented(tensor: torch.Tensor, rows: int, d: int | None) -> torch.Tensor | N
     return flat.T if d is not None and sizes[0] == d and sizes[1] >= rows else None
 
 
-def position_tables(module: nn.Module, rows: int, d: int | None, exclude: Callable[[torch.Tensor], bool] = lambda t: False) -> list[tuple[str, torch.Tensor, torch.Tensor, str]]:
+def position_tables(
+    module: nn.Module, rows: int, d: int | None, exclude: Callable[[torch.Tensor], bool] = lambda t: False
+) -> list[tuple[str, torch.Tensor, torch.Tensor, str]]:
     """The tensors whose role may be a table of positions: d columns and at least `rows` rows, by their
     role, not their exact shape (spare rows after, a padding offset before, size-1 axes, kept transposed),
     kept as a Parameter, a buffer or a plain attribute (of the module or a submodule). (name, the tensor,
     it read as (R, d), how it is kept: "parameter", "buffer" or "plain"), those of exactly `rows` rows first."""
     kept = [(name, t, "parameter") for name, t in module.named_parameters()]
     kept += [(name, t, "buffer") for name, t in module.named_buffers()]
-    kept += [(f"{prefix}.{name}".lstrip("."), getattr(sub, name), "plain") for prefix, sub in module.named_modules() for name in plain_tensors(sub)]
-    found = [(name, t, table, how) for name, t, how in kept if not exclude(t) and (table := oriented(t, rows, d)) is not None]
+    kept += [
+        (f"{prefix}.{name}".lstrip("."), getattr(sub, name), "plain")
+        for prefix, sub in module.named_modules()
+        for name in plain_tensors(sub)
+    ]
+    found = [
+        (name, t, table, how) for name, t, how in kept if not exclude(t) and (table := oriented(t, rows, d)) is not None
+    ]
     return sorted(found, key=lambda f: f[2].shape[0] != rows)
 
 
 def rows_read(added: Any, table: torch.Tensor, atol: float) -> int | None:
     """The row k for which `added` (B, T, d), what a module added to every sequence, is its table's
     rows k .. k + T - 1 (`table` read as (R, d)); None when it is no run of the table's rows."""
-    if not isinstance(added, torch.Tensor) or added.dim() != 3 or added.is_meta or added.shape[-1] != table.shape[-1] or added.shape[1] > len(table):
+    if (
+        not isinstance(added, torch.Tensor)
+        or added.dim() != 3
+        or added.is_meta
+        or added.shape[-1] != table.shape[-1]
+        or added.shape[1] > len(table)
+    ):
         return None
     a, t = added.detach().to("cpu", torch.float64), table.detach().to("cpu", torch.float64)
     T = a.shape[1]
@@ -473,7 +565,9 @@ def rows_read(added: Any, table: torch.Tensor, atol: float) -> int | None:
     return next((k for k in starts if torch.allclose(t[k : k + T], a[0], rtol=0, atol=atol)), None)
 
 
-def expect_rows_from(probe: Probe, failure: Failure, added: Any, table: torch.Tensor, start: int, name: str, what: str, atol: float) -> None:
+def expect_rows_from(
+    probe: Probe, failure: Failure, added: Any, table: torch.Tensor, start: int, name: str, what: str, atol: float
+) -> None:
     """A wrong output that adds a run of the student's own table, but not the run that starts at
     position 0's row `start`: position_offset, saying which rows it read. Else nothing."""
     if failure.code != "wrong_values":
@@ -527,22 +621,12 @@ def token_table(probe: Probe, module: nn.Module, vocab_size: int, d_model: int) 
 # Probes of a module's behaviour
 # ---------------------------------------------------------------------------
 
-# (hint, fix) for the exercise-specific codes that the probes below share.
-SHARED_ADVICE: dict[str, tuple[str, str]] = {
-    "positions_on_cpu": (
-        "A tensor created in forward without a device lives on the CPU, whatever device the module and its input are on; only registered parameters and buffers travel with .to(device).",
-        "Create it on the input's device, e.g. `positions = torch.arange(T, device=x.device)` (`input_ids.device` if that is your input), "
-        "or slice a buffer registered in __init__, which .to(device) moves with the module.",
-    ),
-}
+REFUSE_HINT = "Check the input against the table before you use it: a ValueError that names max_len tells the user what to change; an IndexError, a shape mismatch or, on a GPU, a device-side assert does not."
 
 
-REFUSE_HINT = (
-    "Check the input against the table before you use it: a ValueError that names max_len tells the user what to change; an IndexError, a shape mismatch or, on a GPU, a device-side assert does not."
-)
-
-
-def refuses(probe: Probe, run: Callable[[], Any], what: str, advice: str, *, hint: str = REFUSE_HINT, fix: str = "") -> None:
+def refuses(
+    probe: Probe, run: Callable[[], Any], what: str, advice: str, *, hint: str = REFUSE_HINT, fix: str = ""
+) -> None:
     """run() asks for a position the module has no row for: it must raise a ValueError.
     Call it on the CPU: on CUDA an index past a table is a device-side assert that
     breaks every later CUDA call in the process. `advice`, what to do, is the
@@ -556,7 +640,9 @@ def refuses(probe: Probe, run: Callable[[], Any], what: str, advice: str, *, hin
         if failure.code != "raised":
             raise
         error = failure.message.split(" raised ", 1)[-1].rstrip(".")
-        if error.startswith(("IndexError", "AssertionError")) and "out of range in self" not in error:  # the student's own check, not torch's lookup
+        if (
+            error.startswith(("IndexError", "AssertionError")) and "out of range in self" not in error
+        ):  # the student's own check, not torch's lookup
             probe.fail(
                 "no_length_check",
                 f"For {what}, `{probe.name}` checks the length, but raises {error}: a ValueError is what says that an argument's value (here its length) is wrong, "
@@ -579,7 +665,9 @@ def refuses(probe: Probe, run: Callable[[], Any], what: str, advice: str, *, hin
     )
 
 
-def refuses_past_max_len(probe: Probe, run: Callable[[int], Any], max_len: int, *, hint: str = REFUSE_HINT, fix: str = "") -> Any:
+def refuses_past_max_len(
+    probe: Probe, run: Callable[[int], Any], max_len: int, *, hint: str = REFUSE_HINT, fix: str = ""
+) -> Any:
     """run(T) calls the module on a sequence of length T, on the CPU. T = max_len
     must work (its output is returned); T = max_len + 1 must raise a ValueError.
     `hint` and `fix` are for a missing check (no_length_check)."""
@@ -650,7 +738,12 @@ def expect_dropout(
     takes the catalogue's hint and fix, any other gets NOT_DROPOUT_HINT and `where`."""
     fix = fix or where
     if close(out, expected):
-        probe.fail("missing_dropout", f"In training mode {what} equals its eval-mode value: no dropout was applied.", hint=hint, fix=fix)
+        probe.fail(
+            "missing_dropout",
+            f"In training mode {what} equals its eval-mode value: no dropout was applied.",
+            hint=hint,
+            fix=fix,
+        )
     rate = dropout_rate(out, expected)
     if rate is None:
         code, message, *advice = not_dropout
@@ -659,7 +752,9 @@ def expect_dropout(
         probe.fail(code, message, *advice)
     dropped = float((out == 0).float().mean())
     if abs(rate - p) > DROPOUT_RATE_TOLERANCE or abs(dropped - p) > DROPPED_FRACTION_TOLERANCE:
-        argument = next(iter(re.findall(r"nn\.Dropout\((\w+)\)", where)), "rate")  # the constructor's own name for the rate
+        argument = next(
+            iter(re.findall(r"nn\.Dropout\((\w+)\)", where)), "rate"
+        )  # the constructor's own name for the rate
         bare = ", the default of a bare `nn.Dropout()`" if abs(rate - 0.5) <= DROPOUT_RATE_TOLERANCE else ""
         probe.fail(
             "dropout_rate_ignored",
@@ -695,9 +790,8 @@ def module_device_pass(
 ) -> None:
     """probe.device_pass for a module: a fresh one for every run (.to() moves a
     module in place), built from `args` (or args(device)), moved to the device,
-    in eval mode, called on inputs(device) under `mode()`. A failure gets `hint`
-    and `fix`; left empty, those of SHARED_ADVICE[code] (positions_on_cpu), else
-    the exercise's catalogue or the generic advice."""
+    in eval mode, called on inputs(device) under `mode()`. A failure of `code` gets `hint`
+    and `fix`; left empty, check() gives it the exercise's or the generic advice (probe.advice)."""
 
     def run(device: torch.device) -> Any:
         built_with = args(device) if callable(args) else args
@@ -710,7 +804,6 @@ def module_device_pass(
     try:
         probe.device_pass(run, code, message)
     except Failure as failure:
-        default_hint, default_fix = SHARED_ADVICE.get(failure.code, ("", ""))
-        if failure.code == code and not (failure.hint or failure.fix) and (hint or fix or default_hint):
-            probe.fail(code, failure.message, hint=hint or default_hint, fix=fix or default_fix)
+        if failure.code == code and not (failure.hint or failure.fix) and (hint or fix):
+            probe.fail(code, failure.message, hint=hint, fix=fix)
         raise

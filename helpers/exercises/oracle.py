@@ -31,9 +31,10 @@ from typing import Any
 import torch
 
 from helpers import library, reference
-from helpers.checking import Failure, Probe, close
 from helpers.exercises.common import find_table, oriented, position_tables
 from helpers.library import LibraryUnavailable
+from helpers.probe import Probe, close
+from helpers.safety import Failure
 
 T, PADS = 9, (0, 3)  # two sequences, the second with three pads on the left
 # Right steps reproduce the library's logits to ~1e-7 (float64 or float32 tables alike); wrong ones are off by ~1e-3.
@@ -44,7 +45,9 @@ LOGITS_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 class Family:
     name: str  # as transformers calls it: "Llama"
     model: Callable[[], torch.nn.Module]  # one cached tiny model
-    logits: Callable[..., torch.Tensor]  # (model, ids, mask, position_ids, step) -> logits; step None: the library's own
+    logits: Callable[
+        ..., torch.Tensor
+    ]  # (model, ids, mask, position_ids, step) -> logits; step None: the library's own
     setting: str  # how the model calls the student's code, for the messages
     padded: bool = True  # GPT-2 has no notion of left padding: one plain batch
 
@@ -99,7 +102,9 @@ GPT2_HEAD = Family(
 def batch(family: Family) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(input_ids, attention_mask, position_ids), the same in every process."""
     mask, positions = library.left_padding(T, PADS if family.padded else (0, 0))
-    ids = torch.randint(0, family.model().config.vocab_size, (len(PADS), T), generator=torch.Generator().manual_seed(14))
+    ids = torch.randint(
+        0, family.model().config.vocab_size, (len(PADS), T), generator=torch.Generator().manual_seed(14)
+    )
     return ids, mask, positions
 
 
@@ -114,7 +119,16 @@ def skipped(probe: Probe, family: Family, why: Any) -> None:
     probe.notes.append(f"(The cross-check inside transformers' {family.name} was skipped: {why}.)")
 
 
-def inside(probe: Probe, family: Family, make_step: Callable[[torch.nn.Module], Callable], reference_step: Callable[[torch.nn.Module], Callable], *, what: str, hint: str, fix: str) -> None:
+def inside(
+    probe: Probe,
+    family: Family,
+    make_step: Callable[[torch.nn.Module], Callable],
+    reference_step: Callable[[torch.nn.Module], Callable],
+    *,
+    what: str,
+    hint: str,
+    fix: str,
+) -> None:
     """Run `family`'s tiny model with make_step(model), the student's code wrapped in
     probe.call, in place of the model's own step; its real tokens' logits must be the
     unmodified model's. `reference_step(model)` is the course's step: when the model
@@ -135,7 +149,12 @@ def inside(probe: Probe, family: Family, make_step: Callable[[torch.nn.Module], 
     except Failure as failure:
         if failure.code != "raised":
             raise  # a time-out, an input changed in place...: said as such
-        probe.fail("library_raised", f"Inside transformers' {family.name}, where {family.setting}: {failure.message}", hint=hint, fix=fix)
+        probe.fail(
+            "library_raised",
+            f"Inside transformers' {family.name}, where {family.setting}: {failure.message}",
+            hint=hint,
+            fix=fix,
+        )
     except LibraryUnavailable as missing:
         return skipped(probe, family, missing)
     except Exception as error:  # raised by the model itself, after the student's step returned
@@ -189,11 +208,19 @@ def llama_rotary_module(probe: Probe, cls) -> None:
 
     def make_step(model):
         config = model.config
-        module = probe.call(cls, library.llama_head_dim(model), config.max_position_embeddings, library.rope_base(config), what=f"`{probe.name}(...)`")
+        module = probe.call(
+            cls,
+            library.llama_head_dim(model),
+            config.max_position_embeddings,
+            library.rope_base(config),
+            what=f"`{probe.name}(...)`",
+        )
         return called(probe, module, f"`{probe.name}` (the module)")
 
     def reference_step(model):
-        return reference.RotaryEmbedding(library.llama_head_dim(model), model.config.max_position_embeddings, library.rope_base(model.config))
+        return reference.RotaryEmbedding(
+            library.llama_head_dim(model), model.config.max_position_embeddings, library.rope_base(model.config)
+        )
 
     inside(probe, LLAMA, make_step, reference_step, what="your module", hint=ROPE_HINT, fix=ROPE_FIX)
 
@@ -210,13 +237,19 @@ def with_tables(rotate: Callable, width: Callable[[torch.nn.Module], int]) -> Ca
 
 def llama_apply_rope(probe: Probe, fn) -> None:
     """fn(q, k, cos, sin, position_ids) as every layer's rotary step."""
-    mine, theirs = with_tables(called(probe, fn, f"`{probe.name}`"), library.llama_head_dim), with_tables(reference.apply_rope, library.llama_head_dim)
+    mine, theirs = (
+        with_tables(called(probe, fn, f"`{probe.name}`"), library.llama_head_dim),
+        with_tables(reference.apply_rope, library.llama_head_dim),
+    )
     inside(probe, LLAMA, mine, theirs, what="your function", hint=ROPE_HINT, fix=ROPE_FIX)
 
 
 def neox_partial_rope(probe: Probe, fn) -> None:
     """fn(q, k, cos, sin, position_ids) on GPT-NeoX's whole heads, the tables rotary_ndims wide."""
-    mine, theirs = with_tables(called(probe, fn, f"`{probe.name}`"), library.neox_rotary_ndims), with_tables(reference.apply_partial_rope, library.neox_rotary_ndims)
+    mine, theirs = (
+        with_tables(called(probe, fn, f"`{probe.name}`"), library.neox_rotary_ndims),
+        with_tables(reference.apply_partial_rope, library.neox_rotary_ndims),
+    )
     inside(probe, NEOX, mine, theirs, what="your function", hint=ROPE_HINT, fix=ROPE_FIX)
 
 
@@ -245,11 +278,27 @@ ALIBI_FIX = "Compare your result for BLOOM's sizes with `helpers.library.bloom_a
 
 
 def bloom_slopes(probe: Probe, fn) -> None:
-    inside(probe, BLOOM_SLOPES, lambda model: called(probe, fn, f"`{probe.name}`"), lambda model: reference.alibi_slopes, what="your slopes", hint=ALIBI_HINT, fix=ALIBI_FIX)
+    inside(
+        probe,
+        BLOOM_SLOPES,
+        lambda model: called(probe, fn, f"`{probe.name}`"),
+        lambda model: reference.alibi_slopes,
+        what="your slopes",
+        hint=ALIBI_HINT,
+        fix=ALIBI_FIX,
+    )
 
 
 def bloom_bias(probe: Probe, fn) -> None:
-    inside(probe, BLOOM_BIAS, lambda model: called(probe, fn, f"`{probe.name}`"), lambda model: reference.alibi_bias, what="your bias", hint=ALIBI_HINT, fix=ALIBI_FIX)
+    inside(
+        probe,
+        BLOOM_BIAS,
+        lambda model: called(probe, fn, f"`{probe.name}`"),
+        lambda model: reference.alibi_bias,
+        what="your bias",
+        hint=ALIBI_HINT,
+        fix=ALIBI_FIX,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -268,12 +317,18 @@ def gpt2_positions(probe: Probe, cls) -> None:
         _, wpe, _ = library.gpt2_tables(model)
         module = probe.call(cls, *wpe.weight.shape, what=f"`{probe.name}(...)`")
         tables = [t for _, t, _, how in position_tables(module, *wpe.weight.shape) if how != "plain"]
-        table = tables[0] if tables else find_table(probe, module, *wpe.weight.shape, "the position table (max_len, d_model)")[1]
+        table = (
+            tables[0]
+            if tables
+            else find_table(probe, module, *wpe.weight.shape, "the position table (max_len, d_model)")[1]
+        )
         rows = oriented(table, *wpe.weight.shape)
         with torch.no_grad():
             rows[: len(wpe.weight)].copy_(wpe.weight)
         probe.call(module.eval, what=f"`{probe.name}.eval()`")
-        if rows.shape[0] == rows.shape[1]:  # square (GPT-2's 64 × 64): which way round the module reads it shows on zeros
+        if (
+            rows.shape[0] == rows.shape[1]
+        ):  # square (GPT-2's 64 × 64): which way round the module reads it shows on zeros
             added = probe.call(module, torch.zeros(1, 2, rows.shape[1]), what=f"`{probe.name}` (the module)")
             if not close(added, wpe.weight[None, :2]):
                 with torch.no_grad():
@@ -297,4 +352,12 @@ def gpt2_head(probe: Probe, cls) -> None:
         head = probe.call(cls, wte, what=f"`{probe.name}(wte)`")
         return called(probe, head, f"`{probe.name}` (the head)")
 
-    inside(probe, GPT2_HEAD, make_step, lambda model: reference.TiedLMHead(copy.deepcopy(library.gpt2_tables(model)[0])), what="your head", hint=GPT2_HINT, fix=GPT2_FIX)
+    inside(
+        probe,
+        GPT2_HEAD,
+        make_step,
+        lambda model: reference.TiedLMHead(copy.deepcopy(library.gpt2_tables(model)[0])),
+        what="your head",
+        hint=GPT2_HINT,
+        fix=GPT2_FIX,
+    )

@@ -32,7 +32,9 @@ def column_frequencies(table: torch.Tensor) -> torch.Tensor:
     return torch.where((power > 1e-12) & (residual < 1e-4), omega, torch.full_like(omega, math.nan))
 
 
-def frequency_finding(found: torch.Tensor, expected: torch.Tensor, base: float, d: int, rows: int) -> tuple[str, str] | None:
+def frequency_finding(
+    found: torch.Tensor, expected: torch.Tensor, base: float, d: int, rows: int
+) -> tuple[str, str] | None:
     """Compare per-pair frequencies (found and expected, in pair order) and say what differs:
     all off by one factor reads as another base; right first and wrong later ones as the exponent.
     Only pairs that turn by a good part of a circle over the table are read (slower ones hide in rounding)."""
@@ -48,7 +50,9 @@ def frequency_finding(found: torch.Tensor, expected: torch.Tensor, base: float, 
     if abs(found[0] - expected[0]) < TOLERANCE * expected[0]:
         slope = _log_slope(found[readable], readable.nonzero().flatten())
         implied = math.exp(-slope * d / 2) if slope is not None else None
-        other = f" (they fall like a base of {implied:.4g} instead of {base:g})" if implied and 1 < implied < 1e12 else ""
+        other = (
+            f" (they fall like a base of {implied:.4g} instead of {base:g})" if implied and 1 < implied < 1e12 else ""
+        )
         code = "wrong_base" if implied and _near_a_usual_base(implied, base) else "wrong_exponent"
         return code, f"{said}: the first pair is right and the later ones are not{other}."
     return "wrong_exponent", f"{said}."
@@ -84,7 +88,11 @@ def sinusoidal_findings(table: torch.Tensor, base: float) -> list[tuple[str, str
         return [("all_zeros", "Your table is all zeros.")]
     max_len, d = t.shape
     # Layout: the two members of a pair lie on the unit circle, sin² + cos² = 1, in every row.
-    layouts = [layout for layout in ("interleaved", "halves") if ((t[:, pair_columns(d, layout)[0]] ** 2 + t[:, pair_columns(d, layout)[1]] ** 2 - 1).abs() < 1e-2).all()]
+    layouts = [
+        layout
+        for layout in ("interleaved", "halves")
+        if ((t[:, pair_columns(d, layout)[0]] ** 2 + t[:, pair_columns(d, layout)[1]] ** 2 - 1).abs() < 1e-2).all()
+    ]
     if not layouts:
         return []
     first, second = pair_columns(d, layouts[0])
@@ -100,12 +108,22 @@ def sinusoidal_findings(table: torch.Tensor, base: float) -> list[tuple[str, str
             )
         )
     elif turn < 0:
-        findings.append(("sin_cos_swapped", f"Row 0 of your table reads {_row(t[0])}: cos is in the even columns and sin in the odd ones."))
+        findings.append(
+            (
+                "sin_cos_swapped",
+                f"Row 0 of your table reads {_row(t[0])}: cos is in the even columns and sin in the odd ones.",
+            )
+        )
     found = column_frequencies(t[:, sines])
     expected = base ** (-2 * torch.arange(len(found), dtype=torch.float64) / d)
     start = float(torch.atan2(t[0, sines[0]], t[0, cosines[0]]) / (found[0] if not found[0].isnan() else 1.0))
     if abs(start) > 0.01:
-        findings.append(("position_offset", f"Row 0 of your table is the encoding of position {start:.3g}, not of position 0 (whose angles are all 0: sines 0, cosines 1)."))
+        findings.append(
+            (
+                "position_offset",
+                f"Row 0 of your table is the encoding of position {start:.3g}, not of position 0 (whose angles are all 0: sines 0, cosines 1).",
+            )
+        )
     frequency = frequency_finding(found, expected, base, d, max_len)
     if frequency:
         findings.append(frequency)
@@ -121,7 +139,13 @@ def rope_findings(cos: torch.Tensor, sin: torch.Tensor, base: float) -> list[tup
     """What RoPE's (max_len, head_dim) cos and sin tables get wrong, aspect by aspect.
     The right ones are half-split: pair i's angle m·θ_i in columns i and i + head_dim/2, θ_i = base^(-2i/head_dim)."""
     c, s = (x.detach().to("cpu", torch.float64) for x in (cos, sin))
-    if c.dim() != 2 or c.shape != s.shape or c.shape[0] < 8 or c.shape[1] % 2 or not (torch.isfinite(c).all() and torch.isfinite(s).all()):
+    if (
+        c.dim() != 2
+        or c.shape != s.shape
+        or c.shape[0] < 8
+        or c.shape[1] % 2
+        or not (torch.isfinite(c).all() and torch.isfinite(s).all())
+    ):
         return []
     max_len, d = c.shape
     same = lambda a, b: bool(((a - b).abs() < TOLERANCE).all())
@@ -130,26 +154,48 @@ def rope_findings(cos: torch.Tensor, sin: torch.Tensor, base: float) -> list[tup
         angles_in = torch.arange(d // 2)
     elif same(c[:, 0::2], c[:, 1::2]):
         findings.append(
-            ("rope_interleaved_convention", "Your tables repeat each angle in adjacent columns (2i, 2i+1): the interleaved layout, where columns i and i + head_dim/2 should share an angle.")
+            (
+                "rope_interleaved_convention",
+                "Your tables repeat each angle in adjacent columns (2i, 2i+1): the interleaved layout, where columns i and i + head_dim/2 should share an angle.",
+            )
         )
         angles_in = torch.arange(0, d, 2)
     else:
-        return [("rope_mixed_pairing", "No two of your columns hold the same angle, so no pair of components would turn together: each pair's angle must appear twice.")]
+        return [
+            (
+                "rope_mixed_pairing",
+                "No two of your columns hold the same angle, so no pair of components would turn together: each pair's angle must appear twice.",
+            )
+        ]
     found = column_frequencies(c[:, angles_in])
     expected = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
     phase = torch.atan2(s[:2, angles_in[0]], c[:2, angles_in[0]])  # pair 0's angle in rows 0 and 1: it must grow
     if float(torch.remainder(phase[1] - phase[0] + math.pi, 2 * math.pi) - math.pi) < 0:
-        findings.append(("rope_sign_flip", "Your sin table has the wrong sign: from row to row the angle atan2(sin, cos) decreases, so every pair would turn backwards."))
-    start = float(torch.atan2(s[0, angles_in[0]], c[0, angles_in[0]]).abs() / (found[0] if not found[0].isnan() else 1.0))
+        findings.append(
+            (
+                "rope_sign_flip",
+                "Your sin table has the wrong sign: from row to row the angle atan2(sin, cos) decreases, so every pair would turn backwards.",
+            )
+        )
+    start = float(
+        torch.atan2(s[0, angles_in[0]], c[0, angles_in[0]]).abs() / (found[0] if not found[0].isnan() else 1.0)
+    )
     if abs(start) > 0.01:
-        findings.append(("position_offset", f"Row 0 of your tables holds the angles of position {start:.3g}, not of position 0 (cos 1, sin 0)."))
+        findings.append(
+            (
+                "position_offset",
+                f"Row 0 of your tables holds the angles of position {start:.3g}, not of position 0 (cos 1, sin 0).",
+            )
+        )
     frequency = frequency_finding(found, expected, base, d, max_len)
     if frequency:
         findings.append(frequency)
     return findings
 
 
-def rotation_findings(images: torch.Tensor, positions: tuple[int, int], layout: str, base: float) -> list[tuple[str, str]]:
+def rotation_findings(
+    images: torch.Tensor, positions: tuple[int, int], layout: str, base: float
+) -> list[tuple[str, str]]:
     """What a RoPE gets wrong, read from what it makes of one-hot vectors: images[k, j] is e_j
     turned at positions[k] (a small position, then a larger one), shape (2, d, d).
 
@@ -175,7 +221,10 @@ def rotation_findings(images: torch.Tensor, positions: tuple[int, int], layout: 
         found_layout = "adjacent"
     else:
         return [
-            ("rope_mixed_pairing", f"Your code turns component 0 together with component {int(partner[0])}: that is neither the half-split pairing (i, i + d/2) nor the interleaved one (2i, 2i+1).")
+            (
+                "rope_mixed_pairing",
+                f"Your code turns component 0 together with component {int(partner[0])}: that is neither the half-split pairing (i, i + d/2) nor the interleaved one (2i, 2i+1).",
+            )
         ]
     a = torch.atan2(m[:, first, second], m[:, first, first])  # (2, d/2): the angle the first member meets...
     b = torch.atan2(-m[:, second, first], m[:, second, second])  # ...and the second
@@ -197,12 +246,25 @@ def rotation_findings(images: torch.Tensor, positions: tuple[int, int], layout: 
     if ((theta - coarse).abs() > 1e-5 + 1e-2 * theta.abs()).any():
         return []  # the two positions disagree: positions are used otherwise than as given
     findings = []
-    names = {"half": "the half-split layout, pairs (i, i + d/2)", "adjacent": "the interleaved layout, pairs (2i, 2i+1)"}
+    names = {
+        "half": "the half-split layout, pairs (i, i + d/2)",
+        "adjacent": "the interleaved layout, pairs (2i, 2i+1)",
+    }
     if found_layout != layout:
         code = "rope_interleaved_convention" if layout == "half" else "rope_half_split_convention"
-        findings.append((code, f"Your code turns component 0 together with component {int(partner[0])}: {names[found_layout]}, where {names[layout]} is asked for."))
+        findings.append(
+            (
+                code,
+                f"Your code turns component 0 together with component {int(partner[0])}: {names[found_layout]}, where {names[layout]} is asked for.",
+            )
+        )
     if sign < 0:
-        findings.append(("rope_sign_flip", f"Your rotation goes the wrong way: at position {positions[0]}, e_0 turns by {float(a[0, 0]):.4g} rad, where +θ_0 is expected."))
+        findings.append(
+            (
+                "rope_sign_flip",
+                f"Your rotation goes the wrong way: at position {positions[0]}, e_0 turns by {float(a[0, 0]):.4g} rad, where +θ_0 is expected.",
+            )
+        )
     expected = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
     frequency = frequency_finding(theta, expected, base, d, 10**9)
     if frequency:

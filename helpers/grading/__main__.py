@@ -26,17 +26,50 @@ def parse_chapters(values: list[str] | None) -> set[int] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.grade", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.grade", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("submissions", nargs="+", help="notebooks, or folders searched recursively for *.ipynb")
-    parser.add_argument("--out", default="grades", help="folder for the reports and the class summary (default: grades)")
-    parser.add_argument("--format", default="json", choices=FORMATS, help="per-submission report format (default: json)")
-    parser.add_argument("--feedback", default="hint", choices=FEEDBACK, help="what each report shows of a failure: the diagnosis only, or also the hint, or also the fix (default: hint)")
-    parser.add_argument("--timeout", type=float, default=CELL_TIMEOUT, help=f"seconds per cell (default: {CELL_TIMEOUT:g})")
-    parser.add_argument("--notebook-timeout", type=float, default=NOTEBOOK_TIMEOUT, help=f"seconds for a whole notebook, cells and checks (default: {NOTEBOOK_TIMEOUT:g})")
-    parser.add_argument("--jobs", type=int, default=1, help="notebooks graded in parallel, one kernel each (default: 1)")
-    parser.add_argument("--chapter", action="append", help="grade these chapters' exercises, e.g. 01 or 01,02 or all (default: detected per notebook)")
-    parser.add_argument("--memory-mb", type=int, default=0, help="cap each kernel's memory, hard (RLIMIT_DATA; CPU-only machines); default: no cap")
-    parser.add_argument("--no-sandbox", action="store_true", help="run kernels without the sandbox: only for notebooks you trust, or inside a container of their own")
+    parser.add_argument(
+        "--out", default="grades", help="folder for the reports and the class summary (default: grades)"
+    )
+    parser.add_argument(
+        "--format", default="json", choices=FORMATS, help="per-submission report format (default: json)"
+    )
+    parser.add_argument(
+        "--feedback",
+        default="hint",
+        choices=FEEDBACK,
+        help="what each report shows of a failure: the diagnosis only, or also the hint, or also the fix (default: hint)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=CELL_TIMEOUT, help=f"seconds per cell (default: {CELL_TIMEOUT:g})"
+    )
+    parser.add_argument(
+        "--notebook-timeout",
+        type=float,
+        default=NOTEBOOK_TIMEOUT,
+        help=f"seconds for a whole notebook, cells and checks (default: {NOTEBOOK_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="notebooks graded in parallel, one kernel each (default: 1)"
+    )
+    parser.add_argument(
+        "--chapter",
+        action="append",
+        help="grade these chapters' exercises, e.g. 01 or 01,02 or all (default: detected per notebook)",
+    )
+    parser.add_argument(
+        "--memory-mb",
+        type=int,
+        default=0,
+        help="cap each kernel's memory, hard (RLIMIT_DATA; CPU-only machines); default: no cap",
+    )
+    parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run kernels without the sandbox: only for notebooks you trust, or inside a container of their own",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
     args = parser.parse_args(argv)
     out = Path(args.out)

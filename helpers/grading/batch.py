@@ -11,7 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers.grading.collect import NOT_GRADED, Found, detect_chapters, read_cells, read_submission, report_names, suspicious
+from helpers.grading.collect import (
+    NOT_GRADED,
+    Found,
+    detect_chapters,
+    read_cells,
+    read_submission,
+    report_names,
+    suspicious,
+)
 from helpers.grading.escape import path_text, plain
 from helpers.grading.limits import CELL_TIMEOUT, NOTEBOOK_TIMEOUT
 from helpers.grading.reports import RENDER, for_students, summarize, summary_csv, summary_markdown
@@ -58,12 +66,19 @@ async def grade_notebook_async(
         try:
             cells, sources = read_cells(found.data or b"")
         except Exception as error:  # noqa: BLE001  (not a notebook: graded as empty)
-            problem = ("NotebookFormatError", plain(f"the submission could not be read as a notebook: {type(error).__name__}: {error}", 500))
+            problem = (
+                "NotebookFormatError",
+                plain(f"the submission could not be read as a notebook: {type(error).__name__}: {error}", 500),
+            )
     wanted = chapters or detect_chapters(sources, path.name, exercises)
     selected = [e for e in exercises if e.chapter in wanted]
-    copy = (re.sub(r"[^A-Za-z0-9._-]+", "_", path.name).lstrip(".")[-100:] or "submission") + ("" if path.name.endswith(".ipynb") else ".ipynb")
+    copy = (re.sub(r"[^A-Za-z0-9._-]+", "_", path.name).lstrip(".")[-100:] or "submission") + (
+        "" if path.name.endswith(".ipynb") else ".ipynb"
+    )
     limits = {"cell_timeout": cell_timeout, "notebook_timeout": notebook_timeout, "memory_mb": memory_mb}
-    submission = Submission(cells, selected, **limits, sandboxed=sandbox, notebook_name=copy, data=found.data or b"", cpus=cpus)
+    submission = Submission(
+        cells, selected, **limits, sandboxed=sandbox, notebook_name=copy, data=found.data or b"", cpus=cpus
+    )
     graded = True
     try:
         if problem is not None:  # nothing to run
@@ -74,7 +89,9 @@ async def grade_notebook_async(
     except Exception as error:  # noqa: BLE001  (no sandbox, the kernel did not start, ...: not the student's fault)
         graded = False
         submission.error(None, "GraderError", f"{type(error).__name__}: {error}"[:500])
-        results = [Submission.verdict(e, False, "raised", "Not graded: the grader failed (see the errors).") for e in selected]
+        results = [
+            Submission.verdict(e, False, "raised", "Not graded: the grader failed (see the errors).") for e in selected
+        ]
     return {
         "submission": name or path_text(path),
         "score": sum(r["score"] for r in results),
@@ -149,14 +166,18 @@ async def grade_many(
         try:
             target.write_text(render(for_students(report, feedback)), encoding="utf-8")
         except (OSError, ValueError) as error:  # one report that cannot be written costs that report only
-            report["errors"].append({"cell": None, "type": "ReportNotWritten", "message": plain(f"{target.name}: {error}", 500)})
+            report["errors"].append(
+                {"cell": None, "type": "ReportNotWritten", "message": plain(f"{target.name}: {error}", 500)}
+            )
         return report
 
     tasks = [asyncio.ensure_future(one(s, n)) for s, n in zip(submissions, names)]
     with tqdm(total=len(tasks), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:
         for finished in asyncio.as_completed(tasks):
             report = await finished
-            bar.set_postfix_str(f"{plain(Path(report['submission']).name, 40)}: {report['score']:g}/{report['max_score']:g}")
+            bar.set_postfix_str(
+                f"{plain(Path(report['submission']).name, 40)}: {report['score']:g}/{report['max_score']:g}"
+            )
             bar.update()
     reports = [t.result() for t in tasks]  # in the order given
     summary = summarize(reports, skipped)

@@ -24,12 +24,23 @@ SUSPICIOUS = [
         "reaches into the course's checking code",
     ),
     (
-        re.compile(r"\bsys\s*\.\s*(modules|meta_path|path_hooks|_getframe|settrace|setprofile)\b|\bgc\s*\.\s*get_(objects|referrers)\b"),
+        re.compile(
+            r"\bsys\s*\.\s*(modules|meta_path|path_hooks|_getframe|settrace|setprofile)\b|\bgc\s*\.\s*get_(objects|referrers)\b"
+        ),
         "manipulates the interpreter (sys.modules, import hooks, frames or gc)",
     ),
-    (re.compile(r"\bbuiltins\b|__builtins__|^\s*(__import__|exec|eval)\s*=", re.MULTILINE), "changes Python's builtins"),
-    (re.compile(r"^\s*(torch|F|nn)(\s*\.\s*\w+)+\s*=[^=]|\bsetattr\s*\(\s*(torch|F|nn)\b", re.MULTILINE), "replaces a torch function"),
-    (re.compile(r"\b(input_transformers_\w+|ast_transformers|display_formatter|user_ns|shell_handlers)\b"), "hooks into IPython"),
+    (
+        re.compile(r"\bbuiltins\b|__builtins__|^\s*(__import__|exec|eval)\s*=", re.MULTILINE),
+        "changes Python's builtins",
+    ),
+    (
+        re.compile(r"^\s*(torch|F|nn)(\s*\.\s*\w+)+\s*=[^=]|\bsetattr\s*\(\s*(torch|F|nn)\b", re.MULTILINE),
+        "replaces a torch function",
+    ),
+    (
+        re.compile(r"\b(input_transformers_\w+|ast_transformers|display_formatter|user_ns|shell_handlers)\b"),
+        "hooks into IPython",
+    ),
     (re.compile(r"_course_grader"), "reaches for the grader's records in the kernel"),
 ]
 
@@ -71,7 +82,12 @@ def detect_chapters(sources: list[str], filename: str, exercises: list[ExerciseI
 
 
 def suspicious(cells: list[tuple[int, str]]) -> list[dict[str, Any]]:
-    return [{"cell": index, "message": f"this cell {what}; that earns nothing in grading, but look at it by hand"} for index, source in cells for pattern, what in SUSPICIOUS if pattern.search(source)]
+    return [
+        {"cell": index, "message": f"this cell {what}; that earns nothing in grading, but look at it by hand"}
+        for index, source in cells
+        for pattern, what in SUSPICIOUS
+        if pattern.search(source)
+    ]
 
 
 @dataclass
@@ -93,12 +109,18 @@ def read_submission(path: Path) -> Found:
     """A submission's bytes, read once, never following a link or blocking on a FIFO."""
     found = Found(path)
     if os.path.islink(path):
-        found.problem = ("SymbolicLink", f"the submission is a symbolic link (to {path_text(os.readlink(path))}), not a file of its own")
+        found.problem = (
+            "SymbolicLink",
+            f"the submission is a symbolic link (to {path_text(os.readlink(path))}), not a file of its own",
+        )
         return found
     try:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
-        found.problem = ("NotebookFormatError", f"the submission could not be read: {path_text(error.strerror or error)}")
+        found.problem = (
+            "NotebookFormatError",
+            f"the submission could not be read: {path_text(error.strerror or error)}",
+        )
         return found
     with open(descriptor, "rb") as file:
         status = os.fstat(descriptor)
@@ -162,7 +184,10 @@ def flag_shared_files(submissions: list[Found]) -> None:
     for group in by_inode.values():
         for item in group if len(group) > 1 else ():
             others = ", ".join(path_text(o.path) for o in group if o is not item)
-            item.problem = ("SameFile", f"the submission is the same file as {others} (a hard link): decide by hand whose work it is")
+            item.problem = (
+                "SameFile",
+                f"the submission is the same file as {others} (a hard link): decide by hand whose work it is",
+            )
             item.data = None
     for item in submissions:
         if item.problem and item.problem[0] == "SymbolicLink":

@@ -25,7 +25,9 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 def kernel_env() -> dict[str, str]:
     """The environment kernels run in: the grader's own, offline, with this `helpers` importable."""
     env = {**os.environ, **KERNEL_ENV}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(sandbox.PACKAGE_DIR.parent), os.environ.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(sandbox.PACKAGE_DIR.parent), os.environ.get("PYTHONPATH", "")) if p
+    )
     return env
 
 
@@ -75,7 +77,9 @@ class Kernel:
         else:
             self.km = Manager()
         # The kernel's own stdout/stderr (not the notebook's outputs): warnings and crash dumps nobody reads.
-        await self.km.start_kernel(cwd=str(self.scratch.work), env=kernel_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await self.km.start_kernel(
+            cwd=str(self.scratch.work), env=kernel_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         context = zmq.asyncio.Context()
         context.setsockopt(zmq.MAXMSGSIZE, wire.MAX_MESSAGE * 4 // 3 + 2**20)  # a larger reply is dropped unread
         self.kc = self.km.client(context=context)
@@ -86,7 +90,9 @@ class Kernel:
         setup = f"__import__('helpers.grading.serve', fromlist=['setup']).setup({self.limits!r}, get_ipython())"
         outcome = await self.run("", STARTUP_TIMEOUT, silent=True, user_expressions={"ready": setup})
         if outcome.kind != "ok" or outcome.content.get("user_expressions", {}).get("ready", {}).get("status") != "ok":
-            raise GraderError(f"the grader's set-up failed in the kernel ({outcome.kind}): {last_line(outcome.content)}")
+            raise GraderError(
+                f"the grader's set-up failed in the kernel ({outcome.kind}): {last_line(outcome.content)}"
+            )
 
     async def ask(self, request: bytes, timeout: float) -> bytes:
         """One request to the kernel's function server (helpers.grading.serve): the request as a
@@ -107,7 +113,12 @@ class Kernel:
             said = value.get("evalue", "") if isinstance(value, dict) else ""
             raise wire.ProtocolError(f"the kernel could not answer ({str(said)[:200]})")
         text = value.get("data", {}).get("text/plain", "")
-        if not (isinstance(text, str) and len(text) >= 2 and text[0] == text[-1] == "'" and _BASE64.fullmatch(text, 1, len(text) - 1)):
+        if not (
+            isinstance(text, str)
+            and len(text) >= 2
+            and text[0] == text[-1] == "'"
+            and _BASE64.fullmatch(text, 1, len(text) - 1)
+        ):
             raise wire.ProtocolError("a reply that is not the server's")
         try:
             return base64.b64decode(text[1:-1], validate=True)
@@ -124,15 +135,26 @@ class Kernel:
             except Exception:  # noqa: BLE001  (a malformed message; keep draining)
                 await asyncio.sleep(0.01)
 
-    async def run(self, code: str, timeout: float, *, silent: bool = False, user_expressions: dict[str, str] | None = None) -> Outcome:
-        msg_id = self.kc.execute(code, silent=silent, store_history=not silent, user_expressions=user_expressions or {}, allow_stdin=False, stop_on_error=False)
+    async def run(
+        self, code: str, timeout: float, *, silent: bool = False, user_expressions: dict[str, str] | None = None
+    ) -> Outcome:
+        msg_id = self.kc.execute(
+            code,
+            silent=silent,
+            store_history=not silent,
+            user_expressions=user_expressions or {},
+            allow_stdin=False,
+            stop_on_error=False,
+        )
         reply = await self._reply(msg_id, timeout)
         if isinstance(reply, Outcome):
             if reply.kind != "timeout":
                 return reply
             await self.km.interrupt_kernel()
             after = await self._reply(msg_id, INTERRUPT_GRACE)
-            if isinstance(after, Outcome):  # an interrupt does not stop a long C call, a process ignoring SIGINT, a broken handler
+            if isinstance(
+                after, Outcome
+            ):  # an interrupt does not stop a long C call, a process ignoring SIGINT, a broken handler
                 return Outcome("dead" if after.kind == "dead" else "stuck")
             return Outcome("timeout", after["content"])
         status = reply["content"].get("status")

@@ -18,7 +18,11 @@ FILE_MB = 256  # the largest file a notebook may write
 SCRATCH_MB = 512  # the scratch folder and /tmp, each (memory-backed, gone with the sandbox)
 SUBMISSION_MB = 64  # the largest notebook `collect` reads; a larger one is reported, not graded
 # Executing notebooks must not download anything; the device is NOT forced (a GPU grades on the GPU).
-KERNEL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "COURSE_PROGRESS_FILE": ""}  # graded kernels keep no progress file
+KERNEL_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "COURSE_PROGRESS_FILE": "",
+}  # graded kernels keep no progress file
 # What a sandboxed kernel inherits from the grader's environment, by exact name: nothing else
 # (tokens, keys and the grader's own settings stay out). The checks read none of the kernel's.
 SANDBOX_ENV = (

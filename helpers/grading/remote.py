@@ -27,7 +27,15 @@ from torch import nn
 from helpers import checking
 from helpers.grading import wire
 from helpers.grading.serve import put, state_key
-from helpers.grading.stand_in import Mirror, Opaque, RemoteClassMeta, RemoteFunction, RemoteObject, identifier, mirror_class
+from helpers.grading.stand_in import (
+    Mirror,
+    Opaque,
+    RemoteClassMeta,
+    RemoteFunction,
+    RemoteObject,
+    identifier,
+    mirror_class,
+)
 
 MISSING = object()  # the notebook does not define the name
 
@@ -100,8 +108,19 @@ class Session:
             checking.SEED_SALT.reset(seeds)
 
     @contextlib.contextmanager
-    def settings_for(self, timeout: float, memory_mb: int, device: str, forbidden: list, factories_on_meta: bool, copies_off_meta: bool) -> Iterator[None]:
-        saved, self.settings = self.settings, Settings(timeout, memory_mb, device, forbidden, factories_on_meta, copies_off_meta)
+    def settings_for(
+        self,
+        timeout: float,
+        memory_mb: int,
+        device: str,
+        forbidden: list,
+        factories_on_meta: bool,
+        copies_off_meta: bool,
+    ) -> Iterator[None]:
+        saved, self.settings = (
+            self.settings,
+            Settings(timeout, memory_mb, device, forbidden, factories_on_meta, copies_off_meta),
+        )
         try:
             yield
         finally:
@@ -145,7 +164,9 @@ class Session:
             return RemoteFunction(self, name, label, params)
         if kind == "class":
             base = Mirror if wire.flag(found.get("module_class")) else RemoteObject
-            return RemoteClassMeta(label, (base,), {"_course_target": {"name": name}, "_course_session": self, "__init_params__": params})
+            return RemoteClassMeta(
+                label, (base,), {"_course_target": {"name": name}, "_course_session": self, "__init_params__": params}
+            )
         return type(identifier(found.get("type"), "object"), (Opaque,), {})()
 
     # ---- calls -------------------------------------------------------------
@@ -206,9 +227,22 @@ class Session:
 
     def backward(self, graph: int, grads: tuple, leaves: list[str]) -> list[torch.Tensor | None]:
         tensors: dict[str, torch.Tensor] = {}
-        entries = [None if g is None else wire.tensor_entry(g, f"d{i}", tensors, token=f"d{graph}.{i}") for i, g in enumerate(grads)]
+        entries = [
+            None if g is None else wire.tensor_entry(g, f"d{i}", tensors, token=f"d{graph}.{i}")
+            for i, g in enumerate(grads)
+        ]
         sync = self.sync(tensors)
-        reply = self.ask({"op": "backward", "graph": graph, "grads": entries, "leaves": leaves, "settings": self.request_settings(), "sync": sync}, tensors)
+        reply = self.ask(
+            {
+                "op": "backward",
+                "graph": graph,
+                "grads": entries,
+                "leaves": leaves,
+                "settings": self.request_settings(),
+                "sync": sync,
+            },
+            tensors,
+        )
         self.outcome(reply)
         got = wire.items(reply.get("grads"))
         if len(got) != len(leaves):
@@ -245,9 +279,18 @@ class Session:
         if isinstance(value, torch.device):
             return {"device": str(value)}
         if isinstance(value, (tuple, list)):
-            return {type(value).__name__ if type(value) in (tuple, list) else "tuple": [self.encode(v, tensors, leaves, depth + 1) for v in value]}
+            return {
+                type(value).__name__ if type(value) in (tuple, list) else "tuple": [
+                    self.encode(v, tensors, leaves, depth + 1) for v in value
+                ]
+            }
         if isinstance(value, dict):
-            return {"dict": [[self.encode(k, tensors, leaves, depth + 1), self.encode(v, tensors, leaves, depth + 1)] for k, v in value.items()]}
+            return {
+                "dict": [
+                    [self.encode(k, tensors, leaves, depth + 1), self.encode(v, tensors, leaves, depth + 1)]
+                    for k, v in value.items()
+                ]
+            }
         raise TypeError(f"cannot send a {type(value).__name__} to a graded kernel")
 
     def encode_module(self, module: nn.Module, tensors: dict, leaves: list, depth: int) -> dict:
@@ -259,7 +302,11 @@ class Session:
         if token not in self.modules:
             self.modules.append(token)
         attrs = {
-            k: self.encode(v, tensors, leaves, depth + 1) for k, v in vars(module).items() if not k.startswith("_") and k != "training" and (v is None or isinstance(v, (bool, int, float, str, tuple)))
+            k: self.encode(v, tensors, leaves, depth + 1)
+            for k, v in vars(module).items()
+            if not k.startswith("_")
+            and k != "training"
+            and (v is None or isinstance(v, (bool, int, float, str, tuple)))
         }
         tensor = lambda t: None if t is None else self.encode(t, tensors, leaves, depth + 1)  # noqa: E731
         return {
@@ -269,7 +316,11 @@ class Session:
             "attrs": attrs,
             "params": {n: tensor(p) for n, p in module._parameters.items()},
             "buffers": {n: tensor(b) for n, b in module._buffers.items()},
-            "children": {n: self.encode_module(c, tensors, leaves, depth + 1) for n, c in module._modules.items() if c is not None},
+            "children": {
+                n: self.encode_module(c, tensors, leaves, depth + 1)
+                for n, c in module._modules.items()
+                if c is not None
+            },
         }
 
     def sync(self, tensors: dict) -> list[dict]:
@@ -277,7 +328,11 @@ class Session:
         go with the next request; whatever is sent counts as the kernel's from then on."""
         entries = []
         for token, obj in list(self.local.items()):
-            if isinstance(obj, torch.Tensor) and token not in tensors and self.synced.get(token) not in (None, state_key(obj)):
+            if (
+                isinstance(obj, torch.Tensor)
+                and token not in tensors
+                and self.synced.get(token) not in (None, state_key(obj))
+            ):
                 entries.append(wire.tensor_entry(obj, token, tensors, token=token))
                 self.synced[token] = state_key(obj)
         return entries
@@ -312,7 +367,10 @@ class Session:
             items = [self.value(v, values, depth + 1) for v in wire.items(tree["values"])]
             return kind(*items) if len(items) == len(fields) else tuple(items)
         if "dict" in tree:
-            return {self.hashable(self.value(k, values, depth + 1)): self.value(v, values, depth + 1) for k, v in wire.items(tree["dict"])}
+            return {
+                self.hashable(self.value(k, values, depth + 1)): self.value(v, values, depth + 1)
+                for k, v in wire.items(tree["dict"])
+            }
         if "dtype" in tree:
             return wire.dtype(tree["dtype"])
         if "device" in tree:
@@ -343,7 +401,11 @@ class Session:
             if got is None:
                 raise wire.ProtocolError("a tensor sent without its values")
             requires_grad = wire.flag(entry.get("rg")) and (got.is_floating_point() or got.is_complex())
-            local = nn.Parameter(got, requires_grad=requires_grad) if wire.flag(entry.get("param", False)) else got.requires_grad_(requires_grad)
+            local = (
+                nn.Parameter(got, requires_grad=requires_grad)
+                if wire.flag(entry.get("param", False))
+                else got.requires_grad_(requires_grad)
+            )
             self.local[token], self.token_of[id(local)] = local, token
         elif got is not None:
             put(local, got)
@@ -377,17 +439,30 @@ class Session:
             if identifier(name, "") == name and not name.startswith("_"):
                 object.__setattr__(local, name, self.value(value, values))
         plain = wire.items(desc.get("plain", {}), dict)
-        for name in [n for n, v in vars(local).items() if isinstance(v, torch.Tensor) and n not in plain and not n.startswith("_")]:
+        for name in [
+            n
+            for n, v in vars(local).items()
+            if isinstance(v, torch.Tensor) and n not in plain and not n.startswith("_")
+        ]:
             object.__delattr__(local, name)
         for name, entry in plain.items():
             if identifier(name, "") == name and not name.startswith("_"):
                 object.__setattr__(local, name, self.tensor(entry, values))
-        local._parameters = {wire.text(n, 200): None if e is None else self.tensor(e, values) for n, e in wire.items(desc.get("params", {}), dict).items()}
-        local._buffers = {wire.text(n, 200): None if e is None else self.tensor(e, values) for n, e in wire.items(desc.get("buffers", {}), dict).items()}
+        local._parameters = {
+            wire.text(n, 200): None if e is None else self.tensor(e, values)
+            for n, e in wire.items(desc.get("params", {}), dict).items()
+        }
+        local._buffers = {
+            wire.text(n, 200): None if e is None else self.tensor(e, values)
+            for n, e in wire.items(desc.get("buffers", {}), dict).items()
+        }
         persistent = set(wire.items(desc.get("persistent", [])))
         local._non_persistent_buffers_set = {n for n in local._buffers if n not in persistent}
         children = wire.items(desc.get("children", {}), dict)
-        local._modules = {wire.text(n, 200): None if c is None else self.module(c, values, None, depth + 1) for n, c in children.items()}
+        local._modules = {
+            wire.text(n, 200): None if c is None else self.module(c, values, None, depth + 1)
+            for n, c in children.items()
+        }
         return local
 
     def connect(self, value: Any, graph: Any, leaves: list[tuple[str, torch.Tensor]]) -> Any:
@@ -400,15 +475,32 @@ class Session:
             return value
         # The leaves: the tensors sent with the call, and every trainable tensor of the mirrored modules.
         for token in self.modules:
-            for _name, tensor in [*self.local[token].named_parameters(recurse=False), *self.local[token].named_buffers(recurse=False)]:
+            for _name, tensor in [
+                *self.local[token].named_parameters(recurse=False),
+                *self.local[token].named_buffers(recurse=False),
+            ]:
                 if tensor.requires_grad:
                     leaves.append((self.token(tensor), tensor))
         unique = list({token: tensor for token, tensor in leaves}.items())
         anchor = torch.zeros((), requires_grad=True)  # so that outputs need a gradient even when no local tensor does
-        joined = Bridge.apply(self, graph, [t for t, _ in unique], len(outputs), *[o.detach() for o in outputs], anchor, *[t for _, t in unique])
+        joined = Bridge.apply(
+            self,
+            graph,
+            [t for t, _ in unique],
+            len(outputs),
+            *[o.detach() for o in outputs],
+            anchor,
+            *[t for _, t in unique],
+        )
         swap = dict(zip(map(id, outputs), joined))
         new = [swap.get(id(item), item) if isinstance(item, torch.Tensor) else item for item in flat]
-        return new[0] if not isinstance(value, (tuple, list)) else type(value)(new) if type(value) in (tuple, list) else tuple(new)
+        return (
+            new[0]
+            if not isinstance(value, (tuple, list))
+            else type(value)(new)
+            if type(value) in (tuple, list)
+            else tuple(new)
+        )
 
 
 class Bridge(torch.autograd.Function):

@@ -25,7 +25,9 @@ def for_students(report: dict[str, Any], feedback: str) -> dict[str, Any]:
 
 
 def _help_lines(ex: dict[str, Any]) -> list[str]:
-    return [f"Also: {a}" for a in ex.get("also", [])] + [f"{label}: {ex[key]}" for key, label in (("hint", "Hint"), ("fix", "Fix")) if ex.get(key)]
+    return [f"Also: {a}" for a in ex.get("also", [])] + [
+        f"{label}: {ex[key]}" for key, label in (("hint", "Hint"), ("fix", "Fix")) if ex.get(key)
+    ]
 
 
 def report_json(report: dict[str, Any]) -> str:
@@ -39,14 +41,35 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines += ["| exercise | result | score | diagnosis | message |", "|---|---|---|---|---|"]
     for ex in report["exercises"]:
         result = "✔ passed" if ex["passed"] else "✘ failed"
-        said = " ".join([ex["message"], *([] if ex["passed"] else _help_lines(ex)), *([f"(Best effort: {ex['best_effort']}.)"] if ex.get("best_effort") else [])])
-        lines.append(f"| `{ex['id']}` | {result} | {ex['score']:g} / {ex['max_score']:g} | {markdown(ex['diagnosis'])} | {markdown(said)} |")
+        said = " ".join(
+            [
+                ex["message"],
+                *([] if ex["passed"] else _help_lines(ex)),
+                *([f"(Best effort: {ex['best_effort']}.)"] if ex.get("best_effort") else []),
+            ]
+        )
+        lines.append(
+            f"| `{ex['id']}` | {result} | {ex['score']:g} / {ex['max_score']:g} | {markdown(ex['diagnosis'])} | {markdown(said)} |"
+        )
     if report["errors"]:
-        lines += ["", "## Errors while running the notebook", "", "Cells are numbered from 0, counting text cells.", "", "| cell | error | last line of the traceback |", "|---|---|---|"]
-        lines += [f"| {markdown(e['cell'])} | {markdown(e['type'])} | {markdown(e['message'])} |" for e in report["errors"]]
+        lines += [
+            "",
+            "## Errors while running the notebook",
+            "",
+            "Cells are numbered from 0, counting text cells.",
+            "",
+            "| cell | error | last line of the traceback |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {markdown(e['cell'])} | {markdown(e['type'])} | {markdown(e['message'])} |" for e in report["errors"]
+        ]
     if report.get("warnings"):
         lines += ["", "## For a person to look at", ""]
-        lines += [f"- cell {w['cell']}: {markdown(w['message'])}" if w["cell"] is not None else f"- {markdown(w['message'])}" for w in report["warnings"]]
+        lines += [
+            f"- cell {w['cell']}: {markdown(w['message'])}" if w["cell"] is not None else f"- {markdown(w['message'])}"
+            for w in report["warnings"]
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -55,8 +78,18 @@ def report_gradescope(report: dict[str, Any]) -> str:
     tests = []
     for ex in report["exercises"]:
         output = ex["message"] if ex["passed"] else "\n".join([f"{ex['diagnosis']}: {ex['message']}", *_help_lines(ex)])
-        tests.append({"name": ex["id"], "score": ex["score"], "max_score": ex["max_score"], "status": "passed" if ex["passed"] else "failed", "output": output})
-    errors = "\n".join(f"cell {e['cell']}: {e['message']}" if e["cell"] is not None else e["message"] for e in report["errors"])
+        tests.append(
+            {
+                "name": ex["id"],
+                "score": ex["score"],
+                "max_score": ex["max_score"],
+                "status": "passed" if ex["passed"] else "failed",
+                "output": output,
+            }
+        )
+    errors = "\n".join(
+        f"cell {e['cell']}: {e['message']}" if e["cell"] is not None else e["message"] for e in report["errors"]
+    )
     results = {
         "score": report["score"],
         "execution_time": report.get("seconds", 0),
@@ -68,7 +101,11 @@ def report_gradescope(report: dict[str, Any]) -> str:
     return json.dumps(results, indent=2, ensure_ascii=False) + "\n"
 
 
-RENDER = {"json": (".json", report_json), "md": (".md", report_markdown), "gradescope": (".results.json", report_gradescope)}
+RENDER = {
+    "json": (".json", report_json),
+    "md": (".md", report_markdown),
+    "gradescope": (".results.json", report_gradescope),
+}
 
 
 def summarize(reports: list[dict[str, Any]], skipped: list[dict[str, str]] | None = None) -> dict[str, Any]:
@@ -77,7 +114,16 @@ def summarize(reports: list[dict[str, Any]], skipped: list[dict[str, str]] | Non
     exercises: dict[str, dict[str, Any]] = {}
     for report in reports:
         for ex in report["exercises"]:
-            entry = exercises.setdefault(ex["id"], {"id": ex["id"], "max_score": ex["max_score"], "submissions": 0, "passed": 0, "diagnoses": collections.Counter()})
+            entry = exercises.setdefault(
+                ex["id"],
+                {
+                    "id": ex["id"],
+                    "max_score": ex["max_score"],
+                    "submissions": 0,
+                    "passed": 0,
+                    "diagnoses": collections.Counter(),
+                },
+            )
             entry["submissions"] += 1
             entry["passed"] += bool(ex["passed"])
             if not ex["passed"]:
@@ -101,7 +147,12 @@ def summarize(reports: list[dict[str, Any]], skipped: list[dict[str, str]] | Non
         }
         for r in reports
     ]
-    return {"submissions": len(reports), "students": students, "exercises": list(exercises.values()), "skipped": list(skipped or [])}
+    return {
+        "submissions": len(reports),
+        "students": students,
+        "exercises": list(exercises.values()),
+        "skipped": list(skipped or []),
+    }
 
 
 def _status(student: dict[str, Any]) -> str:
@@ -111,16 +162,27 @@ def _status(student: dict[str, Any]) -> str:
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
-    lines = [f"# Class summary: {summary['submissions']} submissions", "", "| submission | score | errors |", "|---|---|---|"]
+    lines = [
+        f"# Class summary: {summary['submissions']} submissions",
+        "",
+        "| submission | score | errors |",
+        "|---|---|---|",
+    ]
     for s in summary["students"]:
         note = f" ({_status(s)})" if _status(s) else ""
         lines.append(f"| {markdown(s['submission'])} | {s['score']:g} / {s['max_score']:g}{note} | {s['errors']} |")
     lines += ["", "| exercise | passed | most common mistake |", "|---|---|---|"]
     for e in summary["exercises"]:
-        mistake = f"`{e['most_common_diagnosis']}` ×{e['most_common_count']}: {e['meaning']}" if e["most_common_diagnosis"] else "none"
+        mistake = (
+            f"`{e['most_common_diagnosis']}` ×{e['most_common_count']}: {e['meaning']}"
+            if e["most_common_diagnosis"]
+            else "none"
+        )
         lines.append(f"| `{e['id']}` | {e['passed']}/{e['submissions']} ({e['pass_rate']:.0%}) | {markdown(mistake)} |")
     if summary.get("skipped"):
-        lines += ["", "Skipped:", ""] + [f"- {markdown(s['path'])}: {markdown(s['reason'])}" for s in summary["skipped"]]
+        lines += ["", "Skipped:", ""] + [
+            f"- {markdown(s['path'])}: {markdown(s['reason'])}" for s in summary["skipped"]
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -130,20 +192,45 @@ def summary_csv(summary: dict[str, Any]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["submission", "score", "max_score", "errors", *ids])
     for s in summary["students"]:
-        writer.writerow([csv_field(v) for v in (s["submission"], s["score"], s["max_score"], s["errors"], *(s["exercises"].get(i, "") for i in ids))])
+        writer.writerow(
+            [
+                csv_field(v)
+                for v in (
+                    s["submission"],
+                    s["score"],
+                    s["max_score"],
+                    s["errors"],
+                    *(s["exercises"].get(i, "") for i in ids),
+                )
+            ]
+        )
     return buffer.getvalue()
 
 
 def summary_text(summary: dict[str, Any]) -> str:
     """The table printed at the end of a batch."""
-    width = min(60, max([len(plain(s["submission"])) for s in summary["students"]] + [len(e["id"]) for e in summary["exercises"]] + [10]))
+    width = min(
+        60,
+        max(
+            [len(plain(s["submission"])) for s in summary["students"]]
+            + [len(e["id"]) for e in summary["exercises"]]
+            + [10]
+        ),
+    )
     lines = ["", f"{'submission':<{width}}  score"]
     for s in summary["students"]:
-        lines.append(f"{plain(s['submission'], 200):<{width}}  {s['score']:g}/{s['max_score']:g}" + (f"  {_status(s)}" if _status(s) else ""))
+        lines.append(
+            f"{plain(s['submission'], 200):<{width}}  {s['score']:g}/{s['max_score']:g}"
+            + (f"  {_status(s)}" if _status(s) else "")
+        )
     lines += ["", f"{'exercise':<{width}}  passed        most common mistake"]
     for e in summary["exercises"]:
         rate = f"{e['passed']}/{e['submissions']} ({e['pass_rate']:.0%})"
-        mistake = f"{e['most_common_diagnosis']} x{e['most_common_count']}: {e['meaning']}" if e["most_common_diagnosis"] else "-"
+        mistake = (
+            f"{e['most_common_diagnosis']} x{e['most_common_count']}: {e['meaning']}"
+            if e["most_common_diagnosis"]
+            else "-"
+        )
         lines.append(f"{e['id']:<{width}}  {rate:<12}  {mistake}")
     lines += [f"skipped: {plain(s['path'])} ({plain(s['reason'])})" for s in summary.get("skipped", [])]
     return "\n".join(lines) + "\n"

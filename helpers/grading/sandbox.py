@@ -34,9 +34,20 @@ class Scratch:
     a user id of its own: root's processes are exempt from the process limit. `cpus`: the
     cores the sandbox may use (a share of the machine when several are graded at once)."""
 
-    def __init__(self, notebook_name: str, data: bytes, sandboxed: bool, cpus: list[int] | None = None, graded: set[str] = frozenset()):
+    def __init__(
+        self,
+        notebook_name: str,
+        data: bytes,
+        sandboxed: bool,
+        cpus: list[int] | None = None,
+        graded: set[str] = frozenset(),
+    ):
         self.root = Path(tempfile.mkdtemp(prefix="grade-"))
-        self.work, self.ipc, self.notebook = self.root / "work", self.root / "ipc", self.root / "notebook" / notebook_name
+        self.work, self.ipc, self.notebook = (
+            self.root / "work",
+            self.root / "ipc",
+            self.root / "notebook" / notebook_name,
+        )
         self.ask, self.cpus, self.reference = self.root / "ask", cpus, self.root / "reference.py"
         for folder in (self.work, self.ipc, self.ask, self.notebook.parent):
             folder.mkdir()
@@ -84,7 +95,13 @@ def reference_stand_in(graded: set[str]) -> str:
 
 def _python_paths() -> set[str]:
     """Where this Python, its standard library and its packages live."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable), *sysconfig.get_paths().values()}
+    paths = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(sys.executable),
+        *sysconfig.get_paths().values(),
+    }
     if site.ENABLE_USER_SITE:
         paths.add(site.getusersitepackages())
     return {p for path in paths if path for p in (os.path.abspath(path), os.path.realpath(path)) if os.path.isdir(p)}
@@ -93,7 +110,9 @@ def _python_paths() -> set[str]:
 def _font_lists() -> list[Path]:
     """matplotlib's font list from the grader's own cache: without it, every sandboxed kernel
     that draws a figure would spend half a second building it again."""
-    cache = os.environ.get("MPLCONFIGDIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "matplotlib")
+    cache = os.environ.get("MPLCONFIGDIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "matplotlib"
+    )
     return sorted(Path(cache).glob("fontlist-*.json"))
 
 
@@ -104,7 +123,9 @@ def sandbox_env(scratch: Scratch) -> dict[str, str]:
     if scratch.cpus:
         env.update(OMP_NUM_THREADS=str(len(scratch.cpus)), MKL_NUM_THREADS=str(len(scratch.cpus)))
     home = str(scratch.work)
-    env.update(KERNEL_ENV, HOME=home, TMPDIR="/tmp", MPLCONFIGDIR=f"{home}/.matplotlib", PYTHONPATH=str(PACKAGE_DIR.parent))
+    env.update(
+        KERNEL_ENV, HOME=home, TMPDIR="/tmp", MPLCONFIGDIR=f"{home}/.matplotlib", PYTHONPATH=str(PACKAGE_DIR.parent)
+    )
     # Run as root, the kernel's user has no passwd entry: getpass.getuser() (torch's compile caches
     # ask it on a GPU machine) reads these first, instead of failing in pwd.getpwuid().
     env.update(USER="student", LOGNAME="student")
@@ -114,8 +135,20 @@ def sandbox_env(scratch: Scratch) -> dict[str, str]:
 
 def bwrap_command(scratch: Scratch) -> list[str]:
     """The command line that starts a sandbox around the command that follows it."""
-    share = ["taskset", "--cpu-list", ",".join(map(str, scratch.cpus))] if scratch.cpus and shutil.which("taskset") else []
-    args = [*share, "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    share = (
+        ["taskset", "--cpu-list", ",".join(map(str, scratch.cpus))] if scratch.cpus and shutil.which("taskset") else []
+    )
+    args = [
+        *share,
+        "bwrap",
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]
     args.append("--clearenv")
     for key, value in sandbox_env(scratch).items():
         args += ["--setenv", key, value]
@@ -144,7 +177,20 @@ def bwrap_command(scratch: Scratch) -> list[str]:
     tmpfs("/dev/shm", 64)
     mount("--proc", path="/proc")
     tmpfs("/tmp", SCRATCH_MB)  # first: a Python or a package under /tmp goes on top
-    readonly = ["/usr", "/etc", "/opt", "/nix", "/sys", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", str(PACKAGE_DIR)]
+    readonly = [
+        "/usr",
+        "/etc",
+        "/opt",
+        "/nix",
+        "/sys",
+        "/bin",
+        "/sbin",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        str(PACKAGE_DIR),
+    ]
     bound: list[str] = []
     for path in sorted({p for p in readonly if os.path.lexists(p)} | _python_paths()):
         if any(path.startswith(b + "/") for b in bound):
@@ -169,7 +215,14 @@ def bwrap_command(scratch: Scratch) -> list[str]:
     if scratch.uid is None:
         return [*args, "--"]
     # Root: bwrap mounts what root can read, then the kernel becomes a user of its own, without capabilities.
-    become = ["setpriv", f"--reuid={scratch.uid}", f"--regid={scratch.uid}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
+    become = [
+        "setpriv",
+        f"--reuid={scratch.uid}",
+        f"--regid={scratch.uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]
     return [*args, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", *become]
 
 
@@ -189,7 +242,12 @@ def sandbox_problem() -> str | None:
     scratch = Scratch("probe.ipynb", b"{}", sandboxed=True)
     trial = "import ipykernel, os; open('probe.ipynb').close(); open('written', 'w').close(); os.listdir('/proc')"
     try:
-        result = subprocess.run([*bwrap_command(scratch), sys.executable, "-c", trial], capture_output=True, text=True, timeout=STARTUP_TIMEOUT)
+        result = subprocess.run(
+            [*bwrap_command(scratch), sys.executable, "-c", trial],
+            capture_output=True,
+            text=True,
+            timeout=STARTUP_TIMEOUT,
+        )
         if result.returncode == 0:
             return None
         reason = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]

@@ -24,7 +24,21 @@ from torch import nn
 from helpers import checking  # the safety net, imported before any cell runs
 from helpers.grading import wire
 
-METHODS = {"__call__", "train", "eval", "to", "cpu", "cuda", "float", "double", "half", "bfloat16", "load_state_dict", "state_dict", "requires_grad_"}
+METHODS = {
+    "__call__",
+    "train",
+    "eval",
+    "to",
+    "cpu",
+    "cuda",
+    "float",
+    "double",
+    "half",
+    "bfloat16",
+    "load_state_dict",
+    "state_dict",
+    "requires_grad_",
+}
 MAX_DEPTH = 8  # of a module tree or a returned value
 
 
@@ -82,7 +96,11 @@ class Server:
 
     def op_call(self, tree: dict, tensors: dict, out: dict) -> dict:
         self.apply_sync(tree, tensors)
-        target = self.objects[tree["target"]["token"]] if "token" in tree["target"] else self.namespace[tree["target"]["name"]]
+        target = (
+            self.objects[tree["target"]["token"]]
+            if "token" in tree["target"]
+            else self.namespace[tree["target"]["name"]]
+        )
         method = tree.get("method") or "__call__"
         if method not in METHODS:
             raise wire.ProtocolError(f"no method {method!r}")
@@ -109,13 +127,18 @@ class Server:
         wanted = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor) and leaf.requires_grad]
 
         def backward() -> Any:
-            return torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True, retain_graph=True)
+            return torch.autograd.grad(
+                [o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True, retain_graph=True
+            )
 
         outcome, result, seen, changed = run_student_code(backward, [], {}, tree["settings"])
         reply = {"outcome": outcome, "seen": sorted(seen)[:500], "changed": changed}
         if outcome["kind"] == "ok":
             by_leaf = dict(zip(map(id, wanted), result))
-            reply["grads"] = [None if by_leaf.get(id(leaf)) is None else wire.tensor_entry(by_leaf[id(leaf)], f"g{i}", out) for i, leaf in enumerate(leaves)]
+            reply["grads"] = [
+                None if by_leaf.get(id(leaf)) is None else wire.tensor_entry(by_leaf[id(leaf)], f"g{i}", out)
+                for i, leaf in enumerate(leaves)
+            ]
         reply["state"] = self.state(out)
         return reply
 
@@ -167,11 +190,24 @@ class Server:
         if isinstance(value, torch.Size):
             return {"size": list(value)}
         if isinstance(value, tuple) and hasattr(value, "_fields"):
-            return {"named": type(value).__name__, "fields": list(value._fields), "values": [self.encode(v, out, depth + 1) for v in value]}
+            return {
+                "named": type(value).__name__,
+                "fields": list(value._fields),
+                "values": [self.encode(v, out, depth + 1) for v in value],
+            }
         if isinstance(value, (tuple, list)):
-            return {type(value).__name__ if type(value) in (tuple, list) else "list": [self.encode(v, out, depth + 1) for v in value[: wire.MAX_ITEMS]]}
+            return {
+                type(value).__name__ if type(value) in (tuple, list) else "list": [
+                    self.encode(v, out, depth + 1) for v in value[: wire.MAX_ITEMS]
+                ]
+            }
         if isinstance(value, dict):
-            return {"dict": [[self.encode(k, out, depth + 1), self.encode(v, out, depth + 1)] for k, v in list(value.items())[: wire.MAX_ITEMS]]}
+            return {
+                "dict": [
+                    [self.encode(k, out, depth + 1), self.encode(v, out, depth + 1)]
+                    for k, v in list(value.items())[: wire.MAX_ITEMS]
+                ]
+            }
         return {"object": type(value).__name__}
 
     def tensor(self, value: torch.Tensor, out: dict) -> dict:
@@ -233,7 +269,11 @@ class Server:
         values = wire.tensor_from(entry, tensors, {"cpu", "cuda", "mps", "meta"})
         if known is None:
             made = values if values is not None else torch.empty(0)
-            made = nn.Parameter(made, requires_grad=entry["rg"]) if entry.get("param") else made.requires_grad_(entry["rg"] and made.is_floating_point())
+            made = (
+                nn.Parameter(made, requires_grad=entry["rg"])
+                if entry.get("param")
+                else made.requires_grad_(entry["rg"] and made.is_floating_point())
+            )
             self.objects[token], self.tokens[id(made)] = made, token
             known = made
         elif values is not None:
@@ -273,7 +313,11 @@ class Server:
     def state(self, out: dict) -> dict:
         """Every module the grader holds, and every tensor it sent or got whose values changed."""
         modules = {token: self.describe(self.objects[token], out, 0) for token in self.roots}
-        changed = {t: self.tensor(v, out) for t, v in list(self.objects.items()) if isinstance(v, torch.Tensor) and self.sent.get(t) != state_key(v)}
+        changed = {
+            t: self.tensor(v, out)
+            for t, v in list(self.objects.items())
+            if isinstance(v, torch.Tensor) and self.sent.get(t) != state_key(v)
+        }
         return {"modules": modules, "tensors": changed}
 
     def describe(self, module: nn.Module, out: dict, depth: int) -> dict:
@@ -285,7 +329,11 @@ class Server:
                 continue
             if isinstance(value, torch.Tensor):
                 plain[name] = self.tensor(value, out)
-            elif value is None or isinstance(value, (bool, int, float, str)) or (isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value)):
+            elif (
+                value is None
+                or isinstance(value, (bool, int, float, str))
+                or (isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value))
+            ):
                 attrs[name] = self.encode(value, out, depth + 1)
         buffers = module._buffers
         return {
@@ -297,7 +345,9 @@ class Server:
             "params": {n: None if p is None else self.tensor(p, out) for n, p in module._parameters.items()},
             "buffers": {n: None if b is None else self.tensor(b, out) for n, b in buffers.items()},
             "persistent": [n for n in buffers if n not in module._non_persistent_buffers_set],
-            "children": {n: None if c is None else self.describe(c, out, depth + 1) for n, c in module._modules.items()},
+            "children": {
+                n: None if c is None else self.describe(c, out, depth + 1) for n, c in module._modules.items()
+            },
         }
 
     def keep_graph(self, result: Any) -> int | None:
@@ -318,7 +368,12 @@ def state_key(tensor: torch.Tensor) -> tuple:
 
 def put(target: torch.Tensor, values: torch.Tensor) -> None:
     with torch.no_grad():
-        if target.shape == values.shape and target.dtype == values.dtype and target.device == values.device and not target.is_meta:
+        if (
+            target.shape == values.shape
+            and target.dtype == values.dtype
+            and target.device == values.device
+            and not target.is_meta
+        ):
             target.copy_(values)
         else:
             target.data = values
@@ -327,7 +382,9 @@ def put(target: torch.Tensor, values: torch.Tensor) -> None:
 def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple[dict, Any, set[str], list[str]]:
     """Call into the notebook's code with the course's safety net; (outcome, result, torch
     functions seen, torch settings it changed). The same net as a check in a notebook."""
-    forbidden = tuple(f for f in (checking.from_torch_path(path) for path in settings.get("forbidden", [])) if f is not None)
+    forbidden = tuple(
+        f for f in (checking.from_torch_path(path) for path in settings.get("forbidden", [])) if f is not None
+    )
     watch = checking._Watch(forbidden)
     device = torch.device(settings.get("device", "cpu"))
     result, outcome, changed = None, {"kind": "ok"}, []
@@ -338,8 +395,14 @@ def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple
                 checking.time_limit(float(settings.get("timeout", 10))),
                 checking.memory_cap(int(settings.get("memory_mb", 4096)), device),
                 watch,
-                checking._FactoriesOnMeta() if settings.get("factories_on_meta") else checking._CopiesOffMeta() if settings.get("copies_off_meta") else contextlib.nullcontext(),
-                checking._ReferenceWatch("it"),  # in a sandbox, what is left of the reference (sandbox.reference_stand_in)
+                checking._FactoriesOnMeta()
+                if settings.get("factories_on_meta")
+                else checking._CopiesOffMeta()
+                if settings.get("copies_off_meta")
+                else contextlib.nullcontext(),
+                checking._ReferenceWatch(
+                    "it"
+                ),  # in a sandbox, what is left of the reference (sandbox.reference_stand_in)
             ):
                 result = fn(*args, **kwargs)
         except (checking.CheckTimeout, KeyboardInterrupt):
@@ -347,16 +410,29 @@ def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple
         except checking.ForbiddenCall as call:
             outcome = {"kind": "forbidden", "name": call.name}
         except checking.Failure as failure:  # _ReferenceWatch's
-            outcome = {"kind": "reference", "name": failure.message.split("`")[1] if "`" in failure.message else "helpers.reference"}
+            outcome = {
+                "kind": "reference",
+                "name": failure.message.split("`")[1] if "`" in failure.message else "helpers.reference",
+            }
         except NotImplementedError as error:
-            outcome = {"kind": "not_implemented", "stub": checking._stub_that_raised(error), "line": checking._last_line(error)}
+            outcome = {
+                "kind": "not_implemented",
+                "stub": checking._stub_that_raised(error),
+                "line": checking._last_line(error),
+            }
         except SystemExit as error:
             outcome = {"kind": "exit", "line": checking._last_line(error)}
         except BaseException as error:
-            if type(error).__name__ == "ReferenceUnavailable":  # the sandbox's stand-in (grading/stand_ins/reference.py)
+            if (
+                type(error).__name__ == "ReferenceUnavailable"
+            ):  # the sandbox's stand-in (grading/stand_ins/reference.py)
                 outcome = {"kind": "reference", "name": str(getattr(error, "name", "helpers.reference"))}
             else:
-                outcome = {"kind": "raised", "line": checking._last_line(error), "oom": checking._is_out_of_memory(error)}
+                outcome = {
+                    "kind": "raised",
+                    "line": checking._last_line(error),
+                    "oom": checking._is_out_of_memory(error),
+                }
         finally:
             changed = checking.TorchState.capture().changes_since(state)
             state.restore()

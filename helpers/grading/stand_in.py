@@ -26,7 +26,9 @@ class Opaque:
 class RemoteFunction:
     def __init__(self, session: Any, name: str, label: str, params: list[str]):  # a remote.Session
         self._session, self._name, self.__name__ = session, name, label
-        self.__signature__ = inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params])
+        self.__signature__ = inspect.Signature(
+            [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params]
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._session.call({"name": self._name}, "__call__", args, kwargs)
@@ -40,7 +42,9 @@ class RemoteClassMeta(type(nn.Module)):
 
     @property
     def __signature__(cls) -> inspect.Signature:
-        return inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in cls.__init_params__])
+        return inspect.Signature(
+            [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in cls.__init_params__]
+        )
 
 
 class RemoteObject(metaclass=RemoteClassMeta):
@@ -62,7 +66,9 @@ class Mirror(nn.Module):
     __call__ = forward = _remote("__call__")
     train, eval, to, cpu, cuda = (_remote(m) for m in ("train", "eval", "to", "cpu", "cuda"))
     float, double, half, bfloat16 = (_remote(m) for m in ("float", "double", "half", "bfloat16"))
-    state_dict, load_state_dict, requires_grad_ = (_remote(m) for m in ("state_dict", "load_state_dict", "requires_grad_"))
+    state_dict, load_state_dict, requires_grad_ = (
+        _remote(m) for m in ("state_dict", "load_state_dict", "requires_grad_")
+    )
 
 
 @functools.cache

@@ -152,7 +152,11 @@ class Submission:
         for position, (index, source) in enumerate(self.cells):
             remaining = self.cells_deadline - time.monotonic()
             if remaining <= 0:
-                self.error(index, "NotebookTimeout", f"the notebook ran past its {self.notebook_limit()}: this cell and the ones after it were not run")
+                self.error(
+                    index,
+                    "NotebookTimeout",
+                    f"the notebook ran past its {self.notebook_limit()}: this cell and the ones after it were not run",
+                )
                 return
             limit = min(self.cell_timeout, remaining)
             outcome = await self.kernel.run(source, limit)
@@ -163,23 +167,37 @@ class Submission:
                     self.skip.add(index)
                     if limit < self.cell_timeout:
                         ended = f"in this cell, which {STOPPED[outcome.kind]}; the cells after it were not run"
-                        self.error(index, "NotebookTimeout", f"the notebook ran past its {self.notebook_limit()} {ended}")
+                        self.error(
+                            index, "NotebookTimeout", f"the notebook ran past its {self.notebook_limit()} {ended}"
+                        )
                     else:
-                        self.error(index, "CellTimeout", f"the cell ran past its {self.cell_timeout:g} s limit and {STOPPED[outcome.kind]}")
+                        self.error(
+                            index,
+                            "CellTimeout",
+                            f"the cell ran past its {self.cell_timeout:g} s limit and {STOPPED[outcome.kind]}",
+                        )
                     if outcome.kind == "stuck":
                         await self.recover(self.cells[:position])
                     if limit < self.cell_timeout:
                         return
                 elif outcome.kind == "dead":
                     self.skip.add(index)
-                    self.error(index, "KernelDied", "the kernel died in this cell (os._exit, a crash or running out of memory); the cells before it were re-run in a new kernel")
+                    self.error(
+                        index,
+                        "KernelDied",
+                        "the kernel died in this cell (os._exit, a crash or running out of memory); the cells before it were re-run in a new kernel",
+                    )
                     await self.recover(self.cells[:position])
             except OutOfTime:
                 ended = "while its kernel was restarted; the cells after this one were not run"
                 self.error(index, "NotebookTimeout", f"the notebook ran past its {self.notebook_limit()} {ended}")
                 return
             if self.restarts >= MAX_RESTARTS and position + 1 < len(self.cells):
-                self.error(None, "TooManyKernelDeaths", f"the kernel died or hung {self.restarts} times; the cells after cell {index} were not run")
+                self.error(
+                    None,
+                    "TooManyKernelDeaths",
+                    f"the kernel died or hung {self.restarts} times; the cells after cell {index} were not run",
+                )
                 return
 
     async def recover(self, before: list[tuple[int, str]]) -> None:
@@ -205,7 +223,11 @@ class Submission:
                 if outcome.kind in ("timeout", "stuck", "dead"):
                     self.skip.add(index)
                     what = "died" if outcome.kind == "dead" else f"hung and {STOPPED[outcome.kind]}"
-                    self.error(index, "KernelDied" if outcome.kind == "dead" else "CellTimeout", f"when re-run after a kernel restart, this cell {what}; it was skipped")
+                    self.error(
+                        index,
+                        "KernelDied" if outcome.kind == "dead" else "CellTimeout",
+                        f"when re-run after a kernel restart, this cell {what}; it was skipped",
+                    )
                     if outcome.kind != "timeout":
                         break
             else:
@@ -223,10 +245,24 @@ class Submission:
         for position, exercise in enumerate(self.exercises):
             remaining = self.remaining()
             if deaths > GRADING_RESTARTS:
-                results.append(self.verdict(exercise, False, "raised", "Not checked: checking the exercises before it killed the kernel again and again."))
+                results.append(
+                    self.verdict(
+                        exercise,
+                        False,
+                        "raised",
+                        "Not checked: checking the exercises before it killed the kernel again and again.",
+                    )
+                )
                 continue
             if self.kernel is None or remaining <= 0:
-                results.append(self.verdict(exercise, False, "timeout", f"Not checked: the notebook used up its {self.notebook_limit()} before this exercise."))
+                results.append(
+                    self.verdict(
+                        exercise,
+                        False,
+                        "timeout",
+                        f"Not checked: the notebook used up its {self.notebook_limit()} before this exercise.",
+                    )
+                )
                 continue
             limit = min(check_limit, remaining)
             deadline = time.monotonic() + limit
@@ -235,12 +271,25 @@ class Submission:
                 results.append(result)
                 continue
             if gone == "timeout":
-                which = f"the notebook's {self.notebook_limit()}" if limit < check_limit else f"the grader's {check_limit:g} s limit for one check"
+                which = (
+                    f"the notebook's {self.notebook_limit()}"
+                    if limit < check_limit
+                    else f"the grader's {check_limit:g} s limit for one check"
+                )
                 results.append(self.verdict(exercise, False, "timeout", f"Checking `{exercise.id}` ran past {which}."))
             else:
-                results.append(self.verdict(exercise, False, "raised", f"Checking `{exercise.id}` killed the kernel (os._exit, a crash or running out of memory), or it stopped answering."))
+                results.append(
+                    self.verdict(
+                        exercise,
+                        False,
+                        "raised",
+                        f"Checking `{exercise.id}` killed the kernel (os._exit, a crash or running out of memory), or it stopped answering.",
+                    )
+                )
             deaths += 1
-            if position + 1 < len(self.exercises) and deaths <= GRADING_RESTARTS:  # the rest in a new kernel, same state
+            if (
+                position + 1 < len(self.exercises) and deaths <= GRADING_RESTARTS
+            ):  # the rest in a new kernel, same state
                 try:
                     await self.recover([c for c in self.cells if c[0] not in self.skip])
                 except OutOfTime:
@@ -249,7 +298,9 @@ class Submission:
                 await self.stop_kernel()
         return results
 
-    def check_one(self, exercise: ExerciseInfo, kernel: Kernel, deadline: float, salt: int, loop: asyncio.AbstractEventLoop) -> tuple[dict[str, Any], str | None]:
+    def check_one(
+        self, exercise: ExerciseInfo, kernel: Kernel, deadline: float, salt: int, loop: asyncio.AbstractEventLoop
+    ) -> tuple[dict[str, Any], str | None]:
         """(the verdict, None), or (None, "timeout" | "dead") when the kernel could not answer.
         Runs in a worker thread; each request to the kernel goes through the event loop."""
         state = {"gone": None}
@@ -276,20 +327,43 @@ class Submission:
         except wire.KernelGone:
             return {}, state["gone"] or "dead"
         except (wire.ProtocolError, ValueError, TypeError, KeyError) as error:  # a kernel that answers nonsense
-            return self.verdict(exercise, False, "raised", f"The grader got no valid answer from the kernel for `{exercise.id}` ({plain(error, 300)})."), None
+            return self.verdict(
+                exercise,
+                False,
+                "raised",
+                f"The grader got no valid answer from the kernel for `{exercise.id}` ({plain(error, 300)}).",
+            ), None
         if state["gone"]:
             return {}, state["gone"]
         if outcome.passed:
             result = self.verdict(exercise, True, None, outcome.message)
         else:
-            result = self.verdict(exercise, False, outcome.diagnosis, outcome.message, outcome.hint, outcome.fix, list(outcome.also))
-        observed = list(dict.fromkeys(what for code, what in SEEN_IN_KERNEL.items() if code == outcome.diagnosis or (code == "forbidden_api" and get(exercise.id).forbidden)))
+            result = self.verdict(
+                exercise, False, outcome.diagnosis, outcome.message, outcome.hint, outcome.fix, list(outcome.also)
+            )
+        observed = list(
+            dict.fromkeys(
+                what
+                for code, what in SEEN_IN_KERNEL.items()
+                if code == outcome.diagnosis or (code == "forbidden_api" and get(exercise.id).forbidden)
+            )
+        )
         if observed:
-            result["best_effort"] = f"{'; '.join(observed)}: seen inside the student's kernel, which the student controls (values, shapes, dtypes and gradients are not)"
+            result["best_effort"] = (
+                f"{'; '.join(observed)}: seen inside the student's kernel, which the student controls (values, shapes, dtypes and gradients are not)"
+            )
         return result, None
 
     @staticmethod
-    def verdict(exercise: ExerciseInfo, passed: bool, diagnosis: str | None, message: str, hint: str = "", fix: str = "", also: list[str] | None = None) -> dict[str, Any]:
+    def verdict(
+        exercise: ExerciseInfo,
+        passed: bool,
+        diagnosis: str | None,
+        message: str,
+        hint: str = "",
+        fix: str = "",
+        also: list[str] | None = None,
+    ) -> dict[str, Any]:
         return {
             "id": exercise.id,
             "passed": passed,

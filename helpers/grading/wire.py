@@ -21,7 +21,19 @@ MAX_HEADER = 16 * 2**20  # bytes of safetensors header (names, shapes, the JSON 
 MAX_TEXT = 4000  # characters of any string a kernel sends (messages, names)
 MAX_ITEMS = 10_000  # entries of any list or dict a kernel sends
 DTYPES = {
-    str(dtype).removeprefix("torch."): dtype for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+    str(dtype).removeprefix("torch."): dtype
+    for dtype in (
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+    )
 }
 COMPLEX = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
@@ -113,11 +125,19 @@ def device(value: Any, allowed: set[str]) -> torch.device:
 # ---- tensors ---------------------------------------------------------------
 
 
-def tensor_entry(tensor: torch.Tensor, key: str, tensors: dict[str, torch.Tensor], token: str | None = None, data: bool = True) -> dict[str, Any]:
+def tensor_entry(
+    tensor: torch.Tensor, key: str, tensors: dict[str, torch.Tensor], token: str | None = None, data: bool = True
+) -> dict[str, Any]:
     """Describe `tensor` and, unless it is on the meta device or `data` is False, add its values
     to `tensors` under `key`. Complex values travel as pairs of reals, sparse ones dense."""
     values = tensor.detach()
-    entry = {"tensor": key, "dtype": str(values.dtype).removeprefix("torch."), "shape": list(values.shape), "device": str(values.device), "rg": bool(tensor.requires_grad)}
+    entry = {
+        "tensor": key,
+        "dtype": str(values.dtype).removeprefix("torch."),
+        "shape": list(values.shape),
+        "device": str(values.device),
+        "rg": bool(tensor.requires_grad),
+    }
     entry.update(param=isinstance(tensor, torch.nn.Parameter), token=token)
     if values.dtype in COMPLEX:
         entry.update(dtype=str(COMPLEX[values.dtype]).removeprefix("torch."), complex=True)
@@ -139,7 +159,9 @@ def digest(tensor: torch.Tensor, smallest: int = 2**20) -> bytes | None:
         return None
     values = tensor.detach().to("cpu").contiguous()
     data = values.view(torch.uint8) if values.dim() else values.reshape(1).view(torch.uint8)
-    return hashlib.blake2b(f"{values.dtype}{tuple(values.shape)}".encode() + data.numpy().tobytes(), digest_size=16).digest()
+    return hashlib.blake2b(
+        f"{values.dtype}{tuple(values.shape)}".encode() + data.numpy().tobytes(), digest_size=16
+    ).digest()
 
 
 def tensor_from(entry: dict[str, Any], tensors: dict[str, torch.Tensor], devices: set[str]) -> torch.Tensor | None:
@@ -173,6 +195,10 @@ def laid_out(values: torch.Tensor, strides: list[int]) -> torch.Tensor:
     if len(strides) != values.dim():
         raise ProtocolError("strides that do not match the shape")
     span = 1 + sum((n - 1) * s for n, s in zip(values.shape, strides) if n > 0)
-    if span > 4 * max(values.numel(), 1) or span < values.numel() or any(s <= 0 for n, s in zip(values.shape, strides) if n > 1):
+    if (
+        span > 4 * max(values.numel(), 1)
+        or span < values.numel()
+        or any(s <= 0 for n, s in zip(values.shape, strides) if n > 1)
+    ):
         raise ProtocolError("strides that would overlap, or take far more memory than the values")
     return torch.empty_strided(values.shape, strides, dtype=values.dtype).copy_(values)

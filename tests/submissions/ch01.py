@@ -321,7 +321,9 @@ def backward_scales_grad_out(grad_out, ids, vocab_size, padding_idx=None):
 
 
 def backward_through_autograd(grad_out, ids, vocab_size, padding_idx=None):
-    weight = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device, requires_grad=True)
+    weight = torch.zeros(
+        vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device, requires_grad=True
+    )
     F.embedding(ids, weight, padding_idx=padding_idx).backward(grad_out)
     return weight.grad
 
@@ -494,7 +496,9 @@ WRONG += [("one_hot_lookup", "nan_or_inf", one_hot_masked_softmax_flat)]
 
 def backward_indexing_then_backward(grad_out, ids, vocab_size, padding_idx=None):
     """`W[ids].backward(grad_out)`: no embedding API, but autograd computes the answer."""
-    weight = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device, requires_grad=True)
+    weight = torch.zeros(
+        vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device, requires_grad=True
+    )
     weight[ids].backward(grad_out)
     grad = weight.grad
     if padding_idx is not None:
@@ -503,7 +507,9 @@ def backward_indexing_then_backward(grad_out, ids, vocab_size, padding_idx=None)
 
 
 def backward_autograd_grad(grad_out, ids, vocab_size, padding_idx=None):
-    weight = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device, requires_grad=True)
+    weight = torch.zeros(
+        vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device, requires_grad=True
+    )
     (grad,) = torch.autograd.grad(weight[ids], weight, grad_out)
     return grad.index_fill(0, torch.tensor([padding_idx], device=grad.device), 0) if padding_idx is not None else grad
 

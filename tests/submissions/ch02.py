@@ -116,8 +116,20 @@ class TiedHeadEinsum(nn.Module):
 
 
 RIGHT = {
-    "ScaledEmbedding": [ScaledEmbeddingPlain, ScaledEmbeddingSubclass, ScaledEmbeddingOwnTable, ScaledEmbeddingBufferScale, ScaledEmbeddingFloat64Math],
-    "TiedLMHead": [TiedHeadFLinear, TiedHeadLinearModule, TiedHeadKeepsEmbedding, TiedHeadLinearSubclass, TiedHeadEinsum],
+    "ScaledEmbedding": [
+        ScaledEmbeddingPlain,
+        ScaledEmbeddingSubclass,
+        ScaledEmbeddingOwnTable,
+        ScaledEmbeddingBufferScale,
+        ScaledEmbeddingFloat64Math,
+    ],
+    "TiedLMHead": [
+        TiedHeadFLinear,
+        TiedHeadLinearModule,
+        TiedHeadKeepsEmbedding,
+        TiedHeadLinearSubclass,
+        TiedHeadEinsum,
+    ],
 }
 
 # --- wrong: ScaledEmbedding --------------------------------------------------

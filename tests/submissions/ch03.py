@@ -143,7 +143,9 @@ def table_cos_never_stored(max_len, d_model, base=10000.0):
     pe = np.zeros((max_len, d_model), dtype=np.float32)
     angles = np.arange(max_len)[:, None] / base ** (np.arange(0, d_model, 2) / d_model)
     pe[:, 0::2] = np.sin(angles)
-    torch.from_numpy(pe).index_copy(1, torch.arange(1, d_model, 2), torch.from_numpy(np.cos(angles[:, : d_model // 2])).float())
+    torch.from_numpy(pe).index_copy(
+        1, torch.arange(1, d_model, 2), torch.from_numpy(np.cos(angles[:, : d_model // 2])).float()
+    )
     return torch.from_numpy(pe)
 
 
@@ -236,7 +238,9 @@ def shift_blocks(k, d_model, base=10000.0):
 
 def shift_block_diag(k, d_model, base=10000.0):
     omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * -(math.log(base) / d_model))
-    blocks = [torch.tensor([[c, s], [-s, c]]) for c, s in zip(torch.cos(k * omega).tolist(), torch.sin(k * omega).tolist())]
+    blocks = [
+        torch.tensor([[c, s], [-s, c]]) for c, s in zip(torch.cos(k * omega).tolist(), torch.sin(k * omega).tolist())
+    ]
     return torch.block_diag(*blocks)
 
 
@@ -298,7 +302,9 @@ def shift_i_over_d(k, d_model, base=10000.0):
     M = torch.zeros(d_model, d_model)
     for i in range(d_model // 2):
         b = k / base ** (i / d_model)
-        M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[math.cos(b), math.sin(b)], [-math.sin(b), math.cos(b)]])
+        M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor(
+            [[math.cos(b), math.sin(b)], [-math.sin(b), math.cos(b)]]
+        )
     return M
 
 
@@ -500,7 +506,9 @@ class PositionalEncodingD2L(nn.Module):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
         self.P = torch.zeros((1, max_len, d_model))
-        X = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1) / torch.pow(10000, torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+        X = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1) / torch.pow(
+            10000, torch.arange(0, d_model, 2, dtype=torch.float32) / d_model
+        )
         self.P[:, :, 0::2] = torch.sin(X)
         self.P[:, :, 1::2] = torch.cos(X)
 
@@ -994,7 +1002,11 @@ class TokenAndPositionFrozenSpecials(_TokenAndPosition):
         return self.dropout(self.combine(tokens, self.pe[:T]))
 
 
-RIGHT["PositionalEncoding"] += [PositionalEncodingPaddingRowsFirst, PositionalEncodingSpareRows, PositionalEncodingTransposed]
+RIGHT["PositionalEncoding"] += [
+    PositionalEncodingPaddingRowsFirst,
+    PositionalEncodingSpareRows,
+    PositionalEncodingTransposed,
+]
 RIGHT["TokenAndPositionEmbedding"] += [TokenAndPositionTransposed]
 WRONG += [
     ("PositionalEncoding", "position_offset", PositionalEncodingPaddingOffset),

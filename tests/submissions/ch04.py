@@ -271,7 +271,16 @@ class LearnedStub(nn.Module):
 
 
 class BertPlain(nn.Module):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
         super().__init__()
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
         self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
@@ -283,14 +292,27 @@ class BertPlain(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
         return self.dropout(self.LayerNorm(x))
 
 
 class BertHFStyle(nn.Module):
     """As transformers writes it: non-persistent id buffers, words + types, then + positions."""
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
         super().__init__()
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
         self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
@@ -298,7 +320,9 @@ class BertHFStyle(nn.Module):
         self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
         self.dropout = nn.Dropout(hidden_dropout_prob)
         self.register_buffer("position_ids", torch.arange(max_position_embeddings).expand((1, -1)), persistent=False)
-        self.register_buffer("token_type_ids", torch.zeros(self.position_ids.size(), dtype=torch.long), persistent=False)
+        self.register_buffer(
+            "token_type_ids", torch.zeros(self.position_ids.size(), dtype=torch.long), persistent=False
+        )
 
     def forward(self, input_ids, token_type_ids=None):
         batch_size, seq_length = input_ids.size()
@@ -327,7 +351,16 @@ class HandLayerNorm(nn.Module):
 class BertHandWritten(nn.Module):
     """Old-HF persistent position_ids buffer, a hand-written LayerNorm, F.dropout, sliced tables."""
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
         super().__init__()
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
         self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
@@ -363,19 +396,62 @@ class BertIndexSelect(BertPlain):
 
 
 class BertDefaultEps(BertPlain):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.LayerNorm = nn.LayerNorm(hidden_size)  # eps 1e-5
 
 
 class BertHardcodedEps(BertPlain):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.LayerNorm = nn.LayerNorm(hidden_size, eps=1e-12)  # ignores layer_norm_eps
 
 
 class BertNoTokenTypeTable(nn.Module):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
         super().__init__()
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
         self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
@@ -393,7 +469,16 @@ class BertIgnoresTokenTypes(BertPlain):
 
 
 class BertNoLayerNormModule(nn.Module):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
         super().__init__()
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
         self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
@@ -404,7 +489,11 @@ class BertNoLayerNormModule(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        return self.dropout(self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids))
+        return self.dropout(
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
 
 
 class BertForgetsToNormalise(BertPlain):
@@ -412,7 +501,11 @@ class BertForgetsToNormalise(BertPlain):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        return self.dropout(self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids))
+        return self.dropout(
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
 
 
 class BertNormalisesWordsOnly(BertPlain):
@@ -429,12 +522,25 @@ class BertDropoutBeforeNorm(BertPlain):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
         return self.LayerNorm(self.dropout(x))
 
 
 class BertOwnNames(nn.Module):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
         super().__init__()
         self.tok = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
         self.pos = nn.Embedding(max_position_embeddings, hidden_size)
@@ -450,8 +556,25 @@ class BertOwnNames(nn.Module):
 
 
 class BertSnakeCaseLayerNorm(BertPlain):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         del self.LayerNorm
         self.layer_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
 
@@ -459,18 +582,58 @@ class BertSnakeCaseLayerNorm(BertPlain):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        return self.dropout(self.layer_norm(self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)))
+        return self.dropout(
+            self.layer_norm(
+                self.word_embeddings(input_ids)
+                + self.position_embeddings(positions)
+                + self.token_type_embeddings(token_type_ids)
+            )
+        )
 
 
 class BertTwoSegmentsAlways(BertPlain):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.token_type_embeddings = nn.Embedding(2, hidden_size)  # ignores type_vocab_size
 
 
 class BertNoAffineNorm(BertPlain):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps, elementwise_affine=False)
 
 
@@ -479,7 +642,11 @@ class BertUnbiasedVariance(BertPlain):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
         x = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + self.LayerNorm.eps)
         return self.dropout(x * self.LayerNorm.weight + self.LayerNorm.bias)
 
@@ -490,12 +657,31 @@ class BertScaledWords(BertPlain):
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         words = self.word_embeddings(input_ids) * math.sqrt(self.word_embeddings.embedding_dim)
-        return self.dropout(self.LayerNorm(words + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)))
+        return self.dropout(
+            self.LayerNorm(words + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids))
+        )
 
 
 class BertFixedDropout(BertPlain):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.dropout = nn.Dropout(0.1)
 
 
@@ -504,7 +690,11 @@ class BertNoDropout(BertPlain):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        return self.LayerNorm(self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids))
+        return self.LayerNorm(
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
 
 
 class BertFunctionalDropoutAlwaysOn(BertPlain):
@@ -512,13 +702,34 @@ class BertFunctionalDropoutAlwaysOn(BertPlain):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
         return F.dropout(self.LayerNorm(x), p=self.dropout.p)  # training=True by default
 
 
 class BertNoPaddingIdx(BertPlain):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size)
 
 
@@ -527,7 +738,11 @@ class BertArangeOnCpu(BertPlain):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1])
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
         return self.dropout(self.LayerNorm(x))
 
 
@@ -543,7 +758,11 @@ class BertPositionsFromOne(BertPlain):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(1, input_ids.shape[1] + 1, device=input_ids.device)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
         return self.dropout(self.LayerNorm(x))
 
 
@@ -551,7 +770,11 @@ class BertPositionZero(BertPlain):
     def forward(self, input_ids, token_type_ids=None):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = self.word_embeddings(input_ids) + self.position_embeddings.weight[0] + self.token_type_embeddings(token_type_ids)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings.weight[0]
+            + self.token_type_embeddings(token_type_ids)
+        )
         return self.dropout(self.LayerNorm(x))
 
 
@@ -560,14 +783,22 @@ class BertBatchAsPositions(BertPlain):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.size(0), device=input_ids.device)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions).unsqueeze(1) + self.token_type_embeddings(token_type_ids)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions).unsqueeze(1)
+            + self.token_type_embeddings(token_type_ids)
+        )
         return self.dropout(self.LayerNorm(x))
 
 
 class BertNoneCrashes(BertPlain):
     def forward(self, input_ids, token_type_ids=None):
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
         return self.dropout(self.LayerNorm(x))
 
 
@@ -578,7 +809,11 @@ class BertSwappedTables(BertPlain):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        x = self.word_embeddings(input_ids) + self.token_type_embeddings(positions) + self.position_embeddings(token_type_ids)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.token_type_embeddings(positions)
+            + self.position_embeddings(token_type_ids)
+        )
         return self.dropout(self.LayerNorm(x))
 
 
@@ -588,7 +823,16 @@ class BertReturnsTuple(BertPlain):
 
 
 class BertStub(nn.Module):
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
         super().__init__()
         raise NotImplementedError("your code here")
 
@@ -597,7 +841,14 @@ class BertStub(nn.Module):
 
 
 RIGHT = {
-    "LearnedPositionalEmbedding": [LearnedEmbeddingLookup, LearnedParameterSlice, LearnedBufferIds, LearnedArangeToDevice, LearnedViTStyle, LearnedIndexSelect],
+    "LearnedPositionalEmbedding": [
+        LearnedEmbeddingLookup,
+        LearnedParameterSlice,
+        LearnedBufferIds,
+        LearnedArangeToDevice,
+        LearnedViTStyle,
+        LearnedIndexSelect,
+    ],
     "BertEmbeddings": [BertPlain, BertHFStyle, BertHandWritten, BertIndexSelect],
 }
 
@@ -735,32 +986,100 @@ class LearnedTransposed(nn.Module):
 class BertSegmentPadding(BertPlain):
     """padding_idx=0 on the segment table too: sentence A's vector never trains."""
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size, padding_idx=0)
 
 
 class BertPositionPadding(BertPlain):
     """padding_idx=pad_token_id on the position table as well as the word table."""
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size, padding_idx=pad_token_id)
 
 
 class BertFrozenSegments(BertPlain):
     """The segment table frozen with requires_grad_(False) ('it is tiny anyway')."""
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.token_type_embeddings.requires_grad_(False)
 
 
 class BertFrozenLayerNorm(BertPlain):
     """The LayerNorm's weight and bias frozen."""
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.LayerNorm.requires_grad_(False)
 
 
@@ -772,7 +1091,9 @@ class BertSegmentsDetached(BertPlain):
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         segments = self.token_type_embeddings.weight.detach()[token_type_ids]
-        return self.dropout(self.LayerNorm(self.word_embeddings(input_ids) + self.position_embeddings(positions) + segments))
+        return self.dropout(
+            self.LayerNorm(self.word_embeddings(input_ids) + self.position_embeddings(positions) + segments)
+        )
 
 
 class BertSegmentADetached(BertPlain):
@@ -784,22 +1105,58 @@ class BertSegmentADetached(BertPlain):
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         segments = self.token_type_embeddings(token_type_ids)
         segments = torch.where((token_type_ids == 0).unsqueeze(-1), segments.detach(), segments)
-        return self.dropout(self.LayerNorm(self.word_embeddings(input_ids) + self.position_embeddings(positions) + segments))
+        return self.dropout(
+            self.LayerNorm(self.word_embeddings(input_ids) + self.position_embeddings(positions) + segments)
+        )
 
 
 class BertLastPositionHooked(BertPlain):
     """A hook that zeroes the gradient of the last position's row."""
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.position_embeddings.weight.register_hook(lambda grad: torch.cat([grad[:-1], torch.zeros_like(grad[-1:])]))
 
 
 class BertPadIdZero(BertPlain):
     """padding_idx=0 written in, whatever pad_token_id says: [PAD] (1 here) trains and token 0 does not."""
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=0)
 
 
@@ -833,8 +1190,25 @@ class LearnedSparse(LearnedEmbeddingLookup):
 class BertSparseWords(BertPlain):
     """A sparse word table, [PAD] still its padding_idx: right."""
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=0):
-        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.1,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id, sparse=True)
 
 

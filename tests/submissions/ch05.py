@@ -306,7 +306,9 @@ def interleaved_numpy(x, positions=None, base=10000.0):
     angles = pos.astype(np.float64)[:, None] * theta
     a = x.detach().cpu().double().numpy()
     even, odd = a[..., 0::2], a[..., 1::2]
-    out = np.stack([even * np.cos(angles) - odd * np.sin(angles), even * np.sin(angles) + odd * np.cos(angles)], axis=-1)
+    out = np.stack(
+        [even * np.cos(angles) - odd * np.sin(angles), even * np.sin(angles) + odd * np.cos(angles)], axis=-1
+    )
     return torch.from_numpy(out.reshape(a.shape)).to(device=x.device, dtype=x.dtype)
 
 
@@ -685,7 +687,9 @@ class RotaryCpuAngles(RotaryOnTheFly):
                 raise ValueError("too long")
             angles = torch.arange(q.shape[-2]).float()[:, None] * self.inv_freq
             angles = torch.cat([angles, angles], dim=-1)
-            return tuple((x.float() * angles.cos() + _rotate_half(x.float()) * angles.sin()).to(x.dtype) for x in (q, k))
+            return tuple(
+                (x.float() * angles.cos() + _rotate_half(x.float()) * angles.sin()).to(x.dtype) for x in (q, k)
+            )
         return super().forward(q, k, positions)
 
 
@@ -809,7 +813,9 @@ def apply_rope_matrix_on_cpu(q, k, cos, sin, positions=None):
     R[..., half:, :half] = s[..., :half, None] * eye
     if R.dim() == 4:
         R = R[:, None]
-    return torch.einsum("...ij,...j->...i", R, q.float()).to(q.dtype), torch.einsum("...ij,...j->...i", R, k.float()).to(k.dtype)
+    return torch.einsum("...ij,...j->...i", R, q.float()).to(q.dtype), torch.einsum(
+        "...ij,...j->...i", R, k.float()
+    ).to(k.dtype)
 
 
 def apply_rope_index_select(q, k, cos, sin, positions=None):
@@ -840,7 +846,11 @@ def interleaved_theta_on_cpu(x, positions=None, base=10000.0):
     t = torch.arange(x.shape[-2], device=x.device) if positions is None else positions
     angles = t.float()[:, None] * theta
     even, odd = x.float()[..., 0::2], x.float()[..., 1::2]
-    return torch.stack([even * angles.cos() - odd * angles.sin(), even * angles.sin() + odd * angles.cos()], -1).flatten(-2).to(x.dtype)
+    return (
+        torch.stack([even * angles.cos() - odd * angles.sin(), even * angles.sin() + odd * angles.cos()], -1)
+        .flatten(-2)
+        .to(x.dtype)
+    )
 
 
 def interleaved_sign_vector(x, positions=None, base=10000.0):
@@ -890,7 +900,11 @@ class RotaryLazyCache(nn.Module):
             angles = torch.outer(torch.arange(self.max_len).float(), theta)
             angles = torch.cat([angles, angles], -1)
             self.cache = torch.stack([angles.cos(), angles.sin()])
-        c, s = (self.cache[0][:T], self.cache[1][:T]) if positions is None else (self.cache[0][positions], self.cache[1][positions])
+        c, s = (
+            (self.cache[0][:T], self.cache[1][:T])
+            if positions is None
+            else (self.cache[0][positions], self.cache[1][positions])
+        )
         if c.dim() == 3:
             c, s = c[:, None], s[:, None]
         return tuple((x.float() * c + _rotate_half(x.float()) * s).to(x.dtype) for x in (q, k))
@@ -901,7 +915,11 @@ class RotarySignVector(RotaryCached):
         T, d = q.shape[-2], q.shape[-1]
         if (T - 1 if positions is None else int(positions.max())) >= self.max_len:
             raise ValueError("too long")
-        c, s = (self.cos_cached[:T], self.sin_cached[:T]) if positions is None else (self.cos_cached[positions], self.sin_cached[positions])
+        c, s = (
+            (self.cos_cached[:T], self.sin_cached[:T])
+            if positions is None
+            else (self.cos_cached[positions], self.sin_cached[positions])
+        )
         if c.dim() == 3:
             c, s = c[:, None], s[:, None]
         sign = torch.cat([-torch.ones(d // 2), torch.ones(d // 2)])
@@ -1357,7 +1375,10 @@ def partial_rotate_half_then_slice(q, k, cos, sin, positions=None):
     # rotate_half on the whole head, cut to r afterwards: pairs (i, i + Dh/2)
     r = cos.shape[-1]
     c, s = _rows(cos, sin, q.shape[-2], positions)
-    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x.float())[..., :r] * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+    return tuple(
+        torch.cat([(x[..., :r].float() * c + rotate_half_hf(x.float())[..., :r] * s).to(x.dtype), x[..., r:]], dim=-1)
+        for x in (q, k)
+    )
 
 
 def partial_padded_tables(q, k, cos, sin, positions=None):
@@ -1373,7 +1394,10 @@ def partial_pass_first(q, k, cos, sin, positions=None):
     # the right turn, joined in the wrong order
     r = cos.shape[-1]
     c, s = _rows(cos, sin, q.shape[-2], positions)
-    return tuple(torch.cat([x[..., r:], (x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype)], dim=-1) for x in (q, k))
+    return tuple(
+        torch.cat([x[..., r:], (x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype)], dim=-1)
+        for x in (q, k)
+    )
 
 
 def partial_forgets_pass(q, k, cos, sin, positions=None):
@@ -1387,13 +1411,21 @@ def partial_gptj_within(q, k, cos, sin, positions=None):
     r = cos.shape[-1]
     c, s = _rows(cos, sin, q.shape[-2], positions)
     c, s = c[..., : r // 2].repeat_interleave(2, -1), s[..., : r // 2].repeat_interleave(2, -1)
-    return tuple(torch.cat([(x[..., :r].float() * c + rotate_every_two_gptj(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+    return tuple(
+        torch.cat(
+            [(x[..., :r].float() * c + rotate_every_two_gptj(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1
+        )
+        for x in (q, k)
+    )
 
 
 def partial_minus_sin(q, k, cos, sin, positions=None):
     r = cos.shape[-1]
     c, s = _rows(cos, sin, q.shape[-2], positions)
-    return tuple(torch.cat([(x[..., :r].float() * c - rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+    return tuple(
+        torch.cat([(x[..., :r].float() * c - rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1)
+        for x in (q, k)
+    )
 
 
 def partial_repeat_interleaved_tables(q, k, cos, sin, positions=None):
@@ -1401,19 +1433,28 @@ def partial_repeat_interleaved_tables(q, k, cos, sin, positions=None):
     r = cos.shape[-1]
     c, s = _rows(cos, sin, q.shape[-2], positions)
     c, s = c[..., : r // 2].repeat_interleave(2, -1), s[..., : r // 2].repeat_interleave(2, -1)
-    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+    return tuple(
+        torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1)
+        for x in (q, k)
+    )
 
 
 def partial_first_rows(q, k, cos, sin, positions=None):
     T, r = q.shape[-2], cos.shape[-1]
     c, s = cos[:T], sin[:T]
-    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1) for x in (q, k))
+    return tuple(
+        torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1)
+        for x in (q, k)
+    )
 
 
 def partial_stays_float32(q, k, cos, sin, positions=None):
     r = cos.shape[-1]
     c, s = _rows(cos, sin, q.shape[-2], positions)
-    return tuple(torch.cat([x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s, x[..., r:].float()], dim=-1) for x in (q, k))
+    return tuple(
+        torch.cat([x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s, x[..., r:].float()], dim=-1)
+        for x in (q, k)
+    )
 
 
 def partial_sign_on_cpu(q, k, cos, sin, positions=None):
@@ -1432,7 +1473,16 @@ def partial_scales_pass(q, k, cos, sin, positions=None):
     # the pass-through dims multiplied by the first cos column, "so every dim is treated alike"
     r = cos.shape[-1]
     c, s = _rows(cos, sin, q.shape[-2], positions)
-    return tuple(torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), (x[..., r:].float() * c[..., :1]).to(x.dtype)], dim=-1) for x in (q, k))
+    return tuple(
+        torch.cat(
+            [
+                (x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype),
+                (x[..., r:].float() * c[..., :1]).to(x.dtype),
+            ],
+            dim=-1,
+        )
+        for x in (q, k)
+    )
 
 
 RIGHT["apply_partial_rope"] = [partial_neox, partial_loop_over_pairs, partial_complex, partial_index_select]
@@ -1506,8 +1556,12 @@ class RotaryLoopOverPositions(nn.Module):
         rows = torch.arange(T) if positions is None else positions.cpu()
         if int(rows.max()) >= self.max_len:
             raise ValueError(f"position {int(rows.max())} is past max_len={self.max_len}")
-        cos = torch.tensor([[math.cos(int(m) * t) for t in self.thetas] * 2 for m in rows.flatten()]).view(*rows.shape, -1)
-        sin = torch.tensor([[math.sin(int(m) * t) for t in self.thetas] * 2 for m in rows.flatten()]).view(*rows.shape, -1)
+        cos = torch.tensor([[math.cos(int(m) * t) for t in self.thetas] * 2 for m in rows.flatten()]).view(
+            *rows.shape, -1
+        )
+        sin = torch.tensor([[math.sin(int(m) * t) for t in self.thetas] * 2 for m in rows.flatten()]).view(
+            *rows.shape, -1
+        )
         cos, sin = cos.to(q.device), sin.to(q.device)
         if cos.dim() == 3:
             cos, sin = cos[:, None], sin[:, None]

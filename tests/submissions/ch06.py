@@ -25,7 +25,10 @@ def slopes_official(n_heads):
         if math.log2(n).is_integer():
             return get_slopes_power_of_2(n)
         closest_power_of_2 = 2 ** math.floor(math.log2(n))
-        return get_slopes_power_of_2(closest_power_of_2) + get_slopes(2 * closest_power_of_2)[0::2][: n - closest_power_of_2]
+        return (
+            get_slopes_power_of_2(closest_power_of_2)
+            + get_slopes(2 * closest_power_of_2)[0::2][: n - closest_power_of_2]
+        )
 
     return torch.tensor(get_slopes(n_heads))
 
@@ -370,7 +373,11 @@ def bucket_like_transformers(relative_position, bidirectional=True, num_buckets=
         relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
     max_exact = num_buckets // 2
     is_small = relative_position < max_exact
-    if_large = max_exact + (torch.log(relative_position.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)).to(torch.long)
+    if_large = max_exact + (
+        torch.log(relative_position.float() / max_exact)
+        / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)
+    ).to(torch.long)
     if_large = torch.min(if_large, torch.full_like(if_large, num_buckets - 1))
     return relative_buckets + torch.where(is_small, relative_position, if_large)
 
@@ -383,7 +390,11 @@ def bucket_loop_float64(relative_position, bidirectional=True, num_buckets=32, m
     for r in relative_position.flatten().tolist():
         offset = n if bidirectional and r > 0 else 0
         d = abs(r) if bidirectional else max(-r, 0)
-        bucket = d if d < exact else min(n - 1, exact + int(math.log(d / exact) / math.log(max_distance / exact) * (n - exact)))
+        bucket = (
+            d
+            if d < exact
+            else min(n - 1, exact + int(math.log(d / exact) / math.log(max_distance / exact) * (n - exact)))
+        )
         out.append(offset + bucket)
     return torch.tensor(out, dtype=torch.long, device=relative_position.device).reshape(relative_position.shape)
 
@@ -394,8 +405,14 @@ def bucket_boundaries(relative_position, bidirectional=True, num_buckets=32, max
     exact = n // 2
     distance = relative_position.long().abs() if bidirectional else (-relative_position.long()).clamp(min=0)
     # the smallest distance of bucket exact + k is exact · (max_distance / exact)^(k / (n - exact)), rounded up
-    starts = [exact] + [math.ceil(exact * (max_distance / exact) ** (k / (n - exact)) - 1e-9) for k in range(1, n - exact)]
-    bucket = torch.where(distance < exact, distance, exact - 1 + torch.bucketize(distance, torch.tensor(starts, device=distance.device), right=True))
+    starts = [exact] + [
+        math.ceil(exact * (max_distance / exact) ** (k / (n - exact)) - 1e-9) for k in range(1, n - exact)
+    ]
+    bucket = torch.where(
+        distance < exact,
+        distance,
+        exact - 1 + torch.bucketize(distance, torch.tensor(starts, device=distance.device), right=True),
+    )
     return bucket + ((relative_position > 0).long() * n if bidirectional else 0)
 
 
@@ -403,7 +420,9 @@ def bucket_no_sign_split(relative_position, bidirectional=True, num_buckets=32, 
     """Halves the buckets, but forgets to put the keys after the query in the upper half."""
     if not bidirectional:
         return bucket_like_transformers(relative_position, False, num_buckets, max_distance)
-    return bucket_like_transformers(-relative_position.abs(), False, num_buckets // 2, max_distance)  # |r| counted as a distance back
+    return bucket_like_transformers(
+        -relative_position.abs(), False, num_buckets // 2, max_distance
+    )  # |r| counted as a distance back
 
 
 def bucket_query_minus_key(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -416,7 +435,9 @@ def bucket_exact_before_halving(relative_position, bidirectional=True, num_bucke
     n = num_buckets // 2 if bidirectional else num_buckets
     offset = (relative_position > 0).long() * n if bidirectional else 0
     d = relative_position.abs() if bidirectional else (-relative_position).clamp(min=0)
-    if_large = (max_exact + (torch.log(d.float() / max_exact) / math.log(max_distance / max_exact) * (n - max_exact)).long()).clamp(max=n - 1)
+    if_large = (
+        max_exact + (torch.log(d.float() / max_exact) / math.log(max_distance / max_exact) * (n - max_exact)).long()
+    ).clamp(max=n - 1)
     return offset + torch.where(d < max_exact, d, if_large)
 
 
@@ -425,7 +446,9 @@ def bucket_rounded(relative_position, bidirectional=True, num_buckets=32, max_di
     exact = n // 2
     offset = (relative_position > 0).long() * n if bidirectional else 0
     d = relative_position.abs() if bidirectional else (-relative_position).clamp(min=0)
-    if_large = (exact + (torch.log(d.float() / exact) / math.log(max_distance / exact) * (n - exact)).round().long()).clamp(max=n - 1)
+    if_large = (
+        exact + (torch.log(d.float() / exact) / math.log(max_distance / exact) * (n - exact)).round().long()
+    ).clamp(max=n - 1)
     return offset + torch.where(d < exact, d, if_large)
 
 

@@ -28,7 +28,11 @@ def library(rope_type, d, base, seq_len=None, max_position_embeddings=4096, **pa
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     config = LlamaConfig(
-        hidden_size=2 * d, num_attention_heads=2, head_dim=d, max_position_embeddings=max_position_embeddings, rope_parameters={"rope_type": rope_type, "rope_theta": base, **parameters}
+        hidden_size=2 * d,
+        num_attention_heads=2,
+        head_dim=d,
+        max_position_embeddings=max_position_embeddings,
+        rope_parameters={"rope_type": rope_type, "rope_theta": base, **parameters},
     )
     return ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=seq_len)
 
@@ -193,11 +197,31 @@ def yarn_by_turns(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1
 
 def yarn_library(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
     return library(
-        "yarn", d, base, max_position_embeddings=math.ceil(original_max_len * factor), factor=factor, original_max_position_embeddings=original_max_len, beta_fast=beta_fast, beta_slow=beta_slow
+        "yarn",
+        d,
+        base,
+        max_position_embeddings=math.ceil(original_max_len * factor),
+        factor=factor,
+        original_max_position_embeddings=original_max_len,
+        beta_fast=beta_fast,
+        beta_slow=beta_slow,
     )
 
 
-def _yarn_with(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0, turn=2 * math.pi, rounding=True, swap=False, reverse=False, times=False, scale=None):
+def _yarn_with(
+    d,
+    base,
+    factor,
+    original_max_len,
+    beta_fast=32.0,
+    beta_slow=1.0,
+    turn=2 * math.pi,
+    rounding=True,
+    swap=False,
+    reverse=False,
+    times=False,
+    scale=None,
+):
     edge = lambda turns: d * math.log(original_max_len / (turn * turns)) / (2 * math.log(base))  # noqa: E731
     fast, slow = (beta_slow, beta_fast) if swap else (beta_fast, beta_slow)
     low, high = edge(fast), edge(slow)
@@ -243,7 +267,9 @@ def yarn_no_temperature(d, base, factor, original_max_len, beta_fast=32.0, beta_
 
 def yarn_temperature_squared(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
     """Returns 1/t, the scores' factor, instead of √(1/t)."""
-    return _yarn_with(d, base, factor, original_max_len, beta_fast, beta_slow, scale=lambda s: (0.1 * math.log(s) + 1) ** 2)
+    return _yarn_with(
+        d, base, factor, original_max_len, beta_fast, beta_slow, scale=lambda s: (0.1 * math.log(s) + 1) ** 2
+    )
 
 
 def yarn_temperature_log10(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
@@ -284,7 +310,9 @@ def llama3_meta(d, base, factor, low_freq_factor, high_freq_factor, original_max
 def llama3_vectorised(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
     """One clamp does the three bands: the weight on θ is 0 past the long edge, 1 past the short one."""
     t = theta_exp(d, base).double()
-    smooth = ((original_max_len * t / (2 * math.pi) - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
+    smooth = ((original_max_len * t / (2 * math.pi) - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(
+        0, 1
+    )
     return ((1 - smooth) * t / factor + smooth * t).float(), 1.0
 
 
@@ -301,7 +329,18 @@ def llama3_library(d, base, factor, low_freq_factor, high_freq_factor, original_
     )
 
 
-def _llama3_with(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, turn=2 * math.pi, edges=None, reverse=False, times=False):
+def _llama3_with(
+    d,
+    base,
+    factor,
+    low_freq_factor,
+    high_freq_factor,
+    original_max_len,
+    turn=2 * math.pi,
+    edges=None,
+    reverse=False,
+    times=False,
+):
     t = theta(d, base)
     wavelen = turn / t
     long_edge, short_edge = edges or (original_max_len / low_freq_factor, original_max_len / high_freq_factor)
@@ -320,12 +359,16 @@ def llama3_no_two_pi(d, base, factor, low_freq_factor, high_freq_factor, origina
 
 def llama3_edges_swapped(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
     L = original_max_len
-    return _llama3_with(d, base, factor, low_freq_factor, high_freq_factor, L, edges=(L / high_freq_factor, L / low_freq_factor))
+    return _llama3_with(
+        d, base, factor, low_freq_factor, high_freq_factor, L, edges=(L / high_freq_factor, L / low_freq_factor)
+    )
 
 
 def llama3_edges_multiplied(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
     L = original_max_len
-    return _llama3_with(d, base, factor, low_freq_factor, high_freq_factor, L, edges=(L * low_freq_factor, L * high_freq_factor))
+    return _llama3_with(
+        d, base, factor, low_freq_factor, high_freq_factor, L, edges=(L * low_freq_factor, L * high_freq_factor)
+    )
 
 
 def llama3_smooth_reversed(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):

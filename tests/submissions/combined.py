@@ -18,7 +18,11 @@ def combined(first: type, second: type) -> type:
     own = lambda cls: {name for name in vars(cls) if callable(vars(cls)[name])}
     if own(first) & own(second):
         raise ValueError(f"{first.__name__} and {second.__name__} change the same methods: not independent")
-    return type(f"{first.__name__}And{second.__name__}", (first, second), {"__doc__": f"{first.__doc__ or first.__name__} + {second.__doc__ or second.__name__}"})
+    return type(
+        f"{first.__name__}And{second.__name__}",
+        (first, second),
+        {"__doc__": f"{first.__doc__ or first.__name__} + {second.__doc__ or second.__name__}"},
+    )
 
 
 # --- embedding_backward: rows assigned (one use per id) and the padding row left in -------------
@@ -64,7 +68,12 @@ def shift_rope_column_rows_in_order(x, positions=None, base=10000.0):
 def partial_pass_first_minus_sin(q, k, cos, sin, positions=None):
     r = cos.shape[-1]
     c, s = ch05._rows(cos, sin, q.shape[-2], positions)
-    return tuple(torch.cat([x[..., r:], (x[..., :r].float() * c - ch05.rotate_half_hf(x[..., :r].float()) * s).to(x.dtype)], dim=-1) for x in (q, k))
+    return tuple(
+        torch.cat(
+            [x[..., r:], (x[..., :r].float() * c - ch05.rotate_half_hf(x[..., :r].float()) * s).to(x.dtype)], dim=-1
+        )
+        for x in (q, k)
+    )
 
 
 ALSO = [

@@ -4,7 +4,9 @@
 
 class ReferenceUnavailable(RuntimeError):
     def __init__(self, name: str):
-        super().__init__(f"`{name}` is not available while a notebook is graded (the grader keeps the reference of the exercises it grades to itself)")
+        super().__init__(
+            f"`{name}` is not available while a notebook is graded (the grader keeps the reference of the exercises it grades to itself)"
+        )
         self.name = name
 
 

@@ -1,0 +1,489 @@
+"""The safety net around student code: what a check puts up around every call into it.
+
+* `time_limit` stops it after a number of seconds (a timer signal, or a watchdog thread);
+* `memory_cap` caps what it may allocate on the CPU;
+* `_Watch` sees the torch functions it calls and refuses the forbidden ones;
+* `_ReferenceWatch` tripwires the course's reference, so using it is noticed;
+* `_FactoriesOnMeta` and `_CopiesOffMeta` let a CPU-only machine see code that would break on a GPU;
+* `TorchState` captures torch's global settings, to put them back afterwards.
+
+`Failure` is what every probe raises; the BaseExceptions here (`CheckTimeout`, `ForbiddenCall`,
+`ReferenceReached`) are raised inside student code, so that its `except Exception:` cannot swallow them.
+This module imports only `helpers.registry` (and `helpers.reference`, to tripwire it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import inspect
+import os
+import resource
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from helpers import registry
+
+
+class Failure(Exception):
+    """Raised by a probe: the first one that fails writes the message. `hint` and
+    `fix` left empty are filled in from the exercise's catalogue or the generic advice."""
+
+    def __init__(self, code: str, message: str, hint: str = "", fix: str = ""):
+        if code not in registry.DIAGNOSES:
+            raise ValueError(f"unknown diagnosis code {code!r}")
+        super().__init__(message)
+        self.code, self.message, self.hint, self.fix = code, message, hint, fix
+
+
+class CheckTimeout(BaseException):
+    """BaseException, so a student's `except Exception:` cannot swallow it."""
+
+
+class ForbiddenCall(BaseException):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+# --------------------------------------------------------------------------
+# The safety net around student code
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class TorchState:
+    """The global torch settings a student's code could change behind our back."""
+
+    default_dtype: torch.dtype
+    default_device: torch.device
+    grad_enabled: bool
+    deterministic: bool
+    num_threads: int
+    cpu_rng: torch.Tensor
+    cuda_rng: list[torch.Tensor] | None
+
+    @classmethod
+    def capture(cls) -> TorchState:
+        try:
+            cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        except Exception:  # a GPU broken by an earlier device-side assert: check() says so when it is used
+            cuda = None
+        return cls(
+            torch.get_default_dtype(),
+            torch.get_default_device(),
+            torch.is_grad_enabled(),
+            torch.are_deterministic_algorithms_enabled(),
+            torch.get_num_threads(),
+            torch.get_rng_state(),
+            cuda,
+        )
+
+    def changes_since(self, other: TorchState) -> list[str]:
+        """Settings that differ. RNG draws are not listed: dropout legitimately uses them."""
+        names = ("default_dtype", "default_device", "grad_enabled", "deterministic")
+        return [
+            f"{n} {getattr(other, n)} -> {getattr(self, n)}" for n in names if getattr(self, n) != getattr(other, n)
+        ]
+
+    def restore(self) -> None:
+        now = TorchState.capture()  # set only what differs: some setters are slow (inductor imports)
+        if now.default_dtype != self.default_dtype:
+            torch.set_default_dtype(self.default_dtype)
+        if now.default_device != self.default_device:
+            torch.set_default_device(self.default_device)
+        if now.deterministic != self.deterministic:
+            torch.use_deterministic_algorithms(self.deterministic)
+        if now.num_threads != self.num_threads:
+            torch.set_num_threads(self.num_threads)
+        torch.set_grad_enabled(self.grad_enabled)
+        torch.set_rng_state(self.cpu_rng)
+        if self.cuda_rng is not None:
+            with contextlib.suppress(Exception):  # the GPU broke meanwhile: the check's result says so
+                torch.cuda.set_rng_state_all(self.cuda_rng)
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the block with CheckTimeout after `seconds`.
+
+    In the main thread (a Jupyter kernel, the grader, pytest) a POSIX timer
+    signal does it; elsewhere a watchdog thread injects the exception. Either
+    way a pure-Python endless loop stops; a single giant C call finishes first
+    (the memory cap keeps those small). A student's bare `except:` may swallow
+    one CheckTimeout, so it is raised again every RETRY seconds until the block
+    is left, and only ever inside the student's own code: never in the
+    middle of torch's or this module's bookkeeping."""
+    if seconds <= 0:
+        yield
+        return
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        expired = False
+
+        def keep_stopping(frame, event, arg):
+            """After the deadline, raise again at the next line of student code:
+            a CheckTimeout caught by `except:` is raised anew in the handler's
+            body, which no `except` of the same `try` covers. (CPython drops
+            a tracer that raises; the next alarm installs it again.)"""
+            if expired and _student_code(frame):
+                raise CheckTimeout
+            return keep_stopping
+
+        def on_alarm(signum, frame):
+            nonlocal expired
+            if not active:  # a signal that came just before the finally below, handled just after it began
+                return  # re-armed now, it would fire after SIGALRM's previous action (the default: exit) is back
+            signal.setitimer(signal.ITIMER_REAL, RETRY)  # until the finally below disarms it
+            if _importing(frame) or not _student_code(frame):  # never cut an import or our own code in half
+                return
+            expired = True
+            sys.settrace(keep_stopping)
+            while frame is not None:  # the frames already running, too
+                frame.f_trace = keep_stopping
+                frame = frame.f_back
+            raise CheckTimeout
+
+        active = True
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            active = False  # first: from here on, no alarm re-arms the timer
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            if expired:
+                sys.settrace(None)
+    else:
+        target = threading.get_ident()
+        done, lock = threading.Event(), threading.Lock()
+
+        def watchdog():
+            if done.wait(seconds):
+                return
+            while not done.wait(RETRY):  # again and again: a bare `except:` may swallow one
+                with lock:  # never after the block is left
+                    frame = sys._current_frames().get(target)
+                    if not done.is_set() and not _importing(frame) and _student_code(frame):
+                        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                            ctypes.c_ulong(target), ctypes.py_object(CheckTimeout)
+                        )
+
+        threading.Thread(target=watchdog, daemon=True).start()
+        try:
+            yield
+        finally:
+            with lock:
+                done.set()
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(target), None
+                )  # one still pending must not fire later
+
+
+RETRY = 0.02  # seconds between two CheckTimeouts once the limit has passed
+_NOT_STUDENT_CODE = (
+    os.path.dirname(torch.__file__),
+    os.path.dirname(contextlib.__file__) + os.sep + "contextlib",
+    # the framework's own bookkeeping around a call into student code (this module, Probe.call, check)
+    *(os.path.join(os.path.dirname(__file__), name) for name in ("safety.py", "probe.py", "checking.py")),
+)
+
+
+class ReferenceReached(BaseException):
+    """Raised by a tripwired reference function: BaseException, so `except Exception:` cannot hide it."""
+
+
+def _reference_functions() -> dict[Any, str]:
+    """Every function of helpers.reference, module-level and methods: function -> its name."""
+    from helpers import reference
+
+    found = {}
+    for name, value in vars(reference).items():
+        if inspect.isfunction(value) and value.__module__ == reference.__name__:
+            found[value] = f"helpers.reference.{name}"
+        elif inspect.isclass(value) and value.__module__ == reference.__name__:
+            found.update(
+                {f: f"helpers.reference.{name}.{attr}" for attr, f in vars(value).items() if inspect.isfunction(f)}
+            )
+    return {
+        f: name for f, name in found.items() if not f.__code__.co_freevars
+    }  # a tripwire has no closure to match (super()'s)
+
+
+_REACHED: list[str] = []  # the reference functions a tripwire caught, in order
+
+
+def _tripwire(*args: Any, **kwargs: Any) -> None:
+    """Stands in for a reference function while student code runs. It runs with the
+    reference module's globals, so it reaches this module by import, not by name."""
+    safety = __import__("helpers.safety", fromlist=["_REACHED"])
+    safety._REACHED.append(__import__("sys")._getframe().f_code.co_qualname)
+    raise safety.ReferenceReached
+
+
+class _ReferenceWatch:
+    """Fails the block with `uses_reference` if it called any function of helpers.reference:
+    the submission is, wraps or calls the course's reference (however it got hold of it: an
+    import, importlib, `solution_or_reference`, a subclass). For the block's duration every
+    reference function's code is a tripwire that records the call and raises; the checker's
+    own calls to the reference happen outside the block. The call itself is detected, not the
+    source text, and it costs nothing per call."""
+
+    def __init__(self, what: str):
+        self.what, self.saved = what, {}
+
+    def __enter__(self) -> None:
+        _REACHED.clear()
+        for function, name in _reference_functions().items():
+            self.saved[function] = (function.__code__, function.__defaults__, function.__kwdefaults__)
+            function.__defaults__, function.__kwdefaults__ = None, None
+            function.__code__ = _tripwire.__code__.replace(co_name=function.__name__, co_qualname=name)
+
+    def __exit__(self, *exc: Any) -> bool:
+        for function, (code, defaults, kwdefaults) in self.saved.items():
+            function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, kwdefaults
+        if _REACHED:  # whatever the block raised or returned: the result is not the student's
+            reached = _REACHED[0]
+            _REACHED.clear()
+            raise Failure("uses_reference", ran_reference(self.what, reached))
+        return False
+
+
+def ran_reference(what: str, reached: str) -> str:
+    return f"{what} ran the course's own reference `{reached}`: the reference and solution_or_reference are for the cells after an exercise, not for the exercise itself."
+
+
+def _student_code(frame) -> bool:
+    """Is the innermost frame the student's (not torch's, contextlib's or ours)?"""
+    return frame is not None and not frame.f_code.co_filename.startswith(_NOT_STUDENT_CODE)
+
+
+def _importing(frame) -> bool:
+    """Is this stack in the middle of an import? (torch imports sympy lazily, for one.)"""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _data_segment_bytes() -> int | None:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+@contextmanager
+def memory_cap(extra_mb: int, device: torch.device) -> Iterator[None]:
+    """Let the block allocate at most `extra_mb` more on the CPU, so that
+    `torch.zeros(10**6, 10**6)` fails fast instead of swapping the machine to
+    death. Linux only (RLIMIT_DATA); elsewhere, and around CUDA (whose driver
+    maps memory of its own), the allocator's own errors are our only guard."""
+    used = _data_segment_bytes()
+    if used is None or extra_mb <= 0 or device.type == "cuda":
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = used + extra_mb * 2**20
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+class _Watch(TorchFunctionMode):
+    """Sees every torch function the student's code calls: refuses the
+    forbidden ones and remembers the rest (e.g. "was there a matmul?")."""
+
+    def __init__(self, forbidden: tuple[Callable, ...]):
+        super().__init__()
+        self.forbidden, self.seen = forbidden, set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.forbidden:
+            raise ForbiddenCall(_qualified_name(func))
+        self.seen.add(func)
+        return func(*args, **(kwargs or {}))
+
+
+def _torch_path(func: Callable) -> str:
+    """Where a torch function lives, as a graded kernel finds it again (`from_torch_path`)."""
+    if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return f"torch.ops.{func}"
+    module = getattr(func, "__module__", None) or "torch"
+    paths = [f"{module}.{name}" for name in (func.__name__, getattr(func, "__qualname__", func.__name__))]
+    return next((path for path in paths if from_torch_path(path) is func), paths[0])
+
+
+def from_torch_path(path: str) -> Any:
+    """A torch function by its dotted path ("torch.nn.functional.embedding", "torch._tensor.Tensor.backward")."""
+    found: Any = torch
+    for part in str(path).split(".")[1:]:
+        found = getattr(found, part, None)
+    return found if str(path).startswith("torch.") else None
+
+
+def _qualified_name(func: Callable) -> str:
+    module = getattr(func, "__module__", None) or "torch"
+    return f"{module.replace('torch.nn.functional', 'F')}.{getattr(func, '__name__', func)}"
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    if hasattr(error, "out_of_memory"):  # raised in a graded kernel: it said so (helpers.grading.remote)
+        return bool(error.out_of_memory)
+    if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    text = str(error)
+    return isinstance(error, RuntimeError) and ("not enough memory" in text or "can't allocate memory" in text)
+
+
+def _stub_that_raised(error: NotImplementedError) -> str | None:
+    """The name of the student's function whose stub raised (PositionalEncoding's
+    __init__ may call a sinusoidal_encoding still unfilled), or None when torch
+    raised it ("this op has no meta kernel")."""
+    if hasattr(error, "stub"):  # raised in a graded kernel, which looked (helpers.grading.remote)
+        return error.stub
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames or frames[-1].filename.startswith(_NOT_STUDENT_CODE[0]):
+        return None
+    return frames[-1].name
+
+
+def _last_line(error: BaseException) -> str:
+    if hasattr(error, "last_line"):  # raised in a graded kernel: its own last line
+        return error.last_line
+    return "".join(traceback.format_exception_only(type(error), error)).strip().splitlines()[-1]
+
+
+def _tensors_in(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors_in(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _tensors_in(item)]
+    return []
+
+
+@functools.cache
+def _warm_up_meta() -> None:
+    """The first meta-device ops in a process (a meta tensor times a Python
+    float, a layer_norm) import torch._dynamo: seconds. Paid once, here, outside
+    the student's time limit, so that it never counts against their code."""
+    x = torch.zeros(2, 3, device="meta")
+    torch.nn.functional.layer_norm(x * 1.0 + x, (3,))
+
+
+class _FactoriesOnMeta(TorchFunctionMode):
+    """Tensors made without `device=` (outside a module's __init__, whose
+    buffers .to() moves later) come out on the meta device, standing for "the
+    CPU" while the inputs on the CPU stand for "the GPU". As on a real GPU, a
+    CPU scalar mixes with anything (0-dim results stay put) and a CPU index
+    tensor may index a GPU tensor (`table[torch.arange(T)]` is fine there, so
+    it is fine here: the index gets its real values back)."""
+
+    FACTORIES = {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "arange",
+        "eye",
+        "linspace",
+        "logspace",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "tensor",
+        "as_tensor",
+    }
+
+    def __init__(self):
+        super().__init__()
+        self.real: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(meta) -> (meta, the real tensor)
+
+    MAY_MIX = {"to", "copy_", "__get__", "__set__"}  # moving data between devices is allowed, as on a GPU
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if (
+            name in ("__getitem__", "__setitem__")
+            and len(args) > 1
+            and isinstance(args[0], torch.Tensor)
+            and not args[0].is_meta
+        ):
+            args = (args[0], self._real_index(args[1]), *args[2:])
+        elif name not in self.MAY_MIX:
+            tensors = [t for t in _tensors_in([args, kwargs]) if t.dim() > 0]
+            if any(t.is_meta for t in tensors) and not all(t.is_meta for t in tensors):
+                raise RuntimeError(
+                    f"Expected all tensors to be on the same device, but {name} got a tensor made on the CPU without device= and one on the input's device"
+                )
+        result = func(*args, **kwargs)
+        if (
+            name in self.FACTORIES
+            and kwargs.get("device") is None
+            and isinstance(result, torch.Tensor)
+            and result.dim() > 0
+            and not _in_module_init()
+        ):
+            meta = result.to("meta")
+            self.real[id(meta)] = (meta, result)
+            return meta
+        return result
+
+    def _real_index(self, index: Any) -> Any:
+        if isinstance(index, tuple):
+            return tuple(self._real_index(i) for i in index)
+        if isinstance(index, torch.Tensor) and index.is_meta and self.real.get(id(index), (None,))[0] is index:
+            return self.real[id(index)][1]
+        return index
+
+
+class _CopiesOffMeta(TorchFunctionMode):
+    """While the inputs stand on the meta device for "the GPU", `.cpu()` or `.to("cpu")` in student code
+    moves a tensor to the CPU, as it would from a GPU: it gets zeros of its shape there (meta holds no
+    data to copy), so a result left on the CPU shows, and one moved back with .to(x.device) does not."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        source = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if source is not None and source.is_meta:
+            target = kwargs.get(
+                "device", args[1] if len(args) > 1 and isinstance(args[1], (str, torch.device)) else None
+            )
+            if name == "cpu" or (name == "to" and target is not None and torch.device(target).type == "cpu"):
+                return torch.zeros(source.shape, dtype=kwargs.get("dtype", source.dtype), device="cpu").requires_grad_(
+                    source.requires_grad and source.is_floating_point()
+                )
+        return func(*args, **kwargs)
+
+
+def _in_module_init() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "__init__" and isinstance(frame.f_locals.get("self"), torch.nn.Module):
+            return True
+        frame = frame.f_back
+    return False
