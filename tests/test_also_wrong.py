@@ -52,9 +52,18 @@ INDEPENDENT = {
     ],
     # T5's buckets: the split by sign, and the clamp of the far distances (two separate steps)
     "t5_relative_bucket": [("bucket_sign_split_missing", "bucket_not_clamped")],
+    # dynamic NTK: what happens up to the trained length, and what past it (two sides of one if)
+    "dynamic_ntk_scaling": [("scaled_within_original_length", "dynamic_wrong_scale")],
+    # YaRN: which pairs are interpolated (the ramp), and the attention temperature (a second output)
+    "yarn_scaling": [("ramp_reversed", "missing_temperature")],
 }
 
 ONE_ASPECT = {
+    "linear_scaling": "factor_inverted and wrong_exponent are two wrong values of the one frequency vector, θ_i/s: "
+    "its attention scale, the other output, has no catalogue mistake",
+    "ntk_scaling": "factor_inverted and ntk_wrong_exponent are two answers to the one question 'what is the new base'",
+    "llama3_scaling": "its four mistakes all move the one piecewise rule that maps each θ_i (the bands' edges, their "
+    "direction, the wavelength, the factor): the scale it returns is always 1.0",
     "ScaledEmbedding": "missing_scale, divided_by_scale and wrong_scale are three values of the one factor the rows are multiplied by",
     "LearnedPositionalEmbedding": "same_row_every_position, batch_seq_confusion and position_offset are three answers to the one question "
     "'which rows of the table are added': row 0 everywhere, rows along the batch, rows from 1",

@@ -15,6 +15,7 @@ transformers' own function on a real model's sizes (Llama 3.1, Qwen2.5, Code Lla
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -22,6 +23,7 @@ from helpers import library, reference
 from helpers.library import LibraryUnavailable
 from helpers.probe import Probe, close, describe_difference
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 theta_of = reference.rope_inv_freq  # θ_i = 1 / base^(2i/d), float32
 
@@ -558,7 +560,8 @@ def scaling_check(cases: list[tuple], rope_type: str | None = None, library_case
 
 
 def check_dynamic(fn, probe: Probe) -> None:
-    """seq_len below, at and past the trained length (T = 1 is an edge), then the library."""
+    """seq_len up to the trained length (T = 1 is an edge), where nothing may change, and past it:
+    two independent aspects, so that a mistake on each side is named by its own code. Then the library."""
     cases = [
         (8, 10000.0, 2.0, 10, 16),
         (8, 10000.0, 4.0, 1, 16),
@@ -567,16 +570,42 @@ def check_dynamic(fn, probe: Probe) -> None:
         (64, 500000.0, 8.0, 100, 32),
         (32, 10000.0, 4.0, 17, 16),
     ]
-    for d, base, factor, seq_len, original in cases:
-        call = f"`dynamic_ntk_scaling({d}, {base}, {factor}, seq_len={seq_len}, original_max_len={original})`"
-        compare(
-            probe,
-            probe.call(fn, d, base, factor, probe.length(seq_len), original, what=call),
-            (d, base, factor, seq_len, original),
-            call,
-        )
+
+    def run(within: bool) -> None:
+        for d, base, factor, seq_len, original in cases:
+            if (seq_len <= original) != within:
+                continue
+            call = f"`dynamic_ntk_scaling({d}, {base}, {factor}, seq_len={seq_len}, original_max_len={original})`"
+            out = probe.call(fn, d, base, factor, probe.length(seq_len), original, what=call)
+            try:
+                compare(probe, out, (d, base, factor, seq_len, original), call)
+            except Failure as failure:
+                if within and failure.code == "wrong_values" and rescaled_base(out, d, base) is not None:
+                    probe.fail(
+                        "scaled_within_original_length",
+                        f"{probe.explain('scaled_within_original_length')} ({call}: your frequencies are those of "
+                        f"base {rescaled_base(out, d, base):.6g}, not {base:g})",
+                    )
+                raise
+
+    probe.independent(lambda: run(within=True), lambda: run(within=False))
     # Code Llama's sizes (base 1e6, 16384 trained) run at 40000 tokens; a Llama 2 (4096 trained) at 6000
     against_library(probe, fn, "dynamic", [(128, 1000000.0, 2.0, 40000, 16384), (128, 10000.0, 4.0, 6000, 4096)])
+
+
+def rescaled_base(out: Any, d: int, base: float) -> float | None:
+    """The base of a RoPE table θ_i = base'^(-2i/d) that `out`'s inv_freq is, when base' is not
+    `base`: a dynamic scaling applied where it must not be. None for anything else."""
+    inv_freq = out[0] if isinstance(out, (tuple, list)) and out else None
+    if not isinstance(inv_freq, torch.Tensor) or inv_freq.shape != (d // 2,) or d < 4 or not bool((inv_freq > 0).all()):
+        return None
+    logs = inv_freq.detach().double().log()
+    slope = float(logs[1] - logs[0])  # -2 ln(base') / d
+    table = torch.arange(d // 2, dtype=torch.float64) * slope
+    found = math.exp(-slope * d / 2)
+    if not torch.allclose(logs, table, atol=1e-4) or math.isclose(found, base, rel_tol=1e-4):
+        return None
+    return found
 
 
 NO_TENSOR_IN = "it takes no tensor: its result is made on the CPU, as transformers' own RoPE functions make theirs, and the model moves it with its buffers"

@@ -157,6 +157,11 @@ def dynamic_ratio_only(d, base, factor, seq_len, original_max_len):
     return theta(d, base * (seq_len / original_max_len) ** (d / (d - 2))), 1.0
 
 
+def dynamic_ratio_unclamped(d, base, factor, seq_len, original_max_len):
+    """Two mistakes: the length ratio alone past L, and a change below L too (a ratio under 1)."""
+    return theta(d, base * (seq_len / original_max_len) ** (d / (d - 2))), 1.0
+
+
 def dynamic_no_exponent(d, base, factor, seq_len, original_max_len):
     seq_len = max(seq_len, original_max_len)
     return theta(d, base * (factor * seq_len / original_max_len - (factor - 1))), 1.0
@@ -447,5 +452,6 @@ def linear_times_with_factor_scale(d, base, factor):
 
 ALSO = [
     ("yarn_scaling", "ramp_reversed", "missing_temperature", yarn_reversed_no_temperature),
+    ("dynamic_ntk_scaling", "scaled_within_original_length", "dynamic_wrong_scale", dynamic_ratio_unclamped),
     ("linear_scaling", "factor_inverted", "unexpected_attention_scale", linear_times_with_factor_scale),
 ]
