@@ -20,7 +20,9 @@ from helpers.grading.submission import ExerciseInfo
 # score any more (the checks run outside the kernel): the flags only point a person at odd code.
 SUSPICIOUS = [
     (
-        re.compile(r"\bhelpers\s*\.\s*(checking|probe|safety|registry|exercises|reference|grade|grading)\b|\b_catalogue\b|\bDIAGNOSES\b"),
+        re.compile(
+            r"\bhelpers\s*\.\s*(checking|probe|safety|registry|exercises|reference|grade|grading)\b|\b_catalogue\b|\bDIAGNOSES\b"
+        ),
         "reaches into the course's checking code",
     ),
     (
