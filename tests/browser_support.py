@@ -538,6 +538,27 @@ class Lab:
         cell.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for(timeout=timeout * 1000)
         self.server.wait_idle(path, 60)
 
+    def trust(self, path: str) -> None:
+        """Command palette > Trust Notebook > Trust, as a student trusts a notebook
+        they opened with outputs: its stored outputs re-render trusted, as live ones do."""
+        self.page.keyboard.press("Control+Shift+C")
+        palette = self.page.locator(".lm-CommandPalette-input")
+        palette.fill("Trust Notebook")
+        self.page.locator(".lm-CommandPalette-item", has=self.page.locator(".lm-CommandPalette-itemLabel", has_text=re.compile("^Trust Notebook$"))).first.click()
+        self.page.locator(".jp-Dialog button.jp-Dialog-button", has_text=re.compile("^Trust$")).click()
+        self.page.wait_for_function("() => !document.querySelector('.jp-Dialog') && !document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current.jp-mod-dirty')", timeout=30000)
+
+    def wait_rendered(self, figures: set[int], sliders: dict[int, int], timeout: float = 60) -> None:
+        """Until the stored outputs are drawn: every image loaded, each figure
+        cell shows one, each slider cell its sliders (widgets restored from the
+        notebook's saved widget state). On timeout the caller's checks say what is missing."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            cells = self.cells()
+            if all(c["images"] == c["imagesLoaded"] for c in cells) and all(cells[i]["imagesLoaded"] for i in figures) and all(cells[i]["sliders"] >= n for i, n in sliders.items()):
+                return
+            time.sleep(0.2)
+
     def save(self) -> None:
         self.menu("File", "Save Notebook")
         self.page.wait_for_function("() => !document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current.jp-mod-dirty')", timeout=30000)
