@@ -598,20 +598,26 @@ class Lab:
         notebook's height for the shot, then shrinks back."""
         path.parent.mkdir(parents=True, exist_ok=True)
         size = self.page.viewport_size
-        extra = self.page.evaluate(
-            "() => { const o = document.querySelector('#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer'); return o ? o.scrollHeight - o.clientHeight : 0; }"
-        )
+        overflow = "() => { const o = document.querySelector('#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer'); return o ? o.scrollHeight - o.clientHeight : 0; }"
+        extra = self.page.evaluate(overflow)
         try:
             if extra > 0:
-                self.page.set_viewport_size({"width": size["width"], "height": min(size["height"] + extra + 40, max_height)})
-                try:  # the layout follows the new window size
-                    self.page.wait_for_function(
-                        "() => { const o = document.querySelector('#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');"
-                        " return !o || o.scrollHeight - o.clientHeight <= 2 || window.innerHeight >= " + str(max_height) + "; }",
-                        timeout=10000,
-                    )
-                except Exception:  # a shorter picture is still a picture
-                    pass
+                height = size["height"]
+                # The notebook can grow by a few pixels as it lays out anew (seen: 19 px on chapter 02): grow again, at most twice.
+                for _ in range(3):
+                    height = min(height + extra + 40, max_height)
+                    self.page.set_viewport_size({"width": size["width"], "height": height})
+                    try:  # the layout follows the new window size
+                        self.page.wait_for_function(
+                            "() => { const o = document.querySelector('#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');"
+                            " return !o || o.scrollHeight - o.clientHeight <= 2 || window.innerHeight >= " + str(max_height) + "; }",
+                            timeout=3000,
+                        )
+                    except Exception:  # a shorter picture is still a picture
+                        pass
+                    extra = self.page.evaluate(overflow)
+                    if extra <= 2 or height >= max_height:
+                        break
                 self.page.evaluate("() => { const o = document.querySelector('#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer'); if (o) o.scrollTop = 0; }")
             self.page.screenshot(path=str(path))
         finally:
