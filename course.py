@@ -95,9 +95,15 @@ def test(extra: list[str]) -> int:
     }
     if has_browser:
         # It runs every chapter, unfilled, top to bottom in JupyterLab and fails on any error or stderr
-        # output: what nbval-lax checks, and more. Without a browser nbval-lax does it instead.
-        suites["JupyterLab in Chromium: chapters and solutions run, render and respond"] = [
+        # output: what nbval-lax checks, and more. Without a browser nbval-lax does it instead. The solutions
+        # nbval has just executed are only opened and rendered there. Two workers, each with its own server
+        # and Chromium: much of a notebook's time is the page waiting, not a core working.
+        suites["JupyterLab in Chromium: chapters run, render and respond; solutions render"] = [
             *pytest,
+            "-n",
+            "2",
+            "--dist",
+            "worksteal",
             "tests/test_browser.py",
         ]
     else:
