@@ -114,11 +114,13 @@ for folder in (os.getcwd(), tempfile.gettempdir(), "/dev/shm"):
         pass""",
     # A busy loop meant to slow down the classmate graded beside it.
     "busy_neighbour": """\
-import threading
+import threading, time
+
+end = time.monotonic() + 20  # bounded, as every attack in the suite: long enough to overlap its classmates' grading
 
 
 def spin():
-    while True:
+    while time.monotonic() < end:
         pass
 
 
