@@ -79,7 +79,15 @@ def test(extra: list[str]) -> int:
     pytest = [PYTHON, "-m", "pytest", "-q", *extra]
     suites = {
         # worksteal: a few tests grade whole batches of notebooks; an idle worker takes over the rest of the queue.
-        "unit and checker tests": [*pytest, "-n", "2", "--dist", "worksteal", "tests", "--ignore=tests/test_browser.py"],
+        "unit and checker tests": [
+            *pytest,
+            "-n",
+            "2",
+            "--dist",
+            "worksteal",
+            "tests",
+            "--ignore=tests/test_browser.py",
+        ],
         # --dist loadfile: a notebook's cells share one kernel, so they must stay on one worker.
         "solutions, outputs compared (nbval)": [
             *pytest,
