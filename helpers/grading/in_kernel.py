@@ -1,0 +1,91 @@
+"""What runs in a graded kernel besides the function server (serve): the safety net around each
+call into the notebook's code. Both sides use `state_key`
+and `put` to tell when a tensor's values changed and to write new ones in place."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from helpers import checking  # the safety net, imported before any cell runs
+
+
+def state_key(tensor: torch.Tensor) -> tuple:
+    """Changes when the values may have: an in-place op, new storage, another shape, dtype or device."""
+    pointer = 0 if tensor.is_meta or tensor.layout != torch.strided else tensor.data_ptr()
+    return (tensor._version, pointer, tuple(tensor.shape), tensor.dtype, str(tensor.device), tensor.requires_grad)
+
+
+def put(target: torch.Tensor, values: torch.Tensor) -> None:
+    with torch.no_grad():
+        if (
+            target.shape == values.shape
+            and target.dtype == values.dtype
+            and target.device == values.device
+            and not target.is_meta
+        ):
+            target.copy_(values)
+        else:
+            target.data = values
+
+
+def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple[dict, Any, set[str], list[str]]:
+    """Call into the notebook's code with the course's safety net; (outcome, result, torch
+    functions seen, torch settings it changed). The same net as a check in a notebook."""
+    forbidden = tuple(
+        f for f in (checking.from_torch_path(path) for path in settings.get("forbidden", [])) if f is not None
+    )
+    watch = checking._Watch(forbidden)
+    device = torch.device(settings.get("device", "cpu"))
+    result, outcome, changed = None, {"kind": "ok"}, []
+    with torch.set_grad_enabled(bool(settings.get("grad", True))):
+        state = checking.TorchState.capture()
+        try:
+            with (
+                checking.time_limit(float(settings.get("timeout", 10))),
+                checking.memory_cap(int(settings.get("memory_mb", 4096)), device),
+                watch,
+                checking._FactoriesOnMeta()
+                if settings.get("factories_on_meta")
+                else checking._CopiesOffMeta()
+                if settings.get("copies_off_meta")
+                else contextlib.nullcontext(),
+                checking._ReferenceWatch(
+                    "it"
+                ),  # in a sandbox, what is left of the reference (sandbox.reference_stand_in)
+            ):
+                result = fn(*args, **kwargs)
+        except (checking.CheckTimeout, KeyboardInterrupt):
+            outcome = {"kind": "timeout"}
+        except checking.ForbiddenCall as call:
+            outcome = {"kind": "forbidden", "name": call.name}
+        except checking.Failure as failure:  # _ReferenceWatch's
+            outcome = {
+                "kind": "reference",
+                "name": failure.message.split("`")[1] if "`" in failure.message else "helpers.reference",
+            }
+        except NotImplementedError as error:
+            outcome = {
+                "kind": "not_implemented",
+                "stub": checking._stub_that_raised(error),
+                "line": checking._last_line(error),
+            }
+        except SystemExit as error:
+            outcome = {"kind": "exit", "line": checking._last_line(error)}
+        except BaseException as error:
+            if (
+                type(error).__name__ == "ReferenceUnavailable"
+            ):  # the sandbox's stand-in (grading/stand_ins/reference.py)
+                outcome = {"kind": "reference", "name": str(getattr(error, "name", "helpers.reference"))}
+            else:
+                outcome = {
+                    "kind": "raised",
+                    "line": checking._last_line(error),
+                    "oom": checking._is_out_of_memory(error),
+                }
+        finally:
+            changed = checking.TorchState.capture().changes_since(state)
+            state.restore()
+    return outcome, result, {getattr(f, "__name__", "") for f in watch.seen}, changed
