@@ -53,7 +53,7 @@ class Server:
         self.tokens: dict[int, str] = {}  # id(object) -> its token
         self.sent: dict[str, tuple] = {}  # token -> the state key of the values the grader has
         self.roots: list[str] = []  # modules whose state goes with every reply
-        self.graphs: dict[int, tuple[list[torch.Tensor], list[int]]] = {}
+        self.graphs: dict[int, list[torch.Tensor]] = {}  # the outputs of a call that need a gradient
         self.holders: dict[bytes, str] = {}  # digest of a large tensor's values -> a token the grader holds them under
         self.digest_of: dict[str, bytes] = {}
 
@@ -120,7 +120,7 @@ class Server:
 
     def op_backward(self, tree: dict, tensors: dict, out: dict) -> dict:
         self.apply_sync(tree, tensors)
-        outputs, _ = self.graphs[tree["graph"]]
+        outputs = self.graphs[tree["graph"]]
         grads = [None if g is None else self.decode(g, tensors) for g in tree["grads"]]
         pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None]
         leaves = [self.objects[t] for t in tree["leaves"]]
@@ -356,7 +356,7 @@ class Server:
         outputs = [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
         if not outputs:
             return None
-        self.graphs[len(self.graphs)] = (outputs, [])
+        self.graphs[len(self.graphs)] = outputs
         return len(self.graphs) - 1
 
 
