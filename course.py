@@ -49,7 +49,11 @@ def setup() -> None:
     has_torch = subprocess.call([str(PYTHON), "-c", "import torch"], stderr=subprocess.DEVNULL) == 0
     if not has_torch and run(*pip, TORCH):
         sys.exit(f"Could not install {TORCH}. See the README's 'Set-up problems'.")
-    if run(*pip, "-e", ".[test]"):
+    # uv installs the course's ~150 packages in about 10 s where pip takes over a minute; pip stays the fallback.
+    # torch is already in place (uv does not read pip's configuration, so it must not choose a torch itself).
+    uv = [PYTHON, "-m", "uv", "pip", "install", "--python", PYTHON, "-q"]
+    fast = run(*pip, "uv") == 0 and run(*uv, "-e", ".[test]") == 0
+    if not fast and run(*pip, "-e", ".[test]"):
         sys.exit("Could not install the course's packages. See the README's 'Set-up problems'.")
     STAMP.write_text(wanted)
 
