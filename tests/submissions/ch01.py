@@ -535,3 +535,11 @@ def lookup_to_cpu_and_back(weight, ids):
 
 WRONG += [("lookup", "wrong_device", lookup_on_the_cpu)]
 RIGHT["lookup"].append(lookup_to_cpu_and_back)
+
+
+# INDEPENDENT: which catalogue mistakes are independent aspects of the code (each pair made together by an ALSO
+# submission); ONE_ASPECT: why an exercise's mistakes are all values of one choice. tests/test_also_wrong.py reads both.
+INDEPENDENT = {
+    # the sum over a repeated id's uses, and the padding row zeroed (transposed_weight: the whole result's layout, which hides both)
+    "embedding_backward": [("no_accumulation", "padding_row_updated")],
+}

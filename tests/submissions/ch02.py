@@ -850,3 +850,18 @@ class ScaleAsParameter(ScaledEmbeddingPlain):
 
 
 WRONG += [("ScaledEmbedding", "scale_is_parameter", ScaleAsParameter)]
+
+
+# INDEPENDENT: which catalogue mistakes are independent aspects of the code (each pair made together by an ALSO
+# submission); ONE_ASPECT: why an exercise's mistakes are all values of one choice. tests/test_also_wrong.py reads both.
+INDEPENDENT = {
+    # the Parameter shared, the bias, the softmax: three separate lines of the module
+    "TiedLMHead": [
+        ("copy_not_tied", "has_bias"),
+        ("copy_not_tied", "returns_probabilities"),
+        ("returns_probabilities", "has_bias"),
+    ],
+}
+ONE_ASPECT = {
+    "ScaledEmbedding": "missing_scale, divided_by_scale and wrong_scale are three values of the one factor the rows are multiplied by",
+}

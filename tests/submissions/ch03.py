@@ -1263,3 +1263,21 @@ class TokenAndPositionTrainableScale(_TokenAndPosition):
 WRONG += [("TokenAndPositionEmbedding", "scale_is_parameter", TokenAndPositionTrainableScale)]
 
 WRONG += [("relative_shift_matrix", "wrong_dtype", shift_numpy_float64)]
+
+
+# INDEPENDENT: which catalogue mistakes are independent aspects of the code (each pair made together by an ALSO
+# submission); ONE_ASPECT: why an exercise's mistakes are all values of one choice. tests/test_also_wrong.py reads both.
+INDEPENDENT = {
+    # a table's layout (sin_cos_swapped, concatenated_halves), its frequencies (wrong_base, wrong_exponent) and its
+    # positions (position_offset); all_zeros leaves nothing else to see
+    "sinusoidal_encoding": [
+        ("concatenated_halves", "wrong_exponent"),
+        ("concatenated_halves", "position_offset"),
+        ("sin_cos_swapped", "position_offset"),
+        ("concatenated_halves", "wrong_base"),
+    ],
+    "relative_shift_matrix": [("concatenated_halves", "wrong_base")],
+    "PositionalEncoding": [("concatenated_halves", "wrong_exponent")],
+    # the table (its layout, its frequencies) and the token scale
+    "TokenAndPositionEmbedding": [("concatenated_halves", "wrong_exponent"), ("sin_cos_swapped", "missing_scale")],
+}

@@ -1247,3 +1247,15 @@ class LearnedRightAligned(LearnedEmbeddingLookup):
 
 
 WRONG += [("LearnedPositionalEmbedding", "position_offset", LearnedRightAligned)]
+
+
+# INDEPENDENT: which catalogue mistakes are independent aspects of the code (each pair made together by an ALSO
+# submission); ONE_ASPECT: why an exercise's mistakes are all values of one choice. tests/test_also_wrong.py reads both.
+INDEPENDENT = {
+    # what is summed, and the LayerNorm's eps (seed 002)
+    "BertEmbeddings": [("missing_token_type", "layernorm_eps")],
+}
+ONE_ASPECT = {
+    "LearnedPositionalEmbedding": "same_row_every_position, batch_seq_confusion and position_offset are three answers to the one question "
+    "'which rows of the table are added': row 0 everywhere, rows along the batch, rows from 1",
+}

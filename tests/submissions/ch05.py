@@ -1769,3 +1769,18 @@ WRONG += [
     ("rope_interleaved", "library_raised", interleaved_flat_rows),
     ("apply_partial_rope", "library_raised", partial_views_heads_flat),
 ]
+
+
+# INDEPENDENT: which catalogue mistakes are independent aspects of the code (each pair made together by an ALSO
+# submission); ONE_ASPECT: why an exercise's mistakes are all values of one choice. tests/test_also_wrong.py reads both.
+INDEPENDENT = {
+    # RoPE: which components pair up (the layout), the angles' frequencies, the turn's direction, the positions read
+    "rope_cache": [("rope_interleaved_convention", "wrong_exponent")],
+    "rotate_half": [("rope_interleaved_convention", "rope_sign_flip")],
+    "apply_rope": [("rope_interleaved_convention", "rope_sign_flip")],
+    "rope_interleaved": [("rope_half_split_convention", "rope_sign_flip"), ("rope_sign_flip", "wrong_exponent")],
+    "RotaryEmbedding": [("rope_interleaved_convention", "wrong_exponent")],
+    "rope_from_shift_matrix": [("rope_sign_flip", "rope_ignores_positions")],
+    # where the turned part sits in the head, and the turn's direction
+    "apply_partial_rope": [("partial_rope_last_dims", "rope_sign_flip")],
+}

@@ -484,3 +484,18 @@ WRONG += [
     ("t5_relative_bucket", "wrong_dtype", bucket_float),
 ]
 ALSO += [("t5_relative_bucket", "bucket_sign_split_missing", "bucket_not_clamped", bucket_no_split_no_clamp)]
+
+
+# INDEPENDENT: which catalogue mistakes are independent aspects of the code (each pair made together by an ALSO
+# submission); ONE_ASPECT: why an exercise's mistakes are all values of one choice. tests/test_also_wrong.py reads both.
+INDEPENDENT = {
+    # ALiBi: the slopes' sign, the rule for a head count that is not a power of two, the mask
+    "alibi_slopes": [("wrong_sign", "non_power_of_two")],
+    "alibi_bias": [
+        ("missing_causal_mask", "wrong_sign"),
+        ("missing_causal_mask", "non_power_of_two"),
+        ("wrong_sign", "non_power_of_two"),
+    ],
+    # T5's buckets: the split by sign, and the clamp of the far distances (two separate steps)
+    "t5_relative_bucket": [("bucket_sign_split_missing", "bucket_not_clamped")],
+}

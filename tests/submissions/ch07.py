@@ -455,3 +455,20 @@ ALSO = [
     ("dynamic_ntk_scaling", "scaled_within_original_length", "dynamic_wrong_scale", dynamic_ratio_unclamped),
     ("linear_scaling", "factor_inverted", "unexpected_attention_scale", linear_times_with_factor_scale),
 ]
+
+
+# INDEPENDENT: which catalogue mistakes are independent aspects of the code (each pair made together by an ALSO
+# submission); ONE_ASPECT: why an exercise's mistakes are all values of one choice. tests/test_also_wrong.py reads both.
+INDEPENDENT = {
+    # dynamic NTK: what happens up to the trained length, and what past it (two sides of one if)
+    "dynamic_ntk_scaling": [("scaled_within_original_length", "dynamic_wrong_scale")],
+    # YaRN: which pairs are interpolated (the ramp), and the attention temperature (a second output)
+    "yarn_scaling": [("ramp_reversed", "missing_temperature")],
+}
+ONE_ASPECT = {
+    "linear_scaling": "factor_inverted and wrong_exponent are two wrong values of the one frequency vector, θ_i/s: "
+    "its attention scale, the other output, has no catalogue mistake",
+    "ntk_scaling": "factor_inverted and ntk_wrong_exponent are two answers to the one question 'what is the new base'",
+    "llama3_scaling": "its four mistakes all move the one piecewise rule that maps each θ_i (the bands' edges, their "
+    "direction, the wavelength, the factor): the scale it returns is always 1.0",
+}
