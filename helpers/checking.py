@@ -182,6 +182,8 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
                 f"`{name}` is, or is built on, the course's own reference `{reference}`, not code of your own.",
             )
         exercise.check(submission, probe)
+        if exercise.oracle is not None:  # after the direct probes, which name a mistake more precisely; on the CPU only
+            exercise.oracle(probe, submission)
         if device.type != "cpu":
             on_device(exercise, submission, name, device)
         code, message, hint, fix = None, "All probes passed: shapes, dtypes, devices, values and properties.", "", ""

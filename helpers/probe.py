@@ -531,6 +531,12 @@ class Probe:
                 self.fail(code, message)
 
 
+# What an exercise declares (registry.Exercise): its check, check(submission, probe), raises Failure on the
+# first probe that fails; its second oracle, oracle(probe, submission), runs once after the check passed.
+Check = Callable[[Any, Probe], None]
+Oracle = Callable[[Probe, Any], None]
+
+
 def _quietly(mistake: Callable, *args: Any, **kwargs: Any) -> Any:
     """A known mistake run on inputs it cannot handle (a transposed table indexed
     past its end) simply is not the student's mistake: None."""

@@ -429,7 +429,6 @@ def check_learned_positions(cls, probe: Probe) -> None:
         )
 
     probe.independent(trainable, values, length, gradient, device)
-    oracle.gpt2_positions(probe, cls)  # the second oracle: inside transformers' GPT-2
 
 
 # A small config with non-default values everywhere: hard-coded sizes, eps,
@@ -822,6 +821,7 @@ EXERCISES = [
         kind="module",
         reference=reference.LearnedPositionalEmbedding,
         check=check_learned_positions,
+        oracle=oracle.positions_in_gpt2,
         mistakes=POSITION_ADDING_MISTAKES,
         difficulty=1,
         importance=3,

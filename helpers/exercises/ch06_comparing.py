@@ -454,13 +454,11 @@ MISPLACED_MASK = (
 
 def check_alibi_slopes(fn, probe: Probe) -> None:
     alibi_probe(fn, probe, ((8,), (16,), (2,), (1,), (4,), (12,), (6,), (20,)))
-    oracle.bloom_slopes(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
 def check_alibi_bias(fn, probe: Probe) -> None:
     cases = ((4, 6), (8, 5), (1, 3), (2, 1), (6, 7), (12, 4))  # (2, 1): one query, one key, the shortest sequence
     alibi_probe(fn, probe, tuple((n_heads, probe.length(seq_len)) for n_heads, seq_len in cases), masked=True)
-    oracle.bloom_bias(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
 # --- t5_relative_bucket: its mistakes take (relative_position, bidirectional, num_buckets, max_distance) ---------
@@ -663,6 +661,7 @@ EXERCISES = [
         kind="function",
         reference=reference.alibi_slopes,
         check=check_alibi_slopes,
+        oracle=oracle.slopes_in_bloom,
         mistakes={"non_power_of_two": alibi_slopes_naive, "wrong_sign": alibi_slopes_wrong_sign},
         difficulty=2,
         importance=2,
@@ -677,6 +676,7 @@ EXERCISES = [
         kind="function",
         reference=reference.alibi_bias,
         check=check_alibi_bias,
+        oracle=oracle.bias_in_bloom,
         mistakes={
             "non_power_of_two": alibi_bias_naive,
             "wrong_sign": alibi_bias_wrong_sign,

@@ -15,13 +15,14 @@ transformers' own function on a real model's sizes (Llama 3.1, Qwen2.5, Code Lla
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from helpers import library, reference
 from helpers.library import LibraryUnavailable
-from helpers.probe import Probe, close, describe_difference
+from helpers.probe import Check, Oracle, Probe, close, describe_difference
 from helpers.registry import Exercise
 from helpers.safety import Failure
 
@@ -502,13 +503,10 @@ def library_result(rope_type: str, args: tuple) -> tuple[torch.Tensor, float]:
     return library.rope_init(rope_type, d, base, factor, original_max_len, seq_len, **extra)
 
 
-def against_library(probe: Probe, fn, rope_type: str, cases: list[tuple]) -> None:
-    """The second oracle: transformers' own ROPE_INIT_FUNCTIONS[rope_type], on a real model's sizes
-    (each case is the course function's arguments). A library whose maths differ from the
-    course's reference is not held against the student: said in one line, as is a version
-    outside the tested range."""
-    if probe.accelerator_pass:
-        return  # nothing here depends on a device: the CPU pass ran it
+def against_library(probe: Probe, fn: Callable[..., Any], rope_type: str, cases: list[tuple]) -> None:
+    """transformers' own ROPE_INIT_FUNCTIONS[rope_type], on a real model's sizes (each case is the
+    course function's arguments). A library whose maths differ from the course's reference is not
+    held against the student: said in one line, as is a version outside the tested range."""
     try:
         outside = library.outside_tested_range()
         theirs = [library_result(rope_type, args) for args in cases]
@@ -546,22 +544,25 @@ def against_library(probe: Probe, fn, rope_type: str, cases: list[tuple]) -> Non
         probe.notes.append(f"(Compared with transformers' own {rope_type!r} RoPE: {outside}.)")
 
 
-def scaling_check(cases: list[tuple], rope_type: str | None = None, library_cases: list[tuple] = ()):
-    """The check of a function exercise: every case against the reference and the catalogue, then the library."""
+def library_oracle(rope_type: str, cases: list[tuple]) -> Oracle:
+    """An exercise's second oracle: its code against transformers' own `rope_type`, on these cases."""
+    return lambda probe, fn: against_library(probe, fn, rope_type, cases)
 
-    def check(fn, probe: Probe) -> None:
+
+def scaling_check(cases: list[tuple]) -> Check:
+    """The check of a function exercise: every case against the reference and the catalogue."""
+
+    def check(fn: Callable[..., Any], probe: Probe) -> None:
         for args in cases:
             call = f"`{probe.exercise.id}({', '.join(repr(a) for a in args)})`"
             compare(probe, probe.call(fn, *args, what=call), args, call)
-        if rope_type is not None:
-            against_library(probe, fn, rope_type, list(library_cases))
 
     return check
 
 
-def check_dynamic(fn, probe: Probe) -> None:
+def check_dynamic(fn: Callable[..., Any], probe: Probe) -> None:
     """seq_len up to the trained length (T = 1 is an edge), where nothing may change, and past it:
-    two independent aspects, so that a mistake on each side is named by its own code. Then the library."""
+    two independent aspects, so that a mistake on each side is named by its own code."""
     cases = [
         (8, 10000.0, 2.0, 10, 16),
         (8, 10000.0, 4.0, 1, 16),
@@ -589,8 +590,6 @@ def check_dynamic(fn, probe: Probe) -> None:
                 raise
 
     probe.independent(lambda: run(within=True), lambda: run(within=False))
-    # Code Llama's sizes (base 1e6, 16384 trained) run at 40000 tokens; a Llama 2 (4096 trained) at 6000
-    against_library(probe, fn, "dynamic", [(128, 1000000.0, 2.0, 40000, 16384), (128, 10000.0, 4.0, 6000, 4096)])
 
 
 def rescaled_base(out: Any, d: int, base: float) -> float | None:
@@ -617,11 +616,8 @@ EXERCISES = [
         points=1,
         kind="function",
         reference=reference.linear_scaling,
-        check=scaling_check(
-            [(8, 10000.0, 4.0), (16, 500000.0, 2.5), (2, 10000.0, 8.0)],
-            "linear",
-            [(128, 10000.0, 4.0), (128, 500000.0, 8.0)],
-        ),
+        check=scaling_check([(8, 10000.0, 4.0), (16, 500000.0, 2.5), (2, 10000.0, 8.0)]),
+        oracle=library_oracle("linear", [(128, 10000.0, 4.0), (128, 500000.0, 8.0)]),
         mistakes={"factor_inverted": linear_factor_inverted, "wrong_exponent": linear_wrong_exponent},
         difficulty=1,
         importance=3,
@@ -648,6 +644,8 @@ EXERCISES = [
         kind="function",
         reference=reference.dynamic_ntk_scaling,
         check=check_dynamic,
+        # Code Llama's sizes (base 1e6, 16384 trained) run at 40000 tokens; a Llama 2 (4096 trained) at 6000
+        oracle=library_oracle("dynamic", [(128, 1000000.0, 2.0, 40000, 16384), (128, 10000.0, 4.0, 6000, 4096)]),
         mistakes={
             "scaled_within_original_length": dynamic_scaled_within,
             "dynamic_wrong_scale": dynamic_wrong_scale,
@@ -671,11 +669,10 @@ EXERCISES = [
                 (64, 10000.0, 4.0, 512),
                 (32, 500000.0, 4.0, 256, 16.0, 2.0),
                 (16, 10000.0, 1.0, 128),
-            ],
-            "yarn",
-            # Llama 2 at 64k (Peng et al.'s YaRN 64k model: d 128, 4096 trained, s 16) and Qwen2.5's YaRN (base 1e6, 32768 trained, s 4)
-            [(128, 10000.0, 16.0, 4096), (128, 1000000.0, 4.0, 32768)],
+            ]
         ),
+        # Llama 2 at 64k (Peng et al.'s YaRN 64k model: d 128, 4096 trained, s 16) and Qwen2.5's YaRN (base 1e6, 32768 trained, s 4)
+        oracle=library_oracle("yarn", [(128, 10000.0, 16.0, 4096), (128, 1000000.0, 4.0, 32768)]),
         mistakes={
             "ramp_reversed": yarn_ramp_reversed,
             "wavelength_without_2pi": yarn_without_two_pi,
@@ -697,11 +694,10 @@ EXERCISES = [
         kind="function",
         reference=reference.llama3_scaling,
         check=scaling_check(
-            [(16, 10000.0, 4.0, 1.0, 4.0, 64), (32, 10000.0, 8.0, 2.0, 8.0, 128), (64, 500000.0, 8.0, 1.0, 4.0, 8192)],
-            "llama3",
-            # Llama 3.1's own numbers (d 128, base 500000, s 8, bands 1 and 4, 8192 trained), and Llama 3.2's s 32
-            [(128, 500000.0, 8.0, 1.0, 4.0, 8192), (128, 500000.0, 32.0, 1.0, 4.0, 8192)],
+            [(16, 10000.0, 4.0, 1.0, 4.0, 64), (32, 10000.0, 8.0, 2.0, 8.0, 128), (64, 500000.0, 8.0, 1.0, 4.0, 8192)]
         ),
+        # Llama 3.1's own numbers (d 128, base 500000, s 8, bands 1 and 4, 8192 trained), and Llama 3.2's s 32
+        oracle=library_oracle("llama3", [(128, 500000.0, 8.0, 1.0, 4.0, 8192), (128, 500000.0, 32.0, 1.0, 4.0, 8192)]),
         mistakes={
             "wavelength_without_2pi": llama3_without_two_pi,
             "wrong_band_edges": llama3_wrong_band_edges,
