@@ -137,10 +137,6 @@ class CheckResult:
             + f"{help_}</div>"
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        keys = ("exercise", "passed", "score", "max_score", "diagnosis", "message", "hint", "fix", "also")
-        return {key: getattr(self, key) for key in keys}
-
 
 # --------------------------------------------------------------------------
 # The public entry points
