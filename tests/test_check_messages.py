@@ -11,8 +11,9 @@ import torch
 from torch import nn
 
 from helpers import check
-from helpers.checking import CheckResult, advice
+from helpers.checking import CheckResult
 from helpers.exercises import all_exercises
+from helpers.probe import advice
 from helpers.registry import GENERIC_ADVICE
 from tests.submissions.ch04 import BertPlain
 from tests.submissions.ch06 import slopes_official
