@@ -374,7 +374,7 @@ def apply_rope_sliced_then_gathered(q, k, cos, sin, positions=None):
         c, s = c[positions], s[positions]  # positions >= T fall off the sliced rows
     if c.dim() == 3:
         c, s = c[:, None], s[:, None]
-    rotate = lambda x: torch.cat((-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]), dim=-1)  # noqa: E731
+    rotate = lambda x: torch.cat((-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]), dim=-1)
     return q * c + rotate(q) * s, k * c + rotate(k) * s
 
 

@@ -388,7 +388,7 @@ def test_meta_layout_llama_gives_the_same_logits_with_interleaved_rope():
     def interleaved(q, k, positions):
         turn = lambda x: torch.cat(
             [reference.rope_interleaved(x[b : b + 1], positions[b], base) for b in range(len(x))]
-        )  # noqa: E731
+        )
         return turn(q), turn(k)
 
     theirs = library.llama_logits(model, ids, mask, position_ids)
@@ -423,7 +423,7 @@ def test_gptj_logits_with_the_reference_interleaved_rope():
     theirs = library.gptj_logits(model, ids, mask, position_ids)
     ours = library.gptj_logits(model, ids, mask, position_ids, rope=reference.rope_interleaved)
     assert_close(real_tokens(ours, mask), real_tokens(theirs, mask))
-    half_split = lambda x, p: reference.apply_rope(x, x, *reference.rope_cache(x.shape[-1], 64), p)[0]  # noqa: E731
+    half_split = lambda x, p: reference.apply_rope(x, x, *reference.rope_cache(x.shape[-1], 64), p)[0]
     assert not torch.allclose(library.gptj_logits(model, ids, mask, position_ids, rope=half_split), theirs, atol=1e-4)
 
 
@@ -455,7 +455,7 @@ def test_gpt2_logits_with_the_reference_positions_and_tied_head():
     learned.load_state_dict({"position_embeddings.weight": wpe.weight})
     theirs = library.gpt2_logits(model, ids)
     assert_close(library.gpt2_logits(model, ids, positions=learned, head=reference.TiedLMHead(wte)), theirs)
-    shifted = lambda x: x + wpe.weight[1 : x.shape[1] + 1]  # noqa: E731  positions counted from 1
+    shifted = lambda x: x + wpe.weight[1 : x.shape[1] + 1]  # positions counted from 1
     assert not torch.allclose(library.gpt2_logits(model, ids, positions=shifted), theirs, atol=1e-4)
 
 

@@ -292,7 +292,7 @@ def backward_probes(fn, probe: Probe) -> None:
         weight = torch.zeros(V, d, dtype=dtype, device=probe.device, requires_grad=True)
         F.embedding(ids, weight, padding_idx=padding_idx).backward(grad_out)
         args = (grad_out, ids, V, padding_idx)
-        expect = lambda out, args=args, expected=weight.grad, what=what: probe.expect(  # noqa: E731
+        expect = lambda out, args=args, expected=weight.grad, what=what: probe.expect(
             out,
             expected,
             what=f"the gradient for {what}",

@@ -291,7 +291,7 @@ def check_learned_positions(cls, probe: Probe) -> None:
     name, param = learned_table(probe, module, max_len, d)
     with torch.no_grad():  # known values whatever the init: a zero-initialised table would hide a missing `x +`
         param.copy_(probe.randn(*param.shape))
-    as_rows = lambda t: oriented(t, max_len, d)  # noqa: E731 (R, d), R >= max_len: row t is position t
+    as_rows = lambda t: oriented(t, max_len, d)  # (R, d), R >= max_len: row t is position t
     table = as_rows(param.detach())
     x = probe.sequence(probe.randn(3, 7, d), max_len)  # B=3 != T=7 != d=12
     cpu_x = probe.sequence(probe.randn(2, max_len, d, device="cpu"), max_len)
@@ -347,7 +347,7 @@ def check_learned_positions(cls, probe: Probe) -> None:
         with torch.no_grad():
             cpu_param.copy_(param.detach().cpu())
         probe.call(on_cpu.eval)
-        longer = lambda T: probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)  # noqa: E731
+        longer = lambda T: probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)
         out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, cpu_x if T == max_len else longer(T)), max_len)
         table_cpu = table.cpu()
         probe.expect(

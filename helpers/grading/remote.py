@@ -307,7 +307,7 @@ class Session(Mirroring):
             and k != "training"
             and (v is None or isinstance(v, (bool, int, float, str, tuple)))
         }
-        tensor = lambda t: None if t is None else self.encode(t, tensors, leaves, depth + 1)  # noqa: E731
+        tensor = lambda t: None if t is None else self.encode(t, tensors, leaves, depth + 1)
         return {
             "nn": type(module).__name__,
             "token": token,
