@@ -34,6 +34,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator
 from functools import cache
+from typing import Any
 
 import torch
 
@@ -79,7 +80,7 @@ def library_attr(module: str, name: str):
     return getattr(found, name)
 
 
-def _path(obj, dotted: str):
+def _path(obj: Any, dotted: str):
     """obj.a.b.c, or LibraryUnavailable naming the first missing step (the model layout moved)."""
     for step in dotted.split("."):
         if step.isdigit():
@@ -93,7 +94,7 @@ def _path(obj, dotted: str):
     return obj
 
 
-def _build(module: str, model_class: str, config_class: str, **config_kwargs) -> torch.nn.Module:
+def _build(module: str, model_class: str, config_class: str, **config_kwargs: Any) -> torch.nn.Module:
     """A random-weight model from a config: seeded, float32, eval mode, CPU."""
     config = library_attr(module, config_class)(**config_kwargs)
     config._attn_implementation = (
@@ -105,7 +106,7 @@ def _build(module: str, model_class: str, config_class: str, **config_kwargs) ->
     return model.float().eval()
 
 
-def rope_base(config) -> float:
+def rope_base(config: Any) -> float:
     """RoPE's base θ: config.rope_parameters["rope_theta"] in transformers 5, config.rope_theta in 4."""
     parameters = getattr(config, "rope_parameters", None)
     if isinstance(parameters, dict) and "rope_theta" in parameters:
@@ -250,12 +251,12 @@ def minilm():
 # ---------------------------------------------------------------------------
 
 
-def llama_head_dim(model) -> int:
+def llama_head_dim(model: torch.nn.Module) -> int:
     config = model.config
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
-def neox_rotary_ndims(model) -> int:
+def neox_rotary_ndims(model: torch.nn.Module) -> int:
     return int(_path(model, "gpt_neox.layers.0.attention.rotary_ndims"))
 
 
@@ -263,7 +264,12 @@ RopeStep = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tens
 
 
 def _rope_model_logits(
-    model, module: str, input_ids, attention_mask, position_ids, rope: RopeStep | None
+    model: torch.nn.Module,
+    module: str,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    rope: RopeStep | None,
 ) -> torch.Tensor:
     """logits (B, T, V). With rope, every layer's rotary step is rope(q, k, position_ids)
     instead of the library's apply_rotary_pos_emb(q, k, cos, sin): the library's cos and
@@ -282,7 +288,7 @@ def _rope_model_logits(
 
 
 def llama_logits(
-    model,
+    model: torch.nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     position_ids: torch.Tensor | None = None,
@@ -293,7 +299,7 @@ def llama_logits(
 
 
 def neox_logits(
-    model,
+    model: torch.nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     position_ids: torch.Tensor | None = None,
@@ -303,7 +309,7 @@ def neox_logits(
     return _rope_model_logits(model, "models.gpt_neox.modeling_gpt_neox", input_ids, attention_mask, position_ids, rope)
 
 
-def meta_layout_llama(model):
+def meta_layout_llama(model: torch.nn.Module):
     """A copy of a Llama with every q_proj and k_proj in Meta's interleaved row order
     (what Meta's checkpoints hold): run with interleaved RoPE, it gives the original's logits."""
     meta = copy.deepcopy(model)
@@ -323,7 +329,7 @@ def meta_layout_llama(model):
 
 
 def gptj_logits(
-    model,
+    model: torch.nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     position_ids: torch.Tensor | None = None,
@@ -395,7 +401,7 @@ def bloom_slopes(num_heads: int) -> torch.Tensor:
 
 
 def bloom_first_layer_attention(
-    model, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The first layer's attention probabilities (B, H, T, T), as BLOOM computes them
     (its alibi and its causal mask, eager softmax), with that layer's q and k
@@ -420,7 +426,7 @@ def bloom_first_layer_attention(
 
 
 def bloom_logits(
-    model,
+    model: torch.nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     *,
@@ -458,13 +464,13 @@ def bloom_logits(
 # ---------------------------------------------------------------------------
 
 
-def gpt2_tables(model) -> tuple[torch.nn.Embedding, torch.nn.Embedding, torch.nn.Linear]:
+def gpt2_tables(model: torch.nn.Module) -> tuple[torch.nn.Embedding, torch.nn.Embedding, torch.nn.Linear]:
     """GPT-2's token table wte (V, d), position table wpe (n_positions, d), and its lm_head."""
     return _path(model, "transformer.wte"), _path(model, "transformer.wpe"), _path(model, "lm_head")
 
 
 def gpt2_logits(
-    model,
+    model: torch.nn.Module,
     input_ids: torch.Tensor,
     positions: Callable | None = None,
     head: Callable | None = None,
@@ -480,7 +486,9 @@ def gpt2_logits(
     wte = _path(model, "transformer.wte")
     block = _path(model, "transformer.h.0")
 
-    def own_positions(module, args, kwargs):  # the first block's input, rebuilt from the caller's step
+    def own_positions(
+        module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:  # the first block's input, rebuilt from the caller's step
         x = positions(wte(input_ids))
         return ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": x})
 
@@ -572,7 +580,7 @@ def outside_tested_range() -> str | None:
     return f"transformers {version} is installed, outside the range {low} to <{high} the course was tested on"
 
 
-def _rope_config(rope_parameters: dict, head_dim: int, max_position_embeddings: int, **sizes):
+def _rope_config(rope_parameters: dict, head_dim: int, max_position_embeddings: int, **sizes: Any):
     """A LlamaConfig whose RoPE is `rope_parameters` ({"rope_type": ..., "rope_theta": ..., "factor": ...})."""
     sizes = {
         "vocab_size": VOCAB,
@@ -591,7 +599,9 @@ def _rope_config(rope_parameters: dict, head_dim: int, max_position_embeddings: 
     )
 
 
-def rope_parameters(rope_type: str, base: float, factor: float, original_max_len: int, **extra) -> tuple[dict, int]:
+def rope_parameters(
+    rope_type: str, base: float, factor: float, original_max_len: int, **extra: Any
+) -> tuple[dict, int]:
     """(rope_parameters, max_position_embeddings) as a config states a scaled RoPE. For "linear"
     and "dynamic" the trained length is max_position_embeddings itself (the library reads it
     there); "yarn" and "llama3" name it original_max_position_embeddings, beside a
@@ -604,7 +614,7 @@ def rope_parameters(rope_type: str, base: float, factor: float, original_max_len
 
 
 def rope_init(
-    rope_type: str, d: int, base: float, factor: float, original_max_len: int, seq_len: int | None = None, **extra
+    rope_type: str, d: int, base: float, factor: float, original_max_len: int, seq_len: int | None = None, **extra: Any
 ) -> tuple[torch.Tensor, float]:
     """transformers' own ROPE_INIT_FUNCTIONS[rope_type] for a head of d dims: (inv_freq (d/2,), attention_scale).
     extra: low_freq_factor and high_freq_factor ("llama3"), beta_fast and beta_slow ("yarn")."""
@@ -649,7 +659,13 @@ def rope_type_from(rope_type: str, fn: Callable[..., tuple[torch.Tensor, float]]
     if rope_type not in functions or rope_type not in _ROPE_ARGUMENTS:
         raise LibraryUnavailable(f"transformers {transformers_version()} has no RoPE type {rope_type!r}")
 
-    def init(config, device=None, seq_len=None, layer_type=None, **kwargs):
+    def init(
+        config: Any,
+        device: torch.device | str | None = None,
+        seq_len: int | None = None,
+        layer_type: str | None = None,
+        **kwargs: Any,
+    ):
         p = config.rope_parameters
         d = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         inv_freq, scale = fn(d, p["rope_theta"], *_ROPE_ARGUMENTS[rope_type](p, config, seq_len))

@@ -44,14 +44,17 @@ Fix: Divide: `theta / factor` (and a larger base for NTK-aware scaling,
 base · factor^(d/(d-2)), never a smaller one)."""
 
 
-def linear_factor_inverted(d, base, factor):
+Scaled = tuple[torch.Tensor, float]  # what each exercise and each of its mistakes returns: (inv_freq, attention_scale)
+
+
+def linear_factor_inverted(d: int, base: float, factor: float) -> Scaled:
     return theta_of(d, base) * factor, 1.0
 
 
 linear_factor_inverted.__doc__ = FACTOR_INVERTED
 
 
-def linear_wrong_exponent(d, base, factor):
+def linear_wrong_exponent(d: int, base: float, factor: float) -> list[Scaled]:
     """Your frequencies before scaling are off: θ_i is not 1 / base^(2i/d)
     (an exponent i/d, or 2i over d/2).
 
@@ -63,19 +66,19 @@ def linear_wrong_exponent(d, base, factor):
     return [(base ** (-i / d) / factor, 1.0), (base ** (-4 * i / d) / factor, 1.0)]
 
 
-def ntk_factor_inverted(d, base, factor):
+def ntk_factor_inverted(d: int, base: float, factor: float) -> Scaled:
     return theta_of(d, base / factor ** (d / (d - 2))), 1.0
 
 
 ntk_factor_inverted.__doc__ = FACTOR_INVERTED
 
 
-def _ntk_bases(d, base, factor):
+def _ntk_bases(d: int, base: float, factor: float) -> list[float]:
     """The exponents people write instead of d/(d-2): 1, (d-2)/d, d/(d-1), 2/d."""
     return [base * factor, base * factor ** ((d - 2) / d), base * factor ** (d / (d - 1)), base * factor ** (2 / d)]
 
 
-def ntk_wrong_exponent(d, base, factor):
+def ntk_wrong_exponent(d: int, base: float, factor: float) -> list[Scaled]:
     """Your new base is raised by the factor to the wrong power: NTK-aware scaling
     uses base' = base · factor^(d/(d-2)).
 
@@ -87,7 +90,7 @@ def ntk_wrong_exponent(d, base, factor):
     return [(theta_of(d, b), 1.0) for b in _ntk_bases(d, base, factor)]
 
 
-def dynamic_scaled_within(d, base, factor, seq_len, original_max_len):
+def dynamic_scaled_within(d: int, base: float, factor: float, seq_len: int, original_max_len: int) -> list[Scaled]:
     """Your dynamic scaling changes the frequencies although seq_len is at or below
     original_max_len: there the model must run exactly as it was trained.
 
@@ -102,7 +105,7 @@ def dynamic_scaled_within(d, base, factor, seq_len, original_max_len):
     return [(theta_of(d, base * factor ** (d / (d - 2))), 1.0), (theta_of(d, base * grown ** (d / (d - 2))), 1.0)]
 
 
-def dynamic_wrong_scale(d, base, factor, seq_len, original_max_len):
+def dynamic_wrong_scale(d: int, base: float, factor: float, seq_len: int, original_max_len: int) -> list[Scaled] | None:
     """Past original_max_len your dynamic scaling uses another factor than transformers'
     factor·seq_len/original_max_len - (factor - 1).
 
@@ -118,7 +121,7 @@ def dynamic_wrong_scale(d, base, factor, seq_len, original_max_len):
     return [(theta_of(d, base * g ** (d / (d - 2))), 1.0) for g in (ratio, factor * ratio, factor)]
 
 
-def dynamic_wrong_exponent(d, base, factor, seq_len, original_max_len):
+def dynamic_wrong_exponent(d: int, base: float, factor: float, seq_len: int, original_max_len: int) -> list[Scaled]:
     seq_len = max(seq_len, original_max_len)
     grown = factor * seq_len / original_max_len - (factor - 1)
     return [(theta_of(d, b), 1.0) for b in _ntk_bases(d, base, grown)]
@@ -128,23 +131,23 @@ dynamic_wrong_exponent.__doc__ = ntk_wrong_exponent.__doc__
 
 
 def _yarn(
-    d,
-    base,
-    factor,
-    original_max_len,
-    beta_fast=32.0,
-    beta_slow=1.0,
+    d: int,
+    base: float,
+    factor: float,
+    original_max_len: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
     *,
-    two_pi=True,
-    truncate=True,
-    reverse=False,
-    inverted=False,
-    edges=None,
-):
+    two_pi: bool = True,
+    truncate: bool = True,
+    reverse: bool = False,
+    inverted: bool = False,
+    edges: tuple[float, float] | None = None,
+) -> torch.Tensor:
     """YaRN's inv_freq with one slip: no 2π, no truncation, the ramp reversed, θ·s, or other edges."""
     turn = 2 * math.pi if two_pi else 1.0
 
-    def pair_with(turns):
+    def pair_with(turns: float) -> float:
         return d * math.log(original_max_len / (turns * turn)) / (2 * math.log(base))
 
     low, high = (pair_with(beta_fast), pair_with(beta_slow)) if edges is None else edges
@@ -161,11 +164,13 @@ def _yarn(
     return slow * ramp + theta * (1 - ramp)
 
 
-def temperature(factor):
+def temperature(factor: float) -> float:
     return 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
 
 
-def yarn_ramp_reversed(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_ramp_reversed(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
     """Your ramp goes the wrong way: the fast pairs (many turns within the trained
     length) are interpolated, and the slow ones kept as they were.
 
@@ -179,7 +184,9 @@ def yarn_ramp_reversed(d, base, factor, original_max_len, beta_fast=32.0, beta_s
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, reverse=True), temperature(factor)
 
 
-def yarn_without_two_pi(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_without_two_pi(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
     """Your band edges are computed without 2π: a pair's wavelength is 2π/θ_i tokens,
     not 1/θ_i, so your edges sit on the wrong pairs.
 
@@ -190,7 +197,9 @@ def yarn_without_two_pi(d, base, factor, original_max_len, beta_fast=32.0, beta_
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, two_pi=False), temperature(factor)
 
 
-def _band_edges_yarn(d, base, factor, original_max_len, beta_fast, beta_slow):
+def _band_edges_yarn(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float, beta_slow: float
+) -> list[Scaled]:
     return [
         (_yarn(d, base, factor, original_max_len, beta_slow, beta_fast), temperature(factor)),  # the betas swapped
         (_yarn(d, base, factor, original_max_len), temperature(factor)),  # the defaults, whatever was given
@@ -213,14 +222,18 @@ Llama 3.1: keep where the wavelength is below `original_max_len / high_freq_fact
 it is above `original_max_len / low_freq_factor`."""
 
 
-def yarn_wrong_band_edges(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_wrong_band_edges(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> list[Scaled]:
     return _band_edges_yarn(d, base, factor, original_max_len, beta_fast, beta_slow)
 
 
 yarn_wrong_band_edges.__doc__ = WRONG_BAND_EDGES
 
 
-def yarn_not_truncated(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_not_truncated(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
     """Your ramp starts and ends at fractional pair indices: transformers (truncate=True, its
     default, as in the YaRN authors' code) rounds the edges outward to whole pairs first.
 
@@ -232,14 +245,18 @@ def yarn_not_truncated(d, base, factor, original_max_len, beta_fast=32.0, beta_s
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, truncate=False), temperature(factor)
 
 
-def yarn_factor_inverted(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_factor_inverted(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, inverted=True), temperature(factor)
 
 
 yarn_factor_inverted.__doc__ = FACTOR_INVERTED
 
 
-def yarn_missing_temperature(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_missing_temperature(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
     """Your frequencies are right but your attention_scale is 1.0: YaRN's temperature is
     missing.
 
@@ -251,7 +268,9 @@ def yarn_missing_temperature(d, base, factor, original_max_len, beta_fast=32.0, 
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow), 1.0
 
 
-def yarn_wrong_temperature(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_wrong_temperature(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> list[Scaled]:
     """Your attention_scale is not 0.1·ln(factor) + 1: its square root, its square, its
     inverse, a log in base 2 or 10, or the +1 forgotten.
 
@@ -273,19 +292,19 @@ def yarn_wrong_temperature(d, base, factor, original_max_len, beta_fast=32.0, be
 
 
 def _llama3(
-    d,
-    base,
-    factor,
-    low_freq_factor,
-    high_freq_factor,
-    original_max_len,
+    d: int,
+    base: float,
+    factor: float,
+    low_freq_factor: float,
+    high_freq_factor: float,
+    original_max_len: int,
     *,
-    two_pi=True,
-    reverse=False,
-    inverted=False,
-    edges=None,
-    long_first=False,
-):
+    two_pi: bool = True,
+    reverse: bool = False,
+    inverted: bool = False,
+    edges: tuple[float, float] | None = None,
+    long_first: bool = False,
+) -> torch.Tensor:
     theta = theta_of(d, base)
     wavelength = (2 * math.pi if two_pi else 1.0) / theta
     long_edge, short_edge = edges or (original_max_len / low_freq_factor, original_max_len / high_freq_factor)
@@ -299,7 +318,9 @@ def _llama3(
     return torch.where(wavelength < short_edge, theta, torch.where(wavelength > long_edge, slow, blended))
 
 
-def llama3_without_two_pi(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+def llama3_without_two_pi(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> Scaled:
     return _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, two_pi=False), 1.0
 
 
@@ -312,7 +333,9 @@ has a wavelength of about 6.28 tokens, not 1.
 Fix: `wavelength = 2 * math.pi / theta`, both for the band edges and for the blend."""
 
 
-def llama3_wrong_band_edges(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+def llama3_wrong_band_edges(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> list[Scaled]:
     L = original_max_len
     edges = [
         (L / high_freq_factor, L / low_freq_factor),
@@ -329,7 +352,9 @@ def llama3_wrong_band_edges(d, base, factor, low_freq_factor, high_freq_factor, 
 llama3_wrong_band_edges.__doc__ = WRONG_BAND_EDGES
 
 
-def llama3_ramp_reversed(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+def llama3_ramp_reversed(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> Scaled:
     """Your blend in the middle band goes the wrong way: the pairs next to the long edge
     keep most of their θ, and those next to the short edge are slowed the most.
 
@@ -342,7 +367,9 @@ def llama3_ramp_reversed(d, base, factor, low_freq_factor, high_freq_factor, ori
     return _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, reverse=True), 1.0
 
 
-def llama3_factor_inverted(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+def llama3_factor_inverted(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> Scaled:
     return _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, inverted=True), 1.0
 
 
@@ -370,7 +397,7 @@ HELP = {
 }
 
 
-def unpack(probe: Probe, out, call: str) -> tuple[torch.Tensor, float]:
+def unpack(probe: Probe, out: Any, call: str) -> tuple[torch.Tensor, float]:
     """(inv_freq, attention_scale) from a result, or wrong_type saying which part is not what the contract says."""
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         got = f"a {type(out).__name__}" + (f" of {len(out)} items" if isinstance(out, (tuple, list)) else "")
@@ -402,7 +429,7 @@ def faces_of(probe: Probe, args: tuple) -> dict[str, list[tuple[torch.Tensor, fl
     return {code: [f for f in faces if isinstance(f, tuple)] for code, faces in probe.known_mistakes(*args)().items()}
 
 
-def compare(probe: Probe, out, args: tuple, call: str) -> None:
+def compare(probe: Probe, out: Any, args: tuple, call: str) -> None:
     """The student's result for one call, against the reference and the catalogue. The
     frequencies and the attention scale are independent findings: both are reported."""
     inv_freq, scale = unpack(probe, out, call)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 
 from helpers import library, reference
 from helpers.exercises.common import find_table, oriented, position_tables
@@ -200,14 +201,14 @@ ROPE_FIX = (
 )
 
 
-def rope_tables(model, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_tables(model: nn.Module, width: int) -> tuple[torch.Tensor, torch.Tensor]:
     return reference.rope_cache(width, library.MAX_POSITIONS, library.rope_base(model.config))
 
 
 def rotary_module_in_llama(probe: Probe, cls) -> None:
     """RotaryEmbedding(head_dim, max_position_embeddings, rope_theta) as every layer's rotary step."""
 
-    def make_step(model):
+    def make_step(model: nn.Module) -> Callable:
         config = model.config
         module = probe.call(
             cls,
@@ -218,7 +219,7 @@ def rotary_module_in_llama(probe: Probe, cls) -> None:
         )
         return called(probe, module, f"`{probe.name}` (the module)")
 
-    def reference_step(model):
+    def reference_step(model: nn.Module) -> Callable:
         return reference.RotaryEmbedding(
             library.llama_head_dim(model), model.config.max_position_embeddings, library.rope_base(model.config)
         )
@@ -229,14 +230,14 @@ def rotary_module_in_llama(probe: Probe, cls) -> None:
 def with_tables(rotate: Callable, width: Callable[[torch.nn.Module], int]) -> Callable:
     """make_step for apply_rope-like code: rotate(q, k, cos, sin, position_ids), the course's tables width(model) wide."""
 
-    def make_step(model):
+    def make_step(model: nn.Module) -> Callable:
         cos, sin = rope_tables(model, width(model))
         return lambda q, k, positions: rotate(q, k, cos, sin, positions)
 
     return make_step
 
 
-def apply_rope_in_llama(probe: Probe, fn) -> None:
+def apply_rope_in_llama(probe: Probe, fn: Callable[..., Any]) -> None:
     """fn(q, k, cos, sin, position_ids) as every layer's rotary step."""
     mine, theirs = (
         with_tables(called(probe, fn, f"`{probe.name}`"), library.llama_head_dim),
@@ -245,7 +246,7 @@ def apply_rope_in_llama(probe: Probe, fn) -> None:
     inside(probe, LLAMA, mine, theirs, what="your function", hint=ROPE_HINT, fix=ROPE_FIX)
 
 
-def partial_rope_in_neox(probe: Probe, fn) -> None:
+def partial_rope_in_neox(probe: Probe, fn: Callable[..., Any]) -> None:
     """fn(q, k, cos, sin, position_ids) on GPT-NeoX's whole heads, the tables rotary_ndims wide."""
     mine, theirs = (
         with_tables(called(probe, fn, f"`{probe.name}`"), library.neox_rotary_ndims),
@@ -254,7 +255,7 @@ def partial_rope_in_neox(probe: Probe, fn) -> None:
     inside(probe, NEOX, mine, theirs, what="your function", hint=ROPE_HINT, fix=ROPE_FIX)
 
 
-def interleaved_in_gptj(probe: Probe, fn) -> None:
+def interleaved_in_gptj(probe: Probe, fn: Callable[..., Any]) -> None:
     """fn(x, positions) on the rotary part of GPT-J's heads, the default base (GPT-J's 10000)."""
     inside(
         probe,
@@ -278,7 +279,7 @@ ALIBI_HINT = (
 ALIBI_FIX = "Compare your result for BLOOM's sizes with `helpers.library.bloom_alibi(mask, 4)` in a cell, and make yours the same for every head count and length."
 
 
-def slopes_in_bloom(probe: Probe, fn) -> None:
+def slopes_in_bloom(probe: Probe, fn: Callable[..., Any]) -> None:
     inside(
         probe,
         BLOOM_SLOPES,
@@ -290,7 +291,7 @@ def slopes_in_bloom(probe: Probe, fn) -> None:
     )
 
 
-def bias_in_bloom(probe: Probe, fn) -> None:
+def bias_in_bloom(probe: Probe, fn: Callable[..., Any]) -> None:
     inside(
         probe,
         BLOOM_BIAS,
@@ -314,7 +315,7 @@ def positions_in_gpt2(probe: Probe, cls) -> None:
     """cls(n_positions, n_embd) with GPT-2's wpe copied into the rows of positions 0.. of the table
     found by its role (common.position_tables), in place of wte + wpe."""
 
-    def make_step(model):
+    def make_step(model: nn.Module) -> Callable:
         _, wpe, _ = library.gpt2_tables(model)
         module = probe.call(cls, *wpe.weight.shape, what=f"`{probe.name}(...)`")
         tables = [t for _, t, _, how in position_tables(module, *wpe.weight.shape) if how != "plain"]
@@ -336,7 +337,7 @@ def positions_in_gpt2(probe: Probe, cls) -> None:
                     rows.T[: len(wpe.weight)].copy_(wpe.weight)
         return called(probe, module, f"`{probe.name}` (the module)")
 
-    def reference_step(model):
+    def reference_step(model: nn.Module) -> Callable:
         _, wpe, _ = library.gpt2_tables(model)
         learned = reference.LearnedPositionalEmbedding(*wpe.weight.shape)
         learned.load_state_dict({"position_embeddings.weight": wpe.weight})
@@ -348,7 +349,7 @@ def positions_in_gpt2(probe: Probe, cls) -> None:
 def head_in_gpt2(probe: Probe, cls) -> None:
     """cls(wte) as GPT-2's lm_head; built on a copy of wte, so nothing the student's code does reaches the cached model."""
 
-    def make_step(model):
+    def make_step(model: nn.Module) -> Callable:
         wte = copy.deepcopy(library.gpt2_tables(model)[0])
         head = probe.call(cls, wte, what=f"`{probe.name}(wte)`")
         return called(probe, head, f"`{probe.name}` (the head)")
