@@ -318,13 +318,7 @@ class _Watch(TorchFunctionMode):
         super().__init__()
         self.forbidden, self.seen = forbidden, set()
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[type, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ):
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         if func in self.forbidden:
             raise ForbiddenCall(_qualified_name(func))
         self.seen.add(func)
@@ -430,13 +424,7 @@ class _FactoriesOnMeta(TorchFunctionMode):
 
     MAY_MIX = {"to", "copy_", "__get__", "__set__"}  # moving data between devices is allowed, as on a GPU
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[type, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ):
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if (
@@ -478,13 +466,7 @@ class _CopiesOffMeta(TorchFunctionMode):
     moves a tensor to the CPU, as it would from a GPU: it gets zeros of its shape there (meta holds no
     data to copy), so a result left on the CPU shows, and one moved back with .to(x.device) does not."""
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[type, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ):
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         source = args[0] if args and isinstance(args[0], torch.Tensor) else None

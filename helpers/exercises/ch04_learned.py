@@ -239,13 +239,7 @@ class StrictLikeCuda(torch.overrides.TorchFunctionMode):
 
     ALLOWED = frozenset({"__getitem__", "__setitem__", "to", "copy_", "type_as", "cpu", "cuda"})
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[type, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ):
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
         if name not in self.ALLOWED:
@@ -278,13 +272,7 @@ class NoRandomInit(torch.overrides.TorchFunctionMode):
         }
     )
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[type, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ):
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         target = args[0] if args else kwargs.get("tensor")  # Tensor.normal_(...) or nn.init.normal_(tensor=...)
         if getattr(func, "__name__", "") in self.RANDOM and isinstance(target, torch.Tensor):
