@@ -250,8 +250,9 @@ class Exercise:
     # own hint and fix come first, then its mistake's docstring, then these, then GENERIC_ADVICE
     # (helpers.probe.advice resolves them, once, for check()).
     advice: dict[str, tuple[str, str]] = field(default_factory=dict)
-    # The second oracle (helpers.exercises.oracle): oracle(probe, submission) runs the student's code
-    # inside the library's own model, once, after `check` passed on the CPU (checking.check runs it).
+    # The second oracle: oracle(probe, submission) holds the student's code against the library itself
+    # (helpers.exercises.oracle: inside a tiny transformers model), once, after `check` passed on the CPU
+    # (checking.check runs it; a GPU's second pass does not).
     oracle: Callable[[Any, Any], None] | None = None  # a helpers.probe.Oracle
 
     @property
