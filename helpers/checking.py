@@ -2,8 +2,8 @@
 
 A check is a short list of named probes (shape -> dtype -> device -> values ->
 properties -> module hygiene) written per exercise in its chapter's module
-under `helpers.exercises`. This module gives those probes their tools and
-their safety net:
+under `helpers.exercises`. This module joins the catalogue to the probes' tools
+(`helpers.probe`) and their safety net (`helpers.safety`):
 
 * every call into student code goes through `Probe.call`, which times it out,
   caps its memory, catches what it raises, and notices if it changed its
@@ -30,35 +30,8 @@ from typing import Any
 import torch
 
 from helpers import exercises, registry, tracking
-from helpers.probe import (  # noqa: F401  (re-exported: the grader and the tests reach them here)
-    DEVICE_ENV,
-    MEMORY_ENV,
-    REMOTE,
-    SEED_SALT,
-    TIMEOUT_ENV,
-    Probe,
-    advice,
-    check_device,
-    close,
-)
-from helpers.safety import (  # noqa: F401  (re-exported: the grader and the tests reach them here)
-    CheckTimeout,
-    Failure,
-    ForbiddenCall,
-    ReferenceReached,
-    TorchState,
-    _CopiesOffMeta,
-    _FactoriesOnMeta,
-    _is_out_of_memory,
-    _last_line,
-    _reference_functions,
-    _ReferenceWatch,
-    _stub_that_raised,
-    _Watch,
-    from_torch_path,
-    memory_cap,
-    time_limit,
-)
+from helpers.probe import REMOTE, Probe, advice, check_device
+from helpers.safety import CheckTimeout, Failure, TorchState, _last_line, _reference_functions
 
 # --------------------------------------------------------------------------
 # The result a student sees
@@ -137,10 +110,6 @@ class CheckResult:
             + f"{help_}</div>"
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        keys = ("exercise", "passed", "score", "max_score", "diagnosis", "message", "hint", "fix", "also")
-        return {key: getattr(self, key) for key in keys}
-
 
 # --------------------------------------------------------------------------
 # The public entry points
@@ -182,6 +151,8 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
                 f"`{name}` is, or is built on, the course's own reference `{reference}`, not code of your own.",
             )
         exercise.check(submission, probe)
+        if exercise.oracle is not None:  # after the direct probes, which name a mistake more precisely; on the CPU only
+            exercise.oracle(probe, submission)
         if device.type != "cpu":
             on_device(exercise, submission, name, device)
         code, message, hint, fix = None, "All probes passed: shapes, dtypes, devices, values and properties.", "", ""

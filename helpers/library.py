@@ -14,7 +14,8 @@ functions for each positional step:
     BERT       MiniLM's real embedding block (helpers.models)                         learned positions, segments
     Llama      modeling_rope_utils.ROPE_INIT_FUNCTIONS, its rope_parameters            RoPE scaling for long context (chapter 07)
 
-The *_logits functions run a whole tiny model with one positional step swapped
+The single steps only the tests compare with (cos and sin, rotate_half, GPT-J's table, GPT-2's block
+input) are in tests/library_support.py. The *_logits functions run a whole tiny model with one positional step swapped
 for the caller's (a student's function, or the course's reference): "your code,
 dropped into the library's own model, gives the library's own logits".
 
@@ -33,6 +34,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator
 from functools import cache
+from typing import Any
 
 import torch
 
@@ -78,7 +80,7 @@ def library_attr(module: str, name: str):
     return getattr(found, name)
 
 
-def _path(obj, dotted: str):
+def _path(obj: Any, dotted: str):
     """obj.a.b.c, or LibraryUnavailable naming the first missing step (the model layout moved)."""
     for step in dotted.split("."):
         if step.isdigit():
@@ -92,7 +94,7 @@ def _path(obj, dotted: str):
     return obj
 
 
-def _build(module: str, model_class: str, config_class: str, **config_kwargs) -> torch.nn.Module:
+def _build(module: str, model_class: str, config_class: str, **config_kwargs: Any) -> torch.nn.Module:
     """A random-weight model from a config: seeded, float32, eval mode, CPU."""
     config = library_attr(module, config_class)(**config_kwargs)
     config._attn_implementation = (
@@ -104,7 +106,7 @@ def _build(module: str, model_class: str, config_class: str, **config_kwargs) ->
     return model.float().eval()
 
 
-def rope_base(config) -> float:
+def rope_base(config: Any) -> float:
     """RoPE's base θ: config.rope_parameters["rope_theta"] in transformers 5, config.rope_theta in 4."""
     parameters = getattr(config, "rope_parameters", None)
     if isinstance(parameters, dict) and "rope_theta" in parameters:
@@ -249,65 +251,25 @@ def minilm():
 # ---------------------------------------------------------------------------
 
 
-def llama_cos_sin(model, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The library's cos and sin, (B, T, head_dim) each, for position_ids (B, T)."""
-    rotary = _path(model, "model.rotary_emb")
-    with torch.no_grad():
-        return rotary(torch.zeros(1, dtype=torch.float32), position_ids)  # x only tells it the dtype and device
-
-
-def llama_rotate_half(x: torch.Tensor) -> torch.Tensor:
-    return library_attr("models.llama.modeling_llama", "rotate_half")(x)
-
-
-def llama_apply_rope(
-    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Llama's apply_rotary_pos_emb: q (B, Hq, T, Dh), k (B, Hk, T, Dh), cos/sin (B, T, Dh)."""
-    return library_attr("models.llama.modeling_llama", "apply_rotary_pos_emb")(q, k, cos, sin)
-
-
-def llama_projections(model, layer: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """One layer's q_proj and k_proj weights, (Hq·Dh, d) and (Hk·Dh, d), rows in HF's half-split order."""
-    attention = _path(model, f"model.layers.{layer}.self_attn")
-    return _path(attention, "q_proj.weight"), _path(attention, "k_proj.weight")
-
-
-def llama_head_dim(model) -> int:
+def llama_head_dim(model: torch.nn.Module) -> int:
     config = model.config
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
-def neox_cos_sin(model, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """GPT-NeoX's cos and sin, (B, T, rotary_ndims) each: only the rotated dims."""
-    rotary = _path(model, "gpt_neox.rotary_emb")
-    with torch.no_grad():
-        return rotary(torch.zeros(1, dtype=torch.float32), position_ids)
-
-
-def neox_rotary_ndims(model) -> int:
+def neox_rotary_ndims(model: torch.nn.Module) -> int:
     return int(_path(model, "gpt_neox.layers.0.attention.rotary_ndims"))
-
-
-def neox_apply_rope(
-    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """NeoX's apply_rotary_pos_emb on the whole q (B, H, T, Dh) and k: the current one
-    rotates the first cos.shape[-1] dims itself and passes the rest through."""
-    apply = library_attr("models.gpt_neox.modeling_gpt_neox", "apply_rotary_pos_emb")
-    try:
-        return apply(q, k, cos, sin)
-    except RuntimeError:  # an older one, whose caller (GPTNeoXAttention) cut q and k first
-        r = cos.shape[-1]
-        q_rot, k_rot = apply(q[..., :r], k[..., :r], cos, sin)
-        return torch.cat([q_rot, q[..., r:]], dim=-1), torch.cat([k_rot, k[..., r:]], dim=-1)
 
 
 RopeStep = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 def _rope_model_logits(
-    model, module: str, input_ids, attention_mask, position_ids, rope: RopeStep | None
+    model: torch.nn.Module,
+    module: str,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    rope: RopeStep | None,
 ) -> torch.Tensor:
     """logits (B, T, V). With rope, every layer's rotary step is rope(q, k, position_ids)
     instead of the library's apply_rotary_pos_emb(q, k, cos, sin): the library's cos and
@@ -326,7 +288,7 @@ def _rope_model_logits(
 
 
 def llama_logits(
-    model,
+    model: torch.nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     position_ids: torch.Tensor | None = None,
@@ -337,7 +299,7 @@ def llama_logits(
 
 
 def neox_logits(
-    model,
+    model: torch.nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     position_ids: torch.Tensor | None = None,
@@ -347,7 +309,7 @@ def neox_logits(
     return _rope_model_logits(model, "models.gpt_neox.modeling_gpt_neox", input_ids, attention_mask, position_ids, rope)
 
 
-def meta_layout_llama(model):
+def meta_layout_llama(model: torch.nn.Module):
     """A copy of a Llama with every q_proj and k_proj in Meta's interleaved row order
     (what Meta's checkpoints hold): run with interleaved RoPE, it gives the original's logits."""
     meta = copy.deepcopy(model)
@@ -366,32 +328,8 @@ def meta_layout_llama(model):
 # ---------------------------------------------------------------------------
 
 
-def gptj_sinusoidal_positions(num_pos: int, dim: int) -> torch.Tensor:
-    """GPT-J's table, (num_pos, dim): the dim/2 sines, then the dim/2 cosines, of m·θ_i."""
-    return library_attr("models.gptj.modeling_gptj", "create_sinusoidal_positions")(num_pos, dim)
-
-
-def gptj_rotate_every_two(x: torch.Tensor) -> torch.Tensor:
-    """(x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...); x must be 4-D."""
-    return library_attr("models.gptj.modeling_gptj", "rotate_every_two")(x)
-
-
-def gptj_rotary(model, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-    """GPT-J's rotary step on q or k, as GPTJAttention.forward does it. x is in GPT-J's
-    layout (B, T, H, Dh), heads AFTER positions; position_ids (B, T). The first
-    rotary_dim dims are turned by the library's apply_rotary_pos_emb, the rest pass."""
-    apply = library_attr("models.gptj.modeling_gptj", "apply_rotary_pos_emb")
-    attention = _path(model, "transformer.h.0.attn")
-    rotary_dim = _path(attention, "rotary_dim") or x.shape[-1]
-    table = _path(attention, "embed_positions").to(x.device)  # (max_pos, rotary_dim): sin | cos
-    sincos = table[position_ids]  # (B, T, rotary_dim): the attention's gather, by indexing
-    sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)  # (B, T, rotary_dim/2) each
-    rotated = apply(x[..., :rotary_dim], sin, cos)
-    return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
-
-
 def gptj_logits(
-    model,
+    model: torch.nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     position_ids: torch.Tensor | None = None,
@@ -463,7 +401,7 @@ def bloom_slopes(num_heads: int) -> torch.Tensor:
 
 
 def bloom_first_layer_attention(
-    model, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The first layer's attention probabilities (B, H, T, T), as BLOOM computes them
     (its alibi and its causal mask, eager softmax), with that layer's q and k
@@ -488,7 +426,7 @@ def bloom_first_layer_attention(
 
 
 def bloom_logits(
-    model,
+    model: torch.nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     *,
@@ -526,37 +464,13 @@ def bloom_logits(
 # ---------------------------------------------------------------------------
 
 
-def gpt2_tables(model) -> tuple[torch.nn.Embedding, torch.nn.Embedding, torch.nn.Linear]:
+def gpt2_tables(model: torch.nn.Module) -> tuple[torch.nn.Embedding, torch.nn.Embedding, torch.nn.Linear]:
     """GPT-2's token table wte (V, d), position table wpe (n_positions, d), and its lm_head."""
     return _path(model, "transformer.wte"), _path(model, "transformer.wpe"), _path(model, "lm_head")
 
 
-def gpt2_block_input(model, input_ids: torch.Tensor) -> torch.Tensor:
-    """What the first block receives: drop(wte(ids) + wpe(positions)), (B, T, d). In eval mode
-    the dropout is the identity. Read by a pre-hook, the same in transformers 4 and 5."""
-    block = _path(model, "transformer.h.0")
-    captured = {}
-    hook = block.register_forward_pre_hook(
-        lambda module, args, kwargs: captured.update(x=args[0] if args else kwargs["hidden_states"]), with_kwargs=True
-    )
-    try:
-        with torch.no_grad():
-            model(input_ids=input_ids)
-    finally:
-        hook.remove()
-    return captured["x"]
-
-
-def gpt2_final_hidden_and_logits(model, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The final hidden state (after ln_f), (B, T, d), and lm_head's logits, (B, T, V)."""
-    with torch.no_grad():
-        hidden = _path(model, "transformer")(input_ids=input_ids).last_hidden_state
-        logits = model(input_ids=input_ids).logits
-    return hidden, logits
-
-
 def gpt2_logits(
-    model,
+    model: torch.nn.Module,
     input_ids: torch.Tensor,
     positions: Callable | None = None,
     head: Callable | None = None,
@@ -572,7 +486,9 @@ def gpt2_logits(
     wte = _path(model, "transformer.wte")
     block = _path(model, "transformer.h.0")
 
-    def own_positions(module, args, kwargs):  # the first block's input, rebuilt from the caller's step
+    def own_positions(
+        module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:  # the first block's input, rebuilt from the caller's step
         x = positions(wte(input_ids))
         return ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": x})
 
@@ -664,7 +580,7 @@ def outside_tested_range() -> str | None:
     return f"transformers {version} is installed, outside the range {low} to <{high} the course was tested on"
 
 
-def _rope_config(rope_parameters: dict, head_dim: int, max_position_embeddings: int, **sizes):
+def _rope_config(rope_parameters: dict, head_dim: int, max_position_embeddings: int, **sizes: Any):
     """A LlamaConfig whose RoPE is `rope_parameters` ({"rope_type": ..., "rope_theta": ..., "factor": ...})."""
     sizes = {
         "vocab_size": VOCAB,
@@ -683,7 +599,9 @@ def _rope_config(rope_parameters: dict, head_dim: int, max_position_embeddings: 
     )
 
 
-def rope_parameters(rope_type: str, base: float, factor: float, original_max_len: int, **extra) -> tuple[dict, int]:
+def rope_parameters(
+    rope_type: str, base: float, factor: float, original_max_len: int, **extra: Any
+) -> tuple[dict, int]:
     """(rope_parameters, max_position_embeddings) as a config states a scaled RoPE. For "linear"
     and "dynamic" the trained length is max_position_embeddings itself (the library reads it
     there); "yarn" and "llama3" name it original_max_position_embeddings, beside a
@@ -696,7 +614,7 @@ def rope_parameters(rope_type: str, base: float, factor: float, original_max_len
 
 
 def rope_init(
-    rope_type: str, d: int, base: float, factor: float, original_max_len: int, seq_len: int | None = None, **extra
+    rope_type: str, d: int, base: float, factor: float, original_max_len: int, seq_len: int | None = None, **extra: Any
 ) -> tuple[torch.Tensor, float]:
     """transformers' own ROPE_INIT_FUNCTIONS[rope_type] for a head of d dims: (inv_freq (d/2,), attention_scale).
     extra: low_freq_factor and high_freq_factor ("llama3"), beta_fast and beta_slow ("yarn")."""
@@ -741,7 +659,13 @@ def rope_type_from(rope_type: str, fn: Callable[..., tuple[torch.Tensor, float]]
     if rope_type not in functions or rope_type not in _ROPE_ARGUMENTS:
         raise LibraryUnavailable(f"transformers {transformers_version()} has no RoPE type {rope_type!r}")
 
-    def init(config, device=None, seq_len=None, layer_type=None, **kwargs):
+    def init(
+        config: Any,
+        device: torch.device | str | None = None,
+        seq_len: int | None = None,
+        layer_type: str | None = None,
+        **kwargs: Any,
+    ):
         p = config.rope_parameters
         d = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         inv_freq, scale = fn(d, p["rope_theta"], *_ROPE_ARGUMENTS[rope_type](p, config, seq_len))

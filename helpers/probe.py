@@ -130,8 +130,8 @@ def close(
 
 
 class Length(int):
-    """A length passed to student code as an int (Probe.length): Probe.call records it among
-    the edges (T = 1 and T = max_len) and hands the student a plain int."""
+    """A length passed to student code as an int (Probe.length), marked with its edges (T = 1 and
+    T = max_len) for the framework's tests; Probe.call hands the student a plain int."""
 
     max_len: int | None = None
 
@@ -163,13 +163,6 @@ class Probe:
         self.copies_off_meta = False  # set during its first run
         self.also: list[str] = []  # further independent mistakes, found after the first
         self.notes: list[str] = []  # one line each, added to a pass message (a cross-check that was skipped)
-        # What the probes reached, for the framework's own tests (tests/test_checks.py):
-        self.edges_reached: dict[str, set[str]] = {}  # kind -> the edges ("first", "last") some call received
-        self.edges_lost: list[str] = []  # tagged inputs that reached student code without one of their edges
-        self.built: list[torch.nn.Module] = []  # every module Probe.build made
-        self.gradients: list[
-            tuple[torch.Tensor, torch.Tensor]
-        ] = []  # (a trained table, the rows its gradient probe used)
 
     # ---- failing -------------------------------------------------------
     def fail(self, code: str, message: str, hint: str = "", fix: str = "") -> None:
@@ -245,52 +238,28 @@ class Probe:
 
     def length(self, length: int, max_len: int | None = None) -> int:
         """An int argument that is a length (sinusoidal_encoding's max_len, alibi_bias's seq_len):
-        Probe.call records it with the edges and hands the student a plain int."""
+        a Length, which Probe.call hands the student as a plain int."""
         marked = Length(length)
         marked.max_len = max_len
         return marked
 
     @staticmethod
     def tag(tensor: torch.Tensor, kind: str, bound: int | None, dim: int | None = None) -> torch.Tensor:
-        """Mark an input with the edges it must reach (see `ids`, `sequence`); Probe.call records them."""
+        """Mark an input with the edges it must reach (see `ids`, `sequence`): the framework's tests
+        (tests/test_checks.py) ask that some call into student code received each of them."""
         tensor._course_edges = (*getattr(tensor, "_course_edges", ()), (kind, bound, dim))
         return tensor
 
-    def _record_edges(self, args: tuple, kwargs: dict) -> None:
-        """Which edges the tagged inputs of one call into student code hold."""
-
-        def reached(kind: str, first: bool, last: bool) -> None:
-            self.edges_reached.setdefault(kind, set()).update(
-                edge for edge, hit in (("first", first), ("last", last)) if hit
-            )
-
-        for value in (*args, *kwargs.values()):
-            if isinstance(value, Length):
-                reached("lengths", value == 1, value.max_len in (None, value))
-        for tensor in _tensors_in([args, kwargs]):
-            for kind, bound, dim in getattr(tensor, "_course_edges", ()):
-                if kind == "lengths":
-                    size = tensor.shape[dim]
-                    reached(kind, size == 1, bound in (None, size))
-                elif not tensor.is_meta:
-                    first, last = bool((tensor == 0).any()), bool((tensor == bound - 1).any())
-                    reached(kind, first, last)
-                    if tensor.numel() >= 2 and not (first and last):
-                        self.edges_lost.append(
-                            f"{kind} below {bound}, shape {tuple(tensor.shape)}, without {0 if not first else bound - 1}"
-                        )
-
     def record_gradient(self, table: torch.Tensor, rows_used: torch.Tensor) -> None:
-        """A gradient probe compared `table`'s gradient; `rows_used` (bool, one per row) says
-        which rows its inputs used. The framework's tests ask that every trained table was."""
-        self.gradients.append((table, rows_used.detach().to("cpu", torch.bool)))
+        """A gradient probe compared `table`'s gradient; `rows_used` (bool, one per row) says which
+        rows its inputs used. Nothing here: the framework's tests (tests/test_checks.py's Recording)
+        keep them, to ask that every table a module trains was compared over every row."""
 
     # ---- calling student code -----------------------------------------
     def call(self, fn: Callable, *args: Any, what: str | None = None, **kwargs: Any) -> Any:
         """Call student code safely. The student's code gets clones of the
         tensors; if it changes them in place we say which argument."""
         what = what or f"`{self.name}`"
-        self._record_edges(args, kwargs)
         args = tuple(int(a) if isinstance(a, Length) else a for a in args)  # the student gets plain ints
         kwargs = {k: int(a) if isinstance(a, Length) else a for k, a in kwargs.items()}
         names = _argument_names(fn, len(args))
@@ -392,9 +361,7 @@ class Probe:
         if not (inspect.isclass(cls) and issubclass(cls, torch.nn.Module)):
             self.fail("wrong_type", f"`{self.name}` should be a subclass of torch.nn.Module, got {type(cls).__name__}.")
         module = self.call(cls, *args, what=f"`{self.name}(...)`", **kwargs)
-        module = self.call(module.to, self.device, what=f"`{self.name}.to(device)`")
-        self.built.append(module)
-        return module
+        return self.call(module.to, self.device, what=f"`{self.name}.to(device)`")
 
     # ---- comparing -----------------------------------------------------
     def expect(
@@ -529,6 +496,12 @@ class Probe:
             outs = out if isinstance(out, (tuple, list)) else [out]
             if any(isinstance(t, torch.Tensor) and t.device.type == suspect for t in outs):
                 self.fail(code, message)
+
+
+# What an exercise declares (registry.Exercise): its check, check(submission, probe), raises Failure on the
+# first probe that fails; its second oracle, oracle(probe, submission), runs once after the check passed.
+Check = Callable[[Any, Probe], None]
+Oracle = Callable[[Probe, Any], None]
 
 
 def _quietly(mistake: Callable, *args: Any, **kwargs: Any) -> Any:

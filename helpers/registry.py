@@ -235,7 +235,7 @@ class Exercise:
     points: int
     kind: Literal["function", "module"]  # what the student passes to check()
     reference: Callable[..., Any]
-    check: Callable[..., None]
+    check: Callable[[Any, Any], None]  # check(submission, probe): a helpers.probe.Check
     mistakes: dict[str, Callable[..., Any]] = field(default_factory=dict)
     forbidden: tuple[Callable[..., Any], ...] = ()
     difficulty: int = 1  # 1 (a few lines) .. 3 (a module with several parts)
@@ -250,6 +250,10 @@ class Exercise:
     # own hint and fix come first, then its mistake's docstring, then these, then GENERIC_ADVICE
     # (helpers.probe.advice resolves them, once, for check()).
     advice: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # The second oracle: oracle(probe, submission) holds the student's code against the library itself
+    # (helpers.exercises.oracle: inside a tiny transformers model), once, after `check` passed on the CPU
+    # (checking.check runs it; a GPU's second pass does not).
+    oracle: Callable[[Any, Any], None] | None = None  # a helpers.probe.Oracle
 
     @property
     def badge(self) -> str:

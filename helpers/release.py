@@ -21,6 +21,10 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where a notebook is read, not by `import helpers`
+    import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS, CHAPTERS = ROOT / "solutions", ROOT / "chapters"
@@ -54,7 +58,7 @@ def with_badges(solution_md: str) -> str:
     return BADGE.sub(lambda m: get(m[1]).badge, solution_md)
 
 
-def execute(notebook, cwd: Path, timeout: int = 600):
+def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> nbformat.NotebookNode:
     """Run a notebook top to bottom in a fresh kernel; return it with outputs."""
     import nbclient
 
@@ -110,7 +114,7 @@ def stale(solution: Path) -> list[str]:
     return problems
 
 
-def cell_sources(notebook) -> list[tuple[str, str]]:
+def cell_sources(notebook: nbformat.NotebookNode) -> list[tuple[str, str]]:
     return [(cell.cell_type, cell.source.strip()) for cell in notebook.cells]
 
 

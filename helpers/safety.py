@@ -27,6 +27,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 import torch
@@ -130,7 +131,7 @@ def time_limit(seconds: float) -> Iterator[None]:
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
         expired = False
 
-        def keep_stopping(frame, event, arg):
+        def keep_stopping(frame: FrameType | None, event: str, arg: Any):
             """After the deadline, raise again at the next line of student code:
             a CheckTimeout caught by `except:` is raised anew in the handler's
             body, which no `except` of the same `try` covers. (CPython drops
@@ -139,7 +140,7 @@ def time_limit(seconds: float) -> Iterator[None]:
                 raise CheckTimeout
             return keep_stopping
 
-        def on_alarm(signum, frame):
+        def on_alarm(signum: int, frame: FrameType | None):
             nonlocal expired
             if not active:  # a signal that came just before the finally below, handled just after it began
                 return  # re-armed now, it would fire after SIGALRM's previous action (the default: exit) is back
@@ -263,12 +264,12 @@ def ran_reference(what: str, reached: str) -> str:
     return f"{what} ran the course's own reference `{reached}`: the reference and solution_or_reference are for the cells after an exercise, not for the exercise itself."
 
 
-def _student_code(frame) -> bool:
+def _student_code(frame: FrameType | None) -> bool:
     """Is the innermost frame the student's (not torch's, contextlib's or ours)?"""
     return frame is not None and not frame.f_code.co_filename.startswith(_NOT_STUDENT_CODE)
 
 
-def _importing(frame) -> bool:
+def _importing(frame: FrameType | None) -> bool:
     """Is this stack in the middle of an import? (torch imports sympy lazily, for one.)"""
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
@@ -317,7 +318,7 @@ class _Watch(TorchFunctionMode):
         super().__init__()
         self.forbidden, self.seen = forbidden, set()
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         if func in self.forbidden:
             raise ForbiddenCall(_qualified_name(func))
         self.seen.add(func)
@@ -423,7 +424,7 @@ class _FactoriesOnMeta(TorchFunctionMode):
 
     MAY_MIX = {"to", "copy_", "__get__", "__set__"}  # moving data between devices is allowed, as on a GPU
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if (
@@ -465,7 +466,7 @@ class _CopiesOffMeta(TorchFunctionMode):
     moves a tensor to the CPU, as it would from a GPU: it gets zeros of its shape there (meta holds no
     data to copy), so a result left on the CPU shows, and one moved back with .to(x.device) does not."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         source = args[0] if args and isinstance(args[0], torch.Tensor) else None

@@ -4,12 +4,15 @@ each function, never by `import helpers`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 from helpers import plots
 
 
-def _explorer(draw, **controls):
+def _explorer(draw: Callable[..., None], **controls: Any) -> Any:
     """`ipywidgets.interactive(draw, **controls)`, with its first figure drawn
     outside the Output widget and handed to it as widget state.
 
@@ -30,7 +33,7 @@ def _explorer(draw, **controls):
 
     drawing = False  # `interactive` calls draw once while it is built: skipped, done below
 
-    def redraw(**values):
+    def redraw(**values: Any) -> None:
         if drawing:
             draw(**values)
 

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 LOOP = """
 import random, signal, sys, time
-from helpers.checking import CheckTimeout, time_limit
+from helpers.safety import CheckTimeout, time_limit
 
 random.seed(0)
 end, runs = time.monotonic() + 3, 0

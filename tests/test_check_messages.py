@@ -11,8 +11,9 @@ import torch
 from torch import nn
 
 from helpers import check
-from helpers.checking import CheckResult, advice
+from helpers.checking import CheckResult
 from helpers.exercises import all_exercises
+from helpers.probe import advice
 from helpers.registry import GENERIC_ADVICE
 from tests.submissions.ch04 import BertPlain
 from tests.submissions.ch06 import slopes_official
@@ -373,7 +374,7 @@ def apply_rope_sliced_then_gathered(q, k, cos, sin, positions=None):
         c, s = c[positions], s[positions]  # positions >= T fall off the sliced rows
     if c.dim() == 3:
         c, s = c[:, None], s[:, None]
-    rotate = lambda x: torch.cat((-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]), dim=-1)  # noqa: E731
+    rotate = lambda x: torch.cat((-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]), dim=-1)
     return q * c + rotate(q) * s, k * c + rotate(k) * s
 
 

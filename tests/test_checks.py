@@ -14,7 +14,9 @@ from torch import nn
 
 from helpers import check, checking
 from helpers.exercises import all_exercises, get
+from helpers.probe import Length, Probe
 from helpers.registry import DIAGNOSES, EDGE_KINDS
+from helpers.safety import _tensors_in
 from tests.conftest import submission_modules
 
 RIGHT = [(ex, fn) for m in submission_modules() for ex, fns in m.RIGHT.items() for fn in fns]
@@ -80,9 +82,9 @@ def test_every_exercise_runs_a_device_pass_or_says_why(monkeypatch):
     """Code that makes a tensor on the CPU passes on a CPU-only machine and breaks on a GPU:
     only a device pass sees it there. An exercise without tensors to follow says why it needs none."""
     ran = []
-    device_pass = checking.Probe.device_pass
+    device_pass = Probe.device_pass
     monkeypatch.setattr(
-        checking.Probe,
+        Probe,
         "device_pass",
         lambda probe, *args, **kwargs: (ran.append(probe.exercise.id), device_pass(probe, *args, **kwargs))[1],
     )
@@ -126,22 +128,81 @@ def edges_by_signature(exercise) -> set[str]:
     }
 
 
-def probed(monkeypatch, exercise_id: str, submission) -> tuple[checking.Probe, object]:
+class Recording(Probe):
+    """A Probe that keeps what the probes reached: the edges of the inputs each call into student
+    code received, the modules it built, and the tables its gradient probes compared."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.edges_reached: dict[str, set[str]] = {}  # kind -> the edges ("first", "last") some call received
+        self.edges_lost: list[str] = []  # tagged inputs that reached student code without one of their edges
+        self.built: list[nn.Module] = []  # every module Probe.build made
+        self.gradients: list[tuple[torch.Tensor, torch.Tensor]] = []  # (a trained table, the rows its probe used)
+
+    def call(self, fn, *args, what=None, **kwargs):
+        self.record_edges(args, kwargs)
+        return super().call(fn, *args, what=what, **kwargs)
+
+    def build(self, cls, *args, **kwargs):
+        module = super().build(cls, *args, **kwargs)
+        self.built.append(module)
+        return module
+
+    def record_gradient(self, table, rows_used):
+        self.gradients.append((table, rows_used.detach().to("cpu", torch.bool)))
+
+    def record_edges(self, args: tuple, kwargs: dict) -> None:
+        """Which edges the tagged inputs (Probe.tag, Probe.length) of one call into student code hold."""
+
+        def reached(kind: str, first: bool, last: bool) -> None:
+            self.edges_reached.setdefault(kind, set()).update(
+                edge for edge, hit in (("first", first), ("last", last)) if hit
+            )
+
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, Length):
+                reached("lengths", value == 1, value.max_len in (None, value))
+        for tensor in _tensors_in([args, kwargs]):
+            for kind, bound, dim in getattr(tensor, "_course_edges", ()):
+                if kind == "lengths":
+                    size = tensor.shape[dim]
+                    reached(kind, size == 1, bound in (None, size))
+                elif not tensor.is_meta:
+                    first, last = bool((tensor == 0).any()), bool((tensor == bound - 1).any())
+                    reached(kind, first, last)
+                    if tensor.numel() >= 2 and not (first and last):
+                        self.edges_lost.append(
+                            f"{kind} below {bound}, shape {tuple(tensor.shape)}, without {0 if not first else bound - 1}"
+                        )
+
+
+def probed(monkeypatch, exercise_id: str, submission) -> tuple[Recording, object]:
     """Check `submission`; return the probe, with what it recorded, and the result."""
     probes = []
 
-    class Recording(checking.Probe):
+    class Kept(Recording):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             probes.append(self)
 
     with monkeypatch.context() as patch:
-        patch.setattr(checking, "Probe", Recording)
+        patch.setattr(checking, "Probe", Kept)
         result = check(exercise_id, submission)
     return probes[0], result
 
 
-def edges_missed(exercise, probe: checking.Probe) -> list[str]:
+def test_recording_probe_call_records_edges_and_hands_plain_ints():
+    probe = Recording(get("sinusoidal_encoding"), "x")
+    received = probe.call(lambda n, ids: (type(n), ids), probe.length(1), probe.ids(9, 4))
+    assert received[0] is int
+    assert probe.edges_reached == {"lengths": {"first", "last"}, "ids": {"first", "last"}}
+    ids = probe.ids(9, 4)
+    ids[ids == 0] = 1  # an edge lost after the maker put it there
+    probe.call(lambda ids: ids, ids)
+    assert probe.edges_lost and "without 0" in probe.edges_lost[0]
+
+
+def edges_missed(exercise, probe: Recording) -> list[str]:
     """The edges of the exercise's kinds of input that no call into student code reached."""
     missed = [
         f"{kind}: taken (by the signature) but not declared in edges"
@@ -153,7 +214,7 @@ def edges_missed(exercise, probe: checking.Probe) -> list[str]:
     return missed + [f"an input lost its edge: {lost}" for lost in probe.edges_lost]
 
 
-def tables_unprobed(exercise, probe: checking.Probe) -> list[str]:
+def tables_unprobed(exercise, probe: Recording) -> list[str]:
     """A module exercise's trainable Parameters that no gradient probe compared over every row:
     at least one module the check built must have them all covered."""
     if exercise.kind != "module":
@@ -195,7 +256,7 @@ def test_the_edge_test_fails_when_an_edge_is_left_out(monkeypatch):
         return self.tag(torch.randint(1, high, shape, generator=self.generator).to(device or self.device), kind, high)
 
     with monkeypatch.context() as patch:
-        patch.setattr(checking.Probe, "ids", without_zero)
+        patch.setattr(Probe, "ids", without_zero)
         probe, _ = probed(monkeypatch, exercise.id, right)
     missed = edges_missed(exercise, probe)
     assert any(m.startswith("ids: no call reached the first edge") for m in missed) and any(
@@ -226,6 +287,6 @@ def test_the_gradient_test_fails_when_a_table_is_unprobed(monkeypatch):
     probe, result = probed(monkeypatch, exercise.id, WithGain)
     assert result.passed and tables_unprobed(exercise, probe) == ["gain: no gradient probe"]
     with monkeypatch.context() as patch:
-        patch.setattr(checking.Probe, "record_gradient", lambda self, table, rows: None)
+        patch.setattr(Recording, "record_gradient", Probe.record_gradient)  # the production hook records nothing
         probe, _ = probed(monkeypatch, exercise.id, RIGHT_BY_ID["ScaledEmbedding"])
     assert tables_unprobed(exercise, probe) != []

@@ -11,8 +11,10 @@ import dataclasses
 import pytest
 import torch
 
-from helpers import check, checking
+from helpers import check, checking, exercises
 from helpers.exercises import get
+from helpers.probe import Probe
+from helpers.safety import Failure, TorchState
 
 CUDA = torch.device("cuda")  # a device object only: nothing here allocates on it
 
@@ -53,7 +55,7 @@ def test_a_device_clash_on_the_gpu_is_wrong_device():
     exercise = on_gpu_it_fails_with(
         "raised", "`f` raised RuntimeError: Expected all tensors to be on the same device, but found cuda:0 and cpu"
     )
-    with pytest.raises(checking.Failure) as caught:
+    with pytest.raises(Failure) as caught:
         checking.on_device(exercise, right_lookup, "f", CUDA)
     assert caught.value.code == "wrong_device"
     assert "passes every probe on the CPU, but not on cuda" in caught.value.message
@@ -61,7 +63,7 @@ def test_a_device_clash_on_the_gpu_is_wrong_device():
 
 def test_other_gpu_failures_keep_their_code_and_say_where():
     exercise = on_gpu_it_fails_with("wrong_values", "the output differs at index [0, 1].")
-    with pytest.raises(checking.Failure) as caught:
+    with pytest.raises(Failure) as caught:
         checking.on_device(exercise, right_lookup, "f", CUDA)
     assert (
         caught.value.code == "wrong_values"
@@ -72,7 +74,7 @@ def test_other_gpu_failures_keep_their_code_and_say_where():
 
 def test_a_broken_gpu_says_restart_the_kernel(monkeypatch):
     exercise = on_gpu_it_fails_with("raised", "`f` raised AcceleratorError: CUDA error: device-side assert triggered")
-    with pytest.raises(checking.Failure) as caught:
+    with pytest.raises(Failure) as caught:
         checking.on_device(exercise, right_lookup, "f", CUDA)
     assert caught.value.code == "raised" and "restart the kernel" in caught.value.message
 
@@ -80,18 +82,18 @@ def test_a_broken_gpu_says_restart_the_kernel(monkeypatch):
         raise RuntimeError("CUDA error: device-side assert triggered")
 
     monkeypatch.setattr(
-        checking.exercises, "get", lambda exercise_id: dataclasses.replace(get("lookup"), check=reference_breaks)
+        exercises, "get", lambda exercise_id: dataclasses.replace(get("lookup"), check=reference_breaks)
     )
     result = check("lookup", right_lookup)
     assert result.diagnosis == "raised" and "restart the kernel" in result.message
 
 
 def test_the_gpu_pass_replays_no_mistake_and_runs_no_meta_pass():
-    probe = checking.Probe(get("lookup"), "f", CUDA)
+    probe = Probe(get("lookup"), "f", CUDA)
     assert probe.accelerator_pass
     assert probe.known_mistakes(torch.zeros(3, 2), torch.tensor([0, 2]))() == {}  # w.T[ids] would be out of range
     probe.device_pass(lambda device: pytest.fail("a meta pass on the GPU pass"))
-    assert not checking.Probe(get("lookup"), "f", torch.device("cpu")).accelerator_pass
+    assert not Probe(get("lookup"), "f", torch.device("cpu")).accelerator_pass
 
 
 def test_a_broken_gpu_state_does_not_break_the_capture(monkeypatch):
@@ -100,5 +102,5 @@ def test_a_broken_gpu_state_does_not_break_the_capture(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_rng_state_all", broken)
-    assert checking.TorchState.capture().cuda_rng is None
+    assert TorchState.capture().cuda_rng is None
     assert check("lookup", right_lookup).passed

@@ -12,7 +12,9 @@ import torch
 
 from helpers import check, checking, solution_or_reference
 from helpers.exercises import all_exercises, get
+from helpers.probe import Probe
 from helpers.registry import DIAGNOSES
+from helpers.safety import Failure
 
 
 def good_lookup(weight, ids):
@@ -37,8 +39,10 @@ def test_html_escapes_the_message():
     assert "<script>" not in html and "&lt;script&gt;" in html
 
 
-def test_as_dict_has_the_report_fields():
-    assert check("lookup", good_lookup).as_dict() == {
+def test_a_result_has_the_report_fields():
+    result = check("lookup", good_lookup)
+    keys = ("exercise", "passed", "score", "max_score", "diagnosis", "message", "hint", "fix", "also")
+    assert {key: getattr(result, key) for key in keys} == {
         "exercise": "lookup",
         "passed": True,
         "score": 2,
@@ -151,16 +155,16 @@ def test_inputs_are_made_on_the_check_device(monkeypatch):
     """With COURSE_DEVICE=meta every probe input is a meta tensor: what a GPU
     run would see, without a GPU. Code that builds on the CPU is caught."""
     monkeypatch.setenv("COURSE_DEVICE", "meta")
-    probe = checking.Probe(get("lookup"), "x")
+    probe = Probe(get("lookup"), "x")
     assert probe.randn(2, 3).device.type == "meta" and probe.randint(5, 4).device.type == "meta"
 
 
 def test_device_pass_flags_cpu_tensors_and_stays_quiet_on_missing_meta_kernels():
-    probe = checking.Probe(get("lookup"), "x", torch.device("cpu"))  # the CPU pass: the one that runs device passes
-    with pytest.raises(checking.Failure) as caught:
+    probe = Probe(get("lookup"), "x", torch.device("cpu"))  # the CPU pass: the one that runs device passes
+    with pytest.raises(Failure) as caught:
         probe.device_pass(lambda device: probe.call(lambda: torch.arange(3) + torch.zeros(3, device=device)))
     assert caught.value.code == "wrong_device"
-    with pytest.raises(checking.Failure):
+    with pytest.raises(Failure):
         probe.device_pass(lambda device: probe.call(lambda: torch.zeros(3)))  # returned on the CPU
     probe.device_pass(lambda device: probe.call(lambda: torch.zeros(3, device=device).tolist()))  # no verdict
 
@@ -176,7 +180,7 @@ def test_solution_or_reference_falls_back_with_a_label(capsys):
 
 def test_failure_codes_are_documented():
     with pytest.raises(ValueError):
-        checking.Failure("made_up_code", "...")
+        Failure("made_up_code", "...")
     assert all(isinstance(text, str) and text for text in DIAGNOSES.values())
 
 
@@ -188,7 +192,7 @@ def test_every_exercise_has_a_signature_and_points():
 def test_check_environment_variables_are_read(monkeypatch):
     monkeypatch.setenv("COURSE_CHECK_TIMEOUT", "0.5")
     monkeypatch.setenv("COURSE_CHECK_MEMORY_MB", "64")
-    probe = checking.Probe(get("lookup"), "x")
+    probe = Probe(get("lookup"), "x")
     assert (probe.timeout, probe.memory_mb) == (0.5, 64)
     assert os.environ["COURSE_CHECK_TIMEOUT"] == "0.5"
 
@@ -216,20 +220,9 @@ def test_a_bare_except_cannot_swallow_the_time_limit():
 def test_probe_ids_hold_both_edges_on_every_seed(shape):
     """Probe.ids puts 0 and high - 1 among the ids on purpose (one id: high - 1); every=True each value."""
     for exercise in ("lookup", "ScaledEmbedding", "BertEmbeddings"):
-        probe = checking.Probe(get(exercise), "x")
+        probe = Probe(get(exercise), "x")
         ids = probe.ids(50, *shape)
         assert ids.shape == shape and 0 <= int(ids.min()) and int(ids.max()) <= 49
         assert 49 in ids.flatten().tolist() and (ids.numel() == 1 or 0 in ids.flatten().tolist())
-    every = checking.Probe(get("lookup"), "x").ids(7, 3, 4, every=True)
+    every = Probe(get("lookup"), "x").ids(7, 3, 4, every=True)
     assert set(every.flatten().tolist()) == set(range(7))
-
-
-def test_probe_call_records_edges_and_hands_plain_ints():
-    probe = checking.Probe(get("sinusoidal_encoding"), "x")
-    received = probe.call(lambda n, ids: (type(n), ids), probe.length(1), probe.ids(9, 4))
-    assert received[0] is int
-    assert probe.edges_reached == {"lengths": {"first", "last"}, "ids": {"first", "last"}}
-    ids = probe.ids(9, 4)
-    ids[ids == 0] = 1  # an edge lost after the maker put it there
-    probe.call(lambda ids: ids, ids)
-    assert probe.edges_lost and "without 0" in probe.edges_lost[0]

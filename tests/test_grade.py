@@ -42,6 +42,7 @@ TAMPER_CHECK = 'check = lambda *args, **kwargs: True\ncheck("lookup", lookup)'
 TAMPER_HELPERS = """\
 import helpers
 import helpers.checking
+import helpers.probe
 from helpers.checking import CheckResult
 
 
@@ -51,7 +52,7 @@ def always_passes(exercise_id, submission):
 
 helpers.checking.check = always_passes
 helpers.check = always_passes
-helpers.checking.close = lambda *args, **kwargs: True
+helpers.probe.close = lambda *args, **kwargs: True
 torch.allclose = lambda *args, **kwargs: True
 torch.equal = lambda *args, **kwargs: True
 check = always_passes"""
@@ -62,7 +63,7 @@ def lookup(weight, ids):
     import torch
 
     torch.allclose = lambda *args, **kwargs: True  # patched while being checked
-    sys.modules["helpers.checking"].close = lambda *args, **kwargs: True
+    sys.modules["helpers.probe"].close = lambda *args, **kwargs: True
     return weight.T[ids]"""
 TAMPER_REGISTRY = """\
 import dataclasses

@@ -28,6 +28,7 @@ from torch.testing import assert_close
 
 from helpers import library, reference
 from helpers.library import LibraryUnavailable
+from tests import library_support
 
 
 def needs_library(test):
@@ -92,7 +93,7 @@ def test_bert_embeddings_match_minilm(with_token_types):
 @needs_library
 def test_rotate_half_matches_llama():
     x = randn(2, 3, 5, 16)
-    assert torch.equal(reference.rotate_half(x), library.llama_rotate_half(x))
+    assert torch.equal(reference.rotate_half(x), library_support.llama_rotate_half(x))
 
 
 @pytest.mark.parametrize("padding", PADDINGS.values(), ids=PADDINGS.keys())
@@ -105,14 +106,14 @@ def test_rope_matches_llama(padding):
     _, position_ids = library.left_padding(T, padding)  # (B, T)
     q, k = randn(2, Hq, T, Dh, seed=1), randn(2, Hk, T, Dh, seed=2)
 
-    cos_lib, sin_lib = library.llama_cos_sin(model, position_ids)  # (B, T, Dh)
+    cos_lib, sin_lib = library_support.llama_cos_sin(model, position_ids)  # (B, T, Dh)
     cos_ref, sin_ref = reference.rope_cache(
         Dh, config.max_position_embeddings, base=library.rope_base(config)
     )  # (max_len, Dh)
     assert_close(cos_ref[position_ids], cos_lib)
     assert_close(sin_ref[position_ids], sin_lib)
 
-    q_lib, k_lib = library.llama_apply_rope(q, k, cos_lib, sin_lib)
+    q_lib, k_lib = library_support.llama_apply_rope(q, k, cos_lib, sin_lib)
     q_ref, k_ref = reference.apply_rope(q, k, cos_ref, sin_ref, positions=position_ids)
     assert_close(q_ref, q_lib)
     assert_close(k_ref, k_lib)
@@ -128,7 +129,9 @@ def test_gptj_table_is_the_rope_angles():
     """GPT-J's create_sinusoidal_positions(n, r) is [sin | cos] of the angles m·θ_i of an r-dim head."""
     n, r = 64, library.tiny_gptj().config.rotary_dim
     cos, sin = reference.rope_cache(r, n)  # half-split: each angle written twice, take it once
-    assert_close(library.gptj_sinusoidal_positions(n, r), torch.cat([sin[:, : r // 2], cos[:, : r // 2]], dim=-1))
+    assert_close(
+        library_support.gptj_sinusoidal_positions(n, r), torch.cat([sin[:, : r // 2], cos[:, : r // 2]], dim=-1)
+    )
 
 
 @pytest.mark.parametrize("padding", PADDINGS.values(), ids=PADDINGS.keys())
@@ -143,7 +146,7 @@ def test_rope_interleaved_matches_gptj(padding):
     position_ids = position_ids + 5  # as after a cached prefix of 5 tokens: no row starts at 0
     x = randn(2, T, H, Dh, seed=3)  # GPT-J's own layout for q and k: heads after positions
 
-    theirs = library.gptj_rotary(model, x, position_ids)
+    theirs = library_support.gptj_rotary(model, x, position_ids)
 
     x = x.transpose(1, 2)  # the course's layout (B, H, T, Dh)
     rows = [
@@ -171,12 +174,12 @@ def test_partial_rope_matches_neox(padding):
     q, k = randn(2, H, T, Dh, seed=4), randn(2, H, T, Dh, seed=5)
 
     # The frequencies are those of an r-dim head, θ_i = base^(-2i/r), not of the whole Dh-dim head.
-    cos_lib, sin_lib = library.neox_cos_sin(model, position_ids)  # (B, T, r)
+    cos_lib, sin_lib = library_support.neox_cos_sin(model, position_ids)  # (B, T, r)
     cos_ref, sin_ref = reference.rope_cache(r, config.max_position_embeddings, base=library.rope_base(config))
     assert_close(cos_ref[position_ids], cos_lib)
     assert_close(sin_ref[position_ids], sin_lib)
 
-    q_lib, k_lib = library.neox_apply_rope(q, k, cos_lib, sin_lib)
+    q_lib, k_lib = library_support.neox_apply_rope(q, k, cos_lib, sin_lib)
     q_rot, k_rot = reference.apply_rope(q[..., :r], k[..., :r], cos_ref, sin_ref, positions=position_ids)
     assert_close(torch.cat([q_rot, q[..., r:]], dim=-1), q_lib)
     assert_close(torch.cat([k_rot, k[..., r:]], dim=-1), k_lib)
@@ -217,9 +220,9 @@ def test_meta_interleaved_rope_gives_hf_attention_scores():
         return q @ k.transpose(-1, -2)  # (B, Hq, T, T)
 
     with torch.no_grad():
-        wq, wk = library.llama_projections(model)  # (Hq·Dh, d), (Hk·Dh, d): HF row order
-        cos, sin = library.llama_cos_sin(model, positions.expand(2, T))
-        q_hf, k_hf = library.llama_apply_rope(heads(x @ wq.T, Hq), heads(x @ wk.T, Hk), cos, sin)
+        wq, wk = library_support.llama_projections(model)  # (Hq·Dh, d), (Hk·Dh, d): HF row order
+        cos, sin = library_support.llama_cos_sin(model, positions.expand(2, T))
+        q_hf, k_hf = library_support.llama_apply_rope(heads(x @ wq.T, Hq), heads(x @ wk.T, Hk), cos, sin)
 
         base = library.rope_base(config)
         wq_meta, wk_meta = library.interleave_projection_rows(wq, Hq), library.interleave_projection_rows(wk, Hk)
@@ -234,7 +237,9 @@ def test_meta_interleaved_rope_gives_hf_attention_scores():
     assert_close(scores(q_meta, k_meta), scores(q_hf, k_hf))  # ...so the same dot products
     assert not torch.allclose(scores(q_wrong, k_wrong), scores(q_hf, k_hf), atol=1e-3)  # the permutation is needed
     # and the library's two 90-degree turns are the same map in the two layouts
-    assert torch.equal(library.gptj_rotate_every_two(q_hf[..., order]), library.llama_rotate_half(q_hf)[..., order])
+    assert torch.equal(
+        library_support.gptj_rotate_every_two(q_hf[..., order]), library_support.llama_rotate_half(q_hf)[..., order]
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -317,7 +322,9 @@ def test_learned_positions_match_gpt2():
     learned.load_state_dict({"position_embeddings.weight": wpe.weight})
     with torch.no_grad():
         ours = learned(reference.lookup(wte.weight, ids))  # wte[ids] + wpe[0..T-1]
-    assert_close(ours, library.gpt2_block_input(model, ids))  # what GPT-2's first block receives (dropout off in eval)
+    assert_close(
+        ours, library_support.gpt2_block_input(model, ids)
+    )  # what GPT-2's first block receives (dropout off in eval)
 
 
 @needs_library
@@ -329,7 +336,7 @@ def test_tied_head_matches_gpt2():
     assert head.weight is wte.weight
 
     ids = torch.randint(0, model.config.vocab_size, (2, 11), generator=torch.Generator().manual_seed(10))
-    hidden, logits = library.gpt2_final_hidden_and_logits(model, ids)  # after ln_f, and lm_head's output
+    hidden, logits = library_support.gpt2_final_hidden_and_logits(model, ids)  # after ln_f, and lm_head's output
     with torch.no_grad():
         assert_close(head(hidden), logits)
 
@@ -381,7 +388,7 @@ def test_meta_layout_llama_gives_the_same_logits_with_interleaved_rope():
     def interleaved(q, k, positions):
         turn = lambda x: torch.cat(
             [reference.rope_interleaved(x[b : b + 1], positions[b], base) for b in range(len(x))]
-        )  # noqa: E731
+        )
         return turn(q), turn(k)
 
     theirs = library.llama_logits(model, ids, mask, position_ids)
@@ -416,7 +423,7 @@ def test_gptj_logits_with_the_reference_interleaved_rope():
     theirs = library.gptj_logits(model, ids, mask, position_ids)
     ours = library.gptj_logits(model, ids, mask, position_ids, rope=reference.rope_interleaved)
     assert_close(real_tokens(ours, mask), real_tokens(theirs, mask))
-    half_split = lambda x, p: reference.apply_rope(x, x, *reference.rope_cache(x.shape[-1], 64), p)[0]  # noqa: E731
+    half_split = lambda x, p: reference.apply_rope(x, x, *reference.rope_cache(x.shape[-1], 64), p)[0]
     assert not torch.allclose(library.gptj_logits(model, ids, mask, position_ids, rope=half_split), theirs, atol=1e-4)
 
 
@@ -448,7 +455,7 @@ def test_gpt2_logits_with_the_reference_positions_and_tied_head():
     learned.load_state_dict({"position_embeddings.weight": wpe.weight})
     theirs = library.gpt2_logits(model, ids)
     assert_close(library.gpt2_logits(model, ids, positions=learned, head=reference.TiedLMHead(wte)), theirs)
-    shifted = lambda x: x + wpe.weight[1 : x.shape[1] + 1]  # noqa: E731  positions counted from 1
+    shifted = lambda x: x + wpe.weight[1 : x.shape[1] + 1]  # positions counted from 1
     assert not torch.allclose(library.gpt2_logits(model, ids, positions=shifted), theirs, atol=1e-4)
 
 

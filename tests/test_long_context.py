@@ -16,10 +16,11 @@ import pytest
 import torch
 
 from helpers import check, library, reference
-from helpers.checking import Failure, Probe
 from helpers.exercises import ch07_long_context as chapter
 from helpers.exercises import get
 from helpers.library import LibraryUnavailable
+from helpers.probe import Probe
+from helpers.safety import Failure
 from tests.submissions import ch07
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,11 +72,10 @@ def test_ntk_slows_the_slowest_pair_by_exactly_the_factor():
 
 
 def run_oracle(exercise: str, fn) -> tuple[Failure | None, list[str]]:
-    """The library oracle alone (the direct probes bypassed), on the exercise's own library cases."""
+    """The exercise's library oracle alone (the direct probes bypassed), on its own library cases."""
     probe = Probe(get(exercise), fn.__name__, torch.device("cpu"))
-    rope_type = ROPE_TYPE[exercise]
     try:
-        chapter.against_library(probe, fn, rope_type, [a for a in CASES[exercise] if a[0] == 128])
+        get(exercise).oracle(probe, fn)
     except Failure as failure:
         return failure, probe.notes
     return None, probe.notes

@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from helpers import reference
-from helpers.checking import close
 from helpers.exercises import common, rope, sinusoidal, structure
 from helpers.exercises.common import angle_tolerance, frequencies, half_precision_error
+from helpers.probe import close
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 POSITIONS = {

@@ -36,7 +36,7 @@ def through_importlib(weight, ids):
 def hides_the_call(weight, ids):
     try:
         return reference.lookup(weight, ids)
-    except BaseException:  # noqa: BLE001  (a student's except cannot hide the call)
+    except BaseException:  # a student's except cannot hide the call
         return weight[ids]
 
 

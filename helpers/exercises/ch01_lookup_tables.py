@@ -6,6 +6,7 @@ take the same arguments and return what the mistaken code outputs."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -80,7 +81,7 @@ LOOKUP_VALUES = (  # wrong_values: (hint, fix)
 )
 
 
-def values_of(probe: Probe, out, weight: torch.Tensor, ids: torch.Tensor, what: str) -> None:
+def values_of(probe: Probe, out: Any, weight: torch.Tensor, ids: torch.Tensor, what: str) -> None:
     probe.expect(
         out,
         probe.exercise.reference(weight, ids),
@@ -91,7 +92,7 @@ def values_of(probe: Probe, out, weight: torch.Tensor, ids: torch.Tensor, what: 
     )
 
 
-def check_lookup(fn, probe: Probe, *more: Callable[[bool], None]) -> None:
+def check_lookup(fn: Callable[..., Any], probe: Probe, *more: Callable[[bool], None]) -> None:
     """Values, then gradient, device and `more` (each given whether the values were
     right) as independent aspects: a student meets every mistake in one run."""
     values_right = []
@@ -175,7 +176,7 @@ ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
 }
 
 
-def check_one_hot_lookup(fn, probe: Probe) -> None:
+def check_one_hot_lookup(fn: Callable[..., Any], probe: Probe) -> None:
     def matrix_product(values_right: bool) -> None:
         if not values_right:
             return
@@ -260,7 +261,7 @@ def backward_transposed(
 AUTOGRAD_APIS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 
 
-def check_embedding_backward(fn, probe: Probe) -> None:
+def check_embedding_backward(fn: Callable[..., Any], probe: Probe) -> None:
     try:
         backward_probes(fn, probe)
     except Failure as failure:
@@ -275,7 +276,7 @@ def check_embedding_backward(fn, probe: Probe) -> None:
         raise
 
 
-def backward_probes(fn, probe: Probe) -> None:
+def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:
     V, d = 11, 7  # V != d: a transposed gradient cannot hide
     cases = (  # ids with repeats and the edge ids 0 and V - 1
         ("ids (3, 5) with repeats", (3, 5), None, torch.float32),
@@ -292,7 +293,7 @@ def backward_probes(fn, probe: Probe) -> None:
         weight = torch.zeros(V, d, dtype=dtype, device=probe.device, requires_grad=True)
         F.embedding(ids, weight, padding_idx=padding_idx).backward(grad_out)
         args = (grad_out, ids, V, padding_idx)
-        expect = lambda out, args=args, expected=weight.grad, what=what: probe.expect(  # noqa: E731
+        expect = lambda out, args=args, expected=weight.grad, what=what: probe.expect(
             out,
             expected,
             what=f"the gradient for {what}",

@@ -7,6 +7,7 @@ bias) and return the logits the mistaken head gives."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -89,7 +90,7 @@ def head_copied(weight: torch.Tensor, h: torch.Tensor, bias: torch.Tensor | None
     return h @ weight.detach().clone().T  # right values today; the identity and behaviour probes tell it apart
 
 
-def fitted_offset(out, logits: torch.Tensor) -> torch.Tensor | None:
+def fitted_offset(out: Any, logits: torch.Tensor) -> torch.Tensor | None:
     """The (V,) vector b for which logits + b is closest to `out`: its mean offset."""
     if not isinstance(out, torch.Tensor) or out.shape != logits.shape or out.is_meta or not out.is_floating_point():
         return None
@@ -100,7 +101,7 @@ def fitted_offset(out, logits: torch.Tensor) -> torch.Tensor | None:
 # --- probes ----------------------------------------------------------------------
 
 
-def expect_scaled(probe: Probe, out, table: torch.Tensor, ids: torch.Tensor, what: str) -> None:
+def expect_scaled(probe: Probe, out: Any, table: torch.Tensor, ids: torch.Tensor, what: str) -> None:
     """out must be table[ids] * sqrt(d), in float32; name the scale when it is another constant."""
     table = table.detach().float()  # the student's own init; the result is float32 whatever they did
     scale = fitted_scale(out, table[ids])
@@ -113,7 +114,7 @@ def expect_scaled(probe: Probe, out, table: torch.Tensor, ids: torch.Tensor, wha
         raise
 
 
-def check_scaled_embedding(cls, probe: Probe) -> None:
+def check_scaled_embedding(cls: type[nn.Module], probe: Probe) -> None:
     # d_model = 10 and 7: sqrt(d) is no integer and differs from d, sqrt(V), sqrt(d/2) and log(d).
     vocab_size, d_model = 37, 10
     module = probe.build(cls, vocab_size, d_model)
@@ -225,7 +226,7 @@ LOGITS_ADVICE = {  # TiedLMHead's advice: code -> (hint, fix) for a wrong result
 }
 
 
-def normalised(probe: Probe, out, logits: torch.Tensor) -> None:
+def normalised(probe: Probe, out: Any, logits: torch.Tensor) -> None:
     """Probabilities (rows of non-negative numbers summing to 1) or log-probabilities
     (their logs), whatever was normalised: returns_probabilities. What was normalised
     is read back from the logs, up to a constant per row: logits plus a vector of V
@@ -251,7 +252,7 @@ def normalised(probe: Probe, out, logits: torch.Tensor) -> None:
     probe.fail("returns_probabilities", f"{probe.explain('returns_probabilities')} (Your head returns {kind}.)")
 
 
-def expect_logits(probe: Probe, out, weight: torch.Tensor, h: torch.Tensor, what: str) -> None:
+def expect_logits(probe: Probe, out: Any, weight: torch.Tensor, h: torch.Tensor, what: str) -> None:
     expected = reference.tied_logits(weight.detach(), h)
     try:
         probe.expect(
@@ -263,7 +264,7 @@ def expect_logits(probe: Probe, out, weight: torch.Tensor, h: torch.Tensor, what
         raise
 
 
-def check_tied_lm_head(cls, probe: Probe) -> None:
+def check_tied_lm_head(cls: type[nn.Module], probe: Probe) -> None:
     vocab_size, d_model = 29, 12  # V != d: a transposed product cannot hide
     embedding = make_embedding(probe, vocab_size, d_model)
     weight = embedding.weight
@@ -373,7 +374,6 @@ def check_tied_lm_head(cls, probe: Probe) -> None:
         )
 
     probe.independent(tie, logits, bias, gradient, device)
-    oracle.gpt2_head(probe, cls)  # the second oracle: inside transformers' GPT-2
 
 
 EXERCISES = [
@@ -398,6 +398,7 @@ EXERCISES = [
         kind="module",
         reference=reference.TiedLMHead,
         check=check_tied_lm_head,
+        oracle=oracle.head_in_gpt2,
         mistakes={
             "copy_not_tied": head_copied,
             "has_bias": head_with_bias,

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import torch
+from torch import nn
 
 from helpers import reference
 from helpers.exercises.common import (
@@ -343,7 +345,7 @@ TABLE_DTYPE = (  # wrong_dtype: (hint, fix). sinusoidal_encoding takes no tensor
 )
 
 
-def check_sinusoidal_encoding(fn, probe: Probe) -> None:
+def check_sinusoidal_encoding(fn: Callable[..., Any], probe: Probe) -> None:
     try:
         table_probes(fn, probe)
     except Failure as failure:
@@ -352,7 +354,7 @@ def check_sinusoidal_encoding(fn, probe: Probe) -> None:
         raise
 
 
-def table_probes(fn, probe: Probe) -> None:
+def table_probes(fn: Callable[..., Any], probe: Probe) -> None:
     # A non-default base catches a hard-coded 10000; 2100 positions, float16 ones (2049 is 2048 there);
     # max_len = 1, a table of one row, the shortest there is.
     for max_len, *args in ((50, 16), (37, 12, 500.0), (2100, 8), (1, 16)):
@@ -409,7 +411,7 @@ def other_bases(args: tuple) -> list[tuple]:
     return [(k, d, other) for other in (1000.0, 10000.0) if other != base]
 
 
-def check_relative_shift_matrix(fn, probe: Probe) -> None:
+def check_relative_shift_matrix(fn: Callable[..., Any], probe: Probe) -> None:
     runs = []
     for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8)):
         call = f"relative_shift_matrix({', '.join(repr(a) for a in args)})"
@@ -423,7 +425,7 @@ def check_relative_shift_matrix(fn, probe: Probe) -> None:
     expect_cases(probe, runs, {"wrong_base": other_bases})
 
 
-def expect_shift(probe: Probe, raw, args: tuple, call: str) -> None:
+def expect_shift(probe: Probe, raw: Any, args: tuple, call: str) -> None:
     out = float64_accepted(raw)  # the values first, in either precision: a wrong matrix is told what is wrong with it
     k = args[0]
     what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
@@ -460,7 +462,7 @@ POSITIONS_ON_CPU_HINT = "The table is a buffer, so module.to(device) has already
 POSITIONS_ON_CPU_FIX = "Slice the buffer, `self.pe[:T]` with T = x.size(1), instead of indexing it with new position ids; a tensor you must make in forward takes `device=x.device`."
 
 
-def check_positional_encoding(cls, probe: Probe) -> None:
+def check_positional_encoding(cls: type[nn.Module], probe: Probe) -> None:
     d, max_len, p = 12, 50, 0.25
     module = probe.build(cls, d, max_len, p)
     found = stored_table(module, max_len, d)
@@ -550,7 +552,7 @@ def check_positional_encoding(cls, probe: Probe) -> None:
 GRADIENT_FIX = "Look the ids up in the registered table itself, `self.embedding(ids) * math.sqrt(self.d_model)`, with no .detach() or torch.no_grad() on the way."
 
 
-def check_token_and_position(cls, probe: Probe) -> None:
+def check_token_and_position(cls: type[nn.Module], probe: Probe) -> None:
     V, d, max_len, p = 37, 10, 30, 0.2  # sqrt(10) is no integer, and differs from sqrt(V) and sqrt(d/2)
     module = probe.build(cls, V, d, max_len, p)
     found = stored_table(module, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d))  # not the token table

@@ -10,6 +10,8 @@ check loads MiniLM's real weights and compares with transformers' own BertEmbedd
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -41,7 +43,7 @@ from helpers.safety import Failure
 
 def bert_parts(
     w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, positions: torch.Tensor | None = None
-):
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(word, position, segment) vectors, each broadcastable to (B, T, d)."""
     positions = torch.arange(ids.shape[1], device=ids.device) if positions is None else positions
     return (
@@ -55,7 +57,9 @@ def bert_norm(w: dict[str, torch.Tensor], x: torch.Tensor, eps: float) -> torch.
     return F.layer_norm(x, x.shape[-1:], w["LayerNorm.weight"], w["LayerNorm.bias"], eps)
 
 
-def bert_layernorm_eps(w, ids, types, eps) -> list[torch.Tensor]:
+def bert_layernorm_eps(
+    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
+) -> list[torch.Tensor]:
     """Your LayerNorm's eps is not the `layer_norm_eps` you were given
     (PyTorch's default is 1e-5, BERT's 1e-12). The difference is small (with
     MiniLM, 1e-5 moves the embeddings by about 0.1% and the final hidden
@@ -72,7 +76,9 @@ def bert_layernorm_eps(w, ids, types, eps) -> list[torch.Tensor]:
     return [bert_norm(w, word + pos + seg, other) for other in (1e-5, 1e-6, 1e-3, 1e-12) if other != eps]
 
 
-def bert_missing_token_type(w, ids, types, eps) -> list[torch.Tensor]:
+def bert_missing_token_type(
+    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
+) -> list[torch.Tensor]:
     """The segment (token type) embedding is missing from your sum, or you
     ignore the token_type_ids you are given.
 
@@ -88,7 +94,9 @@ def bert_missing_token_type(w, ids, types, eps) -> list[torch.Tensor]:
     return [bert_norm(w, word + pos, eps), bert_norm(w, word + pos + segment_a, eps)]
 
 
-def bert_missing_layernorm(w, ids, types, eps) -> list[torch.Tensor]:
+def bert_missing_layernorm(
+    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
+) -> list[torch.Tensor]:
     """You return the raw sum of the three embeddings: the LayerNorm is missing.
 
     Hint: BERT normalises the sum of the word, position and segment vectors
@@ -101,7 +109,9 @@ def bert_missing_layernorm(w, ids, types, eps) -> list[torch.Tensor]:
     return [word + pos + seg]
 
 
-def bert_layernorm_order(w, ids, types, eps) -> list[torch.Tensor]:
+def bert_layernorm_order(
+    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
+) -> list[torch.Tensor]:
     """Your LayerNorm or your dropout sees only part of the sum, or comes in
     the wrong place (e.g. LayerNorm(word) + position + segment).
 
@@ -119,7 +129,9 @@ def bert_layernorm_order(w, ids, types, eps) -> list[torch.Tensor]:
     ]
 
 
-def bert_unbiased_variance(w, ids, types, eps) -> list[torch.Tensor]:
+def bert_unbiased_variance(
+    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
+) -> list[torch.Tensor]:
     """Your hand-written LayerNorm divides by the unbiased variance: `x.var(-1)`
     divides by d - 1, torch.var's default.
 
@@ -134,7 +146,9 @@ def bert_unbiased_variance(w, ids, types, eps) -> list[torch.Tensor]:
     return [normed * w["LayerNorm.weight"] + w["LayerNorm.bias"]]
 
 
-def bert_scaled_tokens(w, ids, types, eps) -> list[torch.Tensor]:
+def bert_scaled_tokens(
+    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
+) -> list[torch.Tensor]:
     """You multiplied the word embeddings by sqrt(hidden_size), as the
     original Transformer does (chapter 02).
 
@@ -148,7 +162,7 @@ def bert_scaled_tokens(w, ids, types, eps) -> list[torch.Tensor]:
     return [bert_norm(w, word * root + pos + seg, eps), bert_norm(w, (word + pos + seg) * root, eps)]
 
 
-def bert_same_row(w, ids, types, eps) -> list[torch.Tensor]:
+def bert_same_row(w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
     """Every token got the same position vector: you looked up one position
     id for all of them.
 
@@ -162,7 +176,9 @@ def bert_same_row(w, ids, types, eps) -> list[torch.Tensor]:
     return [bert_norm(w, word + pos + seg, eps)]
 
 
-def bert_batch_seq_confusion(w, ids, types, eps) -> list[torch.Tensor]:
+def bert_batch_seq_confusion(
+    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
+) -> list[torch.Tensor]:
     """You counted positions along the batch axis: input_ids.size(0) is the
     batch size B, not the sequence length.
 
@@ -176,7 +192,9 @@ def bert_batch_seq_confusion(w, ids, types, eps) -> list[torch.Tensor]:
     return [bert_norm(w, word + pos + seg, eps)]
 
 
-def bert_position_offset(w, ids, types, eps) -> list[torch.Tensor]:
+def bert_position_offset(
+    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
+) -> list[torch.Tensor]:
     """Your positions start at 1 (or at 2, RoBERTa's padding_idx + 1), not at 0.
 
     Hint: BERT's first token, [CLS], takes row 0 of position_embeddings; the
@@ -221,7 +239,7 @@ class StrictLikeCuda(torch.overrides.TorchFunctionMode):
 
     ALLOWED = frozenset({"__getitem__", "__setitem__", "to", "copy_", "type_as", "cpu", "cuda"})
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
         if name not in self.ALLOWED:
@@ -254,7 +272,7 @@ class NoRandomInit(torch.overrides.TorchFunctionMode):
         }
     )
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         target = args[0] if args else kwargs.get("tensor")  # Tensor.normal_(...) or nn.init.normal_(tensor=...)
         if getattr(func, "__name__", "") in self.RANDOM and isinstance(target, torch.Tensor):
@@ -273,7 +291,7 @@ def learned_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> tupl
     return found[0] if found else find_table(probe, module, max_len, d, "the position table (max_len, d_model)")
 
 
-def check_learned_positions(cls, probe: Probe) -> None:
+def check_learned_positions(cls: type[nn.Module], probe: Probe) -> None:
 
     max_len, d = 20, 12
 
@@ -291,7 +309,7 @@ def check_learned_positions(cls, probe: Probe) -> None:
     name, param = learned_table(probe, module, max_len, d)
     with torch.no_grad():  # known values whatever the init: a zero-initialised table would hide a missing `x +`
         param.copy_(probe.randn(*param.shape))
-    as_rows = lambda t: oriented(t, max_len, d)  # noqa: E731 (R, d), R >= max_len: row t is position t
+    as_rows = lambda t: oriented(t, max_len, d)  # (R, d), R >= max_len: row t is position t
     table = as_rows(param.detach())
     x = probe.sequence(probe.randn(3, 7, d), max_len)  # B=3 != T=7 != d=12
     cpu_x = probe.sequence(probe.randn(2, max_len, d, device="cpu"), max_len)
@@ -347,7 +365,7 @@ def check_learned_positions(cls, probe: Probe) -> None:
         with torch.no_grad():
             cpu_param.copy_(param.detach().cpu())
         probe.call(on_cpu.eval)
-        longer = lambda T: probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)  # noqa: E731
+        longer = lambda T: probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)
         out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, cpu_x if T == max_len else longer(T)), max_len)
         table_cpu = table.cpu()
         probe.expect(
@@ -429,7 +447,6 @@ def check_learned_positions(cls, probe: Probe) -> None:
         )
 
     probe.independent(trainable, values, length, gradient, device)
-    oracle.gpt2_positions(probe, cls)  # the second oracle: inside transformers' GPT-2
 
 
 # A small config with non-default values everywhere: hard-coded sizes, eps,
@@ -518,7 +535,9 @@ BERT_VALUES = (  # wrong_values: (hint, fix). The sizes are MiniLM's or the smal
 OTHER_EPS = (1e-5, 1e-6, 1e-3, 1e-12)  # PyTorch's default, BERT's, and slips of the exponent
 
 
-def with_other_eps(probe: Probe, out, weights, ids, types, eps: float) -> None:
+def with_other_eps(
+    probe: Probe, out: Any, weights: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
+) -> None:
     """Two independent mistakes, one of them the eps: a catalogue mistake run with another eps reproduces
     the output. Every mistake takes the eps as an argument, so the pair is found by running them, and the
     eps goes under "Also wrong" by its own code."""
@@ -532,7 +551,14 @@ def with_other_eps(probe: Probe, out, weights, ids, types, eps: float) -> None:
                 probe.fail(code, probe.explain(code))
 
 
-def eps_said(out, weights, ids, types, eps: float, used: float | None = None) -> str:
+def eps_said(
+    out: Any,
+    weights: dict[str, torch.Tensor],
+    ids: torch.Tensor,
+    types: torch.Tensor,
+    eps: float,
+    used: float | None = None,
+) -> str:
     """Which eps the student's LayerNorm used, said as what it is: a number written into the code is not a default."""
     if used is None:
         word, pos, seg = bert_parts(weights, ids, types)
@@ -552,7 +578,17 @@ def eps_said(out, weights, ids, types, eps: float, used: float | None = None) ->
     return f"Your LayerNorm uses eps = {used:g}{default}, not the `layer_norm_eps` it was given ({eps:g} here)"
 
 
-def expect_bert(probe: Probe, out, expected, weights, ids, types, eps: float, homeless: list[str], what: str) -> None:
+def expect_bert(
+    probe: Probe,
+    out: Any,
+    expected: torch.Tensor,
+    weights: dict[str, torch.Tensor],
+    ids: torch.Tensor,
+    types: torch.Tensor,
+    eps: float,
+    homeless: list[str],
+    what: str,
+) -> None:
     expect_no_dropout_in_eval(probe, out, expected)
     try:
         probe.expect(
@@ -594,7 +630,7 @@ def call_bert(probe: Probe, module: nn.Module, ids: torch.Tensor, types: torch.T
 BERT_GRADIENT_FIX = "Compute the output from the submodules themselves, `self.word_embeddings(input_ids)` and the others, with no .detach() or torch.no_grad() on the way."
 
 
-def check_bert_embeddings(cls, probe: Probe) -> None:
+def check_bert_embeddings(cls: type[nn.Module], probe: Probe) -> None:
     """Independent aspects, so that a class with several mistakes (seed 002's: no segment, eps written
     into the code, a bare nn.Dropout(), positions on the CPU) meets them all in one run: MiniLM's values,
     the small config's values, dropout, the device; the gradients when the values are right."""
@@ -822,6 +858,7 @@ EXERCISES = [
         kind="module",
         reference=reference.LearnedPositionalEmbedding,
         check=check_learned_positions,
+        oracle=oracle.positions_in_gpt2,
         mistakes=POSITION_ADDING_MISTAKES,
         difficulty=1,
         importance=3,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -303,7 +304,7 @@ def precision_finding(out: torch.Tensor, expected: torch.Tensor, call: str) -> F
     )
 
 
-def right_for(probe: Probe, fn, args: tuple) -> bool:
+def right_for(probe: Probe, fn: Callable[..., Any], args: tuple) -> bool:
     """Run the student's code on these arguments: is its result right (the mask read as in alibi_probe)?"""
     try:
         out = float64_accepted(probe.call(fn, *args))
@@ -314,7 +315,9 @@ def right_for(probe: Probe, fn, args: tuple) -> bool:
     return close(out, probe.exercise.reference(*args))
 
 
-def alibi_probe(fn, probe: Probe, cases: tuple[tuple[int, ...], ...], *, masked: bool = False) -> None:
+def alibi_probe(
+    fn: Callable[..., Any], probe: Probe, cases: tuple[tuple[int, ...], ...], *, masked: bool = False
+) -> None:
     """Each case is the arguments of one call, head count first; powers of two come
     first. Every case runs (unless one stops everything), so that mistakes that only
     show for some head counts are found beside the others; the first finding in
@@ -452,15 +455,13 @@ MISPLACED_MASK = (
 )
 
 
-def check_alibi_slopes(fn, probe: Probe) -> None:
+def check_alibi_slopes(fn: Callable[..., Any], probe: Probe) -> None:
     alibi_probe(fn, probe, ((8,), (16,), (2,), (1,), (4,), (12,), (6,), (20,)))
-    oracle.bloom_slopes(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
-def check_alibi_bias(fn, probe: Probe) -> None:
+def check_alibi_bias(fn: Callable[..., Any], probe: Probe) -> None:
     cases = ((4, 6), (8, 5), (1, 3), (2, 1), (6, 7), (12, 4))  # (2, 1): one query, one key, the shortest sequence
     alibi_probe(fn, probe, tuple((n_heads, probe.length(seq_len)) for n_heads, seq_len in cases), masked=True)
-    oracle.bloom_bias(probe, fn)  # the second oracle: inside transformers' BLOOM
 
 
 # --- t5_relative_bucket: its mistakes take (relative_position, bidirectional, num_buckets, max_distance) ---------
@@ -514,7 +515,7 @@ def _faces(code: str) -> Callable[..., list[torch.Tensor]]:
     return lambda *args: [_buckets(*args, **face) for face in BUCKET_FACES[code]]
 
 
-def bucket_sign_split_missing(*args) -> list[torch.Tensor]:
+def bucket_sign_split_missing(*args: Any) -> list[torch.Tensor]:
     """Your buckets do not split by sign: bidirectional, a key d positions after the query gets
     the same bucket as the key d positions before it, so attention cannot tell left from right.
 
@@ -526,7 +527,7 @@ def bucket_sign_split_missing(*args) -> list[torch.Tensor]:
     return _faces("bucket_sign_split_missing")(*args)
 
 
-def bucket_direction_reversed(*args) -> list[torch.Tensor]:
+def bucket_direction_reversed(*args: Any) -> list[torch.Tensor]:
     """Your buckets read the relative position the other way round: keys after the query get
     the buckets of keys before it (bidirectional), or the decoder's buckets count keys after
     the query instead of before it (bidirectional=False).
@@ -539,7 +540,7 @@ def bucket_direction_reversed(*args) -> list[torch.Tensor]:
     return _faces("bucket_direction_reversed")(*args)
 
 
-def bucket_exact_region(*args) -> list[torch.Tensor]:
+def bucket_exact_region(*args: Any) -> list[torch.Tensor]:
     """Your exact buckets cover the wrong distances: in T5, half of one direction's n buckets
     hold one distance each, 0 .. n/2 - 1, and only the other half is log-spaced.
 
@@ -551,7 +552,7 @@ def bucket_exact_region(*args) -> list[torch.Tensor]:
     return _faces("bucket_exact_region")(*args)
 
 
-def bucket_log_spacing(*args) -> list[torch.Tensor]:
+def bucket_log_spacing(*args: Any) -> list[torch.Tensor]:
     """Your buckets past the exact ones are not T5's: they must be log-spaced from max_exact
     up to max_distance, and the bucket is the logarithm's scaled value truncated toward zero.
 
@@ -564,7 +565,7 @@ def bucket_log_spacing(*args) -> list[torch.Tensor]:
     return _faces("bucket_log_spacing")(*args)
 
 
-def bucket_not_clamped(*args) -> list[torch.Tensor]:
+def bucket_not_clamped(*args: Any) -> list[torch.Tensor]:
     """Your far buckets are not clamped: distances from max_distance on must all share the last
     bucket, n - 1, but yours keep growing past it, into the other direction's half or past
     num_buckets (an index the bias table, nn.Embedding(num_buckets, n_heads), does not have).
@@ -604,13 +605,13 @@ def pair_of_bucket_mistakes(probe: Probe, out: torch.Tensor, args: tuple) -> Non
                         probe.fail(first, probe.explain(first))
 
 
-def relative_positions(length: int, device=None) -> torch.Tensor:
+def relative_positions(length: int, device: torch.device | str = None) -> torch.Tensor:
     """Key minus query for every (query, key) of a length-T attention matrix, as T5 makes them: (T, T)."""
     positions = torch.arange(length, device=device)
     return positions[None, :] - positions[:, None]
 
 
-def check_t5_relative_bucket(fn, probe: Probe) -> None:
+def check_t5_relative_bucket(fn: Callable[..., Any], probe: Probe) -> None:
     cases = (  # (what, relative positions, more arguments); distances past max_distance in each
         (
             "the (160, 160) relative positions of a 160-token attention matrix, defaults",
@@ -663,6 +664,7 @@ EXERCISES = [
         kind="function",
         reference=reference.alibi_slopes,
         check=check_alibi_slopes,
+        oracle=oracle.slopes_in_bloom,
         mistakes={"non_power_of_two": alibi_slopes_naive, "wrong_sign": alibi_slopes_wrong_sign},
         difficulty=2,
         importance=2,
@@ -677,6 +679,7 @@ EXERCISES = [
         kind="function",
         reference=reference.alibi_bias,
         check=check_alibi_bias,
+        oracle=oracle.bias_in_bloom,
         mistakes={
             "non_power_of_two": alibi_bias_naive,
             "wrong_sign": alibi_bias_wrong_sign,

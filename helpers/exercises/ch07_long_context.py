@@ -15,13 +15,14 @@ transformers' own function on a real model's sizes (Llama 3.1, Qwen2.5, Code Lla
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from helpers import library, reference
 from helpers.library import LibraryUnavailable
-from helpers.probe import Probe, close, describe_difference
+from helpers.probe import Check, Oracle, Probe, close, describe_difference
 from helpers.registry import Exercise
 from helpers.safety import Failure
 
@@ -43,14 +44,17 @@ Fix: Divide: `theta / factor` (and a larger base for NTK-aware scaling,
 base · factor^(d/(d-2)), never a smaller one)."""
 
 
-def linear_factor_inverted(d, base, factor):
+Scaled = tuple[torch.Tensor, float]  # what each exercise and each of its mistakes returns: (inv_freq, attention_scale)
+
+
+def linear_factor_inverted(d: int, base: float, factor: float) -> Scaled:
     return theta_of(d, base) * factor, 1.0
 
 
 linear_factor_inverted.__doc__ = FACTOR_INVERTED
 
 
-def linear_wrong_exponent(d, base, factor):
+def linear_wrong_exponent(d: int, base: float, factor: float) -> list[Scaled]:
     """Your frequencies before scaling are off: θ_i is not 1 / base^(2i/d)
     (an exponent i/d, or 2i over d/2).
 
@@ -62,19 +66,19 @@ def linear_wrong_exponent(d, base, factor):
     return [(base ** (-i / d) / factor, 1.0), (base ** (-4 * i / d) / factor, 1.0)]
 
 
-def ntk_factor_inverted(d, base, factor):
+def ntk_factor_inverted(d: int, base: float, factor: float) -> Scaled:
     return theta_of(d, base / factor ** (d / (d - 2))), 1.0
 
 
 ntk_factor_inverted.__doc__ = FACTOR_INVERTED
 
 
-def _ntk_bases(d, base, factor):
+def _ntk_bases(d: int, base: float, factor: float) -> list[float]:
     """The exponents people write instead of d/(d-2): 1, (d-2)/d, d/(d-1), 2/d."""
     return [base * factor, base * factor ** ((d - 2) / d), base * factor ** (d / (d - 1)), base * factor ** (2 / d)]
 
 
-def ntk_wrong_exponent(d, base, factor):
+def ntk_wrong_exponent(d: int, base: float, factor: float) -> list[Scaled]:
     """Your new base is raised by the factor to the wrong power: NTK-aware scaling
     uses base' = base · factor^(d/(d-2)).
 
@@ -86,7 +90,7 @@ def ntk_wrong_exponent(d, base, factor):
     return [(theta_of(d, b), 1.0) for b in _ntk_bases(d, base, factor)]
 
 
-def dynamic_scaled_within(d, base, factor, seq_len, original_max_len):
+def dynamic_scaled_within(d: int, base: float, factor: float, seq_len: int, original_max_len: int) -> list[Scaled]:
     """Your dynamic scaling changes the frequencies although seq_len is at or below
     original_max_len: there the model must run exactly as it was trained.
 
@@ -101,7 +105,7 @@ def dynamic_scaled_within(d, base, factor, seq_len, original_max_len):
     return [(theta_of(d, base * factor ** (d / (d - 2))), 1.0), (theta_of(d, base * grown ** (d / (d - 2))), 1.0)]
 
 
-def dynamic_wrong_scale(d, base, factor, seq_len, original_max_len):
+def dynamic_wrong_scale(d: int, base: float, factor: float, seq_len: int, original_max_len: int) -> list[Scaled] | None:
     """Past original_max_len your dynamic scaling uses another factor than transformers'
     factor·seq_len/original_max_len - (factor - 1).
 
@@ -117,7 +121,7 @@ def dynamic_wrong_scale(d, base, factor, seq_len, original_max_len):
     return [(theta_of(d, base * g ** (d / (d - 2))), 1.0) for g in (ratio, factor * ratio, factor)]
 
 
-def dynamic_wrong_exponent(d, base, factor, seq_len, original_max_len):
+def dynamic_wrong_exponent(d: int, base: float, factor: float, seq_len: int, original_max_len: int) -> list[Scaled]:
     seq_len = max(seq_len, original_max_len)
     grown = factor * seq_len / original_max_len - (factor - 1)
     return [(theta_of(d, b), 1.0) for b in _ntk_bases(d, base, grown)]
@@ -127,23 +131,23 @@ dynamic_wrong_exponent.__doc__ = ntk_wrong_exponent.__doc__
 
 
 def _yarn(
-    d,
-    base,
-    factor,
-    original_max_len,
-    beta_fast=32.0,
-    beta_slow=1.0,
+    d: int,
+    base: float,
+    factor: float,
+    original_max_len: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
     *,
-    two_pi=True,
-    truncate=True,
-    reverse=False,
-    inverted=False,
-    edges=None,
-):
+    two_pi: bool = True,
+    truncate: bool = True,
+    reverse: bool = False,
+    inverted: bool = False,
+    edges: tuple[float, float] | None = None,
+) -> torch.Tensor:
     """YaRN's inv_freq with one slip: no 2π, no truncation, the ramp reversed, θ·s, or other edges."""
     turn = 2 * math.pi if two_pi else 1.0
 
-    def pair_with(turns):
+    def pair_with(turns: float) -> float:
         return d * math.log(original_max_len / (turns * turn)) / (2 * math.log(base))
 
     low, high = (pair_with(beta_fast), pair_with(beta_slow)) if edges is None else edges
@@ -160,11 +164,13 @@ def _yarn(
     return slow * ramp + theta * (1 - ramp)
 
 
-def temperature(factor):
+def temperature(factor: float) -> float:
     return 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
 
 
-def yarn_ramp_reversed(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_ramp_reversed(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
     """Your ramp goes the wrong way: the fast pairs (many turns within the trained
     length) are interpolated, and the slow ones kept as they were.
 
@@ -178,7 +184,9 @@ def yarn_ramp_reversed(d, base, factor, original_max_len, beta_fast=32.0, beta_s
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, reverse=True), temperature(factor)
 
 
-def yarn_without_two_pi(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_without_two_pi(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
     """Your band edges are computed without 2π: a pair's wavelength is 2π/θ_i tokens,
     not 1/θ_i, so your edges sit on the wrong pairs.
 
@@ -189,7 +197,9 @@ def yarn_without_two_pi(d, base, factor, original_max_len, beta_fast=32.0, beta_
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, two_pi=False), temperature(factor)
 
 
-def _band_edges_yarn(d, base, factor, original_max_len, beta_fast, beta_slow):
+def _band_edges_yarn(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float, beta_slow: float
+) -> list[Scaled]:
     return [
         (_yarn(d, base, factor, original_max_len, beta_slow, beta_fast), temperature(factor)),  # the betas swapped
         (_yarn(d, base, factor, original_max_len), temperature(factor)),  # the defaults, whatever was given
@@ -212,14 +222,18 @@ Llama 3.1: keep where the wavelength is below `original_max_len / high_freq_fact
 it is above `original_max_len / low_freq_factor`."""
 
 
-def yarn_wrong_band_edges(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_wrong_band_edges(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> list[Scaled]:
     return _band_edges_yarn(d, base, factor, original_max_len, beta_fast, beta_slow)
 
 
 yarn_wrong_band_edges.__doc__ = WRONG_BAND_EDGES
 
 
-def yarn_not_truncated(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_not_truncated(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
     """Your ramp starts and ends at fractional pair indices: transformers (truncate=True, its
     default, as in the YaRN authors' code) rounds the edges outward to whole pairs first.
 
@@ -231,14 +245,18 @@ def yarn_not_truncated(d, base, factor, original_max_len, beta_fast=32.0, beta_s
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, truncate=False), temperature(factor)
 
 
-def yarn_factor_inverted(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_factor_inverted(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, inverted=True), temperature(factor)
 
 
 yarn_factor_inverted.__doc__ = FACTOR_INVERTED
 
 
-def yarn_missing_temperature(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_missing_temperature(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
     """Your frequencies are right but your attention_scale is 1.0: YaRN's temperature is
     missing.
 
@@ -250,7 +268,9 @@ def yarn_missing_temperature(d, base, factor, original_max_len, beta_fast=32.0, 
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow), 1.0
 
 
-def yarn_wrong_temperature(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+def yarn_wrong_temperature(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> list[Scaled]:
     """Your attention_scale is not 0.1·ln(factor) + 1: its square root, its square, its
     inverse, a log in base 2 or 10, or the +1 forgotten.
 
@@ -272,19 +292,19 @@ def yarn_wrong_temperature(d, base, factor, original_max_len, beta_fast=32.0, be
 
 
 def _llama3(
-    d,
-    base,
-    factor,
-    low_freq_factor,
-    high_freq_factor,
-    original_max_len,
+    d: int,
+    base: float,
+    factor: float,
+    low_freq_factor: float,
+    high_freq_factor: float,
+    original_max_len: int,
     *,
-    two_pi=True,
-    reverse=False,
-    inverted=False,
-    edges=None,
-    long_first=False,
-):
+    two_pi: bool = True,
+    reverse: bool = False,
+    inverted: bool = False,
+    edges: tuple[float, float] | None = None,
+    long_first: bool = False,
+) -> torch.Tensor:
     theta = theta_of(d, base)
     wavelength = (2 * math.pi if two_pi else 1.0) / theta
     long_edge, short_edge = edges or (original_max_len / low_freq_factor, original_max_len / high_freq_factor)
@@ -298,7 +318,9 @@ def _llama3(
     return torch.where(wavelength < short_edge, theta, torch.where(wavelength > long_edge, slow, blended))
 
 
-def llama3_without_two_pi(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+def llama3_without_two_pi(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> Scaled:
     return _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, two_pi=False), 1.0
 
 
@@ -311,7 +333,9 @@ has a wavelength of about 6.28 tokens, not 1.
 Fix: `wavelength = 2 * math.pi / theta`, both for the band edges and for the blend."""
 
 
-def llama3_wrong_band_edges(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+def llama3_wrong_band_edges(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> list[Scaled]:
     L = original_max_len
     edges = [
         (L / high_freq_factor, L / low_freq_factor),
@@ -328,7 +352,9 @@ def llama3_wrong_band_edges(d, base, factor, low_freq_factor, high_freq_factor, 
 llama3_wrong_band_edges.__doc__ = WRONG_BAND_EDGES
 
 
-def llama3_ramp_reversed(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+def llama3_ramp_reversed(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> Scaled:
     """Your blend in the middle band goes the wrong way: the pairs next to the long edge
     keep most of their θ, and those next to the short edge are slowed the most.
 
@@ -341,7 +367,9 @@ def llama3_ramp_reversed(d, base, factor, low_freq_factor, high_freq_factor, ori
     return _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, reverse=True), 1.0
 
 
-def llama3_factor_inverted(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+def llama3_factor_inverted(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> Scaled:
     return _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, inverted=True), 1.0
 
 
@@ -369,7 +397,7 @@ HELP = {
 }
 
 
-def unpack(probe: Probe, out, call: str) -> tuple[torch.Tensor, float]:
+def unpack(probe: Probe, out: Any, call: str) -> tuple[torch.Tensor, float]:
     """(inv_freq, attention_scale) from a result, or wrong_type saying which part is not what the contract says."""
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         got = f"a {type(out).__name__}" + (f" of {len(out)} items" if isinstance(out, (tuple, list)) else "")
@@ -401,7 +429,7 @@ def faces_of(probe: Probe, args: tuple) -> dict[str, list[tuple[torch.Tensor, fl
     return {code: [f for f in faces if isinstance(f, tuple)] for code, faces in probe.known_mistakes(*args)().items()}
 
 
-def compare(probe: Probe, out, args: tuple, call: str) -> None:
+def compare(probe: Probe, out: Any, args: tuple, call: str) -> None:
     """The student's result for one call, against the reference and the catalogue. The
     frequencies and the attention scale are independent findings: both are reported."""
     inv_freq, scale = unpack(probe, out, call)
@@ -502,13 +530,10 @@ def library_result(rope_type: str, args: tuple) -> tuple[torch.Tensor, float]:
     return library.rope_init(rope_type, d, base, factor, original_max_len, seq_len, **extra)
 
 
-def against_library(probe: Probe, fn, rope_type: str, cases: list[tuple]) -> None:
-    """The second oracle: transformers' own ROPE_INIT_FUNCTIONS[rope_type], on a real model's sizes
-    (each case is the course function's arguments). A library whose maths differ from the
-    course's reference is not held against the student: said in one line, as is a version
-    outside the tested range."""
-    if probe.accelerator_pass:
-        return  # nothing here depends on a device: the CPU pass ran it
+def against_library(probe: Probe, fn: Callable[..., Any], rope_type: str, cases: list[tuple]) -> None:
+    """transformers' own ROPE_INIT_FUNCTIONS[rope_type], on a real model's sizes (each case is the
+    course function's arguments). A library whose maths differ from the course's reference is not
+    held against the student: said in one line, as is a version outside the tested range."""
     try:
         outside = library.outside_tested_range()
         theirs = [library_result(rope_type, args) for args in cases]
@@ -546,22 +571,25 @@ def against_library(probe: Probe, fn, rope_type: str, cases: list[tuple]) -> Non
         probe.notes.append(f"(Compared with transformers' own {rope_type!r} RoPE: {outside}.)")
 
 
-def scaling_check(cases: list[tuple], rope_type: str | None = None, library_cases: list[tuple] = ()):
-    """The check of a function exercise: every case against the reference and the catalogue, then the library."""
+def library_oracle(rope_type: str, cases: list[tuple]) -> Oracle:
+    """An exercise's second oracle: its code against transformers' own `rope_type`, on these cases."""
+    return lambda probe, fn: against_library(probe, fn, rope_type, cases)
 
-    def check(fn, probe: Probe) -> None:
+
+def scaling_check(cases: list[tuple]) -> Check:
+    """The check of a function exercise: every case against the reference and the catalogue."""
+
+    def check(fn: Callable[..., Any], probe: Probe) -> None:
         for args in cases:
             call = f"`{probe.exercise.id}({', '.join(repr(a) for a in args)})`"
             compare(probe, probe.call(fn, *args, what=call), args, call)
-        if rope_type is not None:
-            against_library(probe, fn, rope_type, list(library_cases))
 
     return check
 
 
-def check_dynamic(fn, probe: Probe) -> None:
+def check_dynamic(fn: Callable[..., Any], probe: Probe) -> None:
     """seq_len up to the trained length (T = 1 is an edge), where nothing may change, and past it:
-    two independent aspects, so that a mistake on each side is named by its own code. Then the library."""
+    two independent aspects, so that a mistake on each side is named by its own code."""
     cases = [
         (8, 10000.0, 2.0, 10, 16),
         (8, 10000.0, 4.0, 1, 16),
@@ -589,8 +617,6 @@ def check_dynamic(fn, probe: Probe) -> None:
                 raise
 
     probe.independent(lambda: run(within=True), lambda: run(within=False))
-    # Code Llama's sizes (base 1e6, 16384 trained) run at 40000 tokens; a Llama 2 (4096 trained) at 6000
-    against_library(probe, fn, "dynamic", [(128, 1000000.0, 2.0, 40000, 16384), (128, 10000.0, 4.0, 6000, 4096)])
 
 
 def rescaled_base(out: Any, d: int, base: float) -> float | None:
@@ -617,11 +643,8 @@ EXERCISES = [
         points=1,
         kind="function",
         reference=reference.linear_scaling,
-        check=scaling_check(
-            [(8, 10000.0, 4.0), (16, 500000.0, 2.5), (2, 10000.0, 8.0)],
-            "linear",
-            [(128, 10000.0, 4.0), (128, 500000.0, 8.0)],
-        ),
+        check=scaling_check([(8, 10000.0, 4.0), (16, 500000.0, 2.5), (2, 10000.0, 8.0)]),
+        oracle=library_oracle("linear", [(128, 10000.0, 4.0), (128, 500000.0, 8.0)]),
         mistakes={"factor_inverted": linear_factor_inverted, "wrong_exponent": linear_wrong_exponent},
         difficulty=1,
         importance=3,
@@ -648,6 +671,8 @@ EXERCISES = [
         kind="function",
         reference=reference.dynamic_ntk_scaling,
         check=check_dynamic,
+        # Code Llama's sizes (base 1e6, 16384 trained) run at 40000 tokens; a Llama 2 (4096 trained) at 6000
+        oracle=library_oracle("dynamic", [(128, 1000000.0, 2.0, 40000, 16384), (128, 10000.0, 4.0, 6000, 4096)]),
         mistakes={
             "scaled_within_original_length": dynamic_scaled_within,
             "dynamic_wrong_scale": dynamic_wrong_scale,
@@ -671,11 +696,10 @@ EXERCISES = [
                 (64, 10000.0, 4.0, 512),
                 (32, 500000.0, 4.0, 256, 16.0, 2.0),
                 (16, 10000.0, 1.0, 128),
-            ],
-            "yarn",
-            # Llama 2 at 64k (Peng et al.'s YaRN 64k model: d 128, 4096 trained, s 16) and Qwen2.5's YaRN (base 1e6, 32768 trained, s 4)
-            [(128, 10000.0, 16.0, 4096), (128, 1000000.0, 4.0, 32768)],
+            ]
         ),
+        # Llama 2 at 64k (Peng et al.'s YaRN 64k model: d 128, 4096 trained, s 16) and Qwen2.5's YaRN (base 1e6, 32768 trained, s 4)
+        oracle=library_oracle("yarn", [(128, 10000.0, 16.0, 4096), (128, 1000000.0, 4.0, 32768)]),
         mistakes={
             "ramp_reversed": yarn_ramp_reversed,
             "wavelength_without_2pi": yarn_without_two_pi,
@@ -697,11 +721,10 @@ EXERCISES = [
         kind="function",
         reference=reference.llama3_scaling,
         check=scaling_check(
-            [(16, 10000.0, 4.0, 1.0, 4.0, 64), (32, 10000.0, 8.0, 2.0, 8.0, 128), (64, 500000.0, 8.0, 1.0, 4.0, 8192)],
-            "llama3",
-            # Llama 3.1's own numbers (d 128, base 500000, s 8, bands 1 and 4, 8192 trained), and Llama 3.2's s 32
-            [(128, 500000.0, 8.0, 1.0, 4.0, 8192), (128, 500000.0, 32.0, 1.0, 4.0, 8192)],
+            [(16, 10000.0, 4.0, 1.0, 4.0, 64), (32, 10000.0, 8.0, 2.0, 8.0, 128), (64, 500000.0, 8.0, 1.0, 4.0, 8192)]
         ),
+        # Llama 3.1's own numbers (d 128, base 500000, s 8, bands 1 and 4, 8192 trained), and Llama 3.2's s 32
+        oracle=library_oracle("llama3", [(128, 500000.0, 8.0, 1.0, 4.0, 8192), (128, 500000.0, 32.0, 1.0, 4.0, 8192)]),
         mistakes={
             "wavelength_without_2pi": llama3_without_two_pi,
             "wrong_band_edges": llama3_wrong_band_edges,

@@ -47,7 +47,7 @@ written into the formula."""
 
 
 def frequencies(
-    d: int, base: float, exponent: str = "2i/d", dtype: torch.dtype = torch.float64, device=None
+    d: int, base: float, exponent: str = "2i/d", dtype: torch.dtype = torch.float64, device: torch.device | str = None
 ) -> torch.Tensor:
     """ω_i = base^(-2i/d), one per (sin, cos) or rotated pair, i < ceil(d/2), with the
     exponent written right ("2i/d") or in one of the usual wrong ways. Chapters 03 and 05."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -38,7 +38,7 @@ def _right_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Ten
     return reference.sinusoidal_encoding(max_len, d_model, base)
 
 
-def right_table(max_len: int, d_model: int, base: float = 10000.0, device=None) -> torch.Tensor:
+def right_table(max_len: int, d_model: int, base: float = 10000.0, device: torch.device | str = None) -> torch.Tensor:
     """The reference table, computed once per size: a check asks for the same few again and again."""
     return _right_table(max_len, d_model, base).clone().to(device or "cpu")
 
@@ -74,7 +74,7 @@ TABLE_PRECISION_FIX = (
 
 
 def table_precision_first(
-    probe: Probe, out, expected: torch.Tensor, args: tuple, then: Callable[[Failure], None]
+    probe: Probe, out: Any, expected: torch.Tensor, args: tuple, then: Callable[[Failure], None]
 ) -> Callable[[Failure], None]:
     """common.precision_first for a table (`args` = max_len, d_model[, base]): within what one step
     through bfloat16 or float16 makes (of the positions, the frequencies, the angles or the table)
@@ -101,7 +101,7 @@ def table_precision_first(
     return fallback
 
 
-def structurally(probe: Probe, table, base: float = 10000.0) -> Callable[[Failure], None]:
+def structurally(probe: Probe, table: torch.Tensor, base: float = 10000.0) -> Callable[[Failure], None]:
     """expect_then's fallback for a table no catalogued mistake reproduces: name what its layout,
     its frequencies and its row 0 show (the first finding; the others go to `also`)."""
     return lambda failure: name_what_is_wrong(
@@ -220,7 +220,7 @@ def expect_table(
     )
 
 
-def expect_trained_dropout(probe: Probe, out, expected: torch.Tensor, p: float, what: str, total: str) -> None:
+def expect_trained_dropout(probe: Probe, out: Any, expected: torch.Tensor, p: float, what: str, total: str) -> None:
     """`total` is the module's sum before dropout, as code (the fix shows it)."""
     where = f"Keep `self.dropout = nn.Dropout(dropout)` from __init__ and apply it last, to the whole sum: `return self.dropout({total})`."
     hint = (

@@ -18,6 +18,9 @@ import math
 
 import torch
 
+from helpers.probe import Probe
+from helpers.safety import Failure
+
 TOLERANCE = 1e-3  # on row 0's zeros and ones, and on relative frequency errors
 
 
@@ -272,7 +275,7 @@ def rotation_findings(
     return findings
 
 
-def name_what_is_wrong(probe, failure, findings: list[tuple[str, str]]) -> None:
+def name_what_is_wrong(probe: Probe, failure: Failure, findings: list[tuple[str, str]]) -> None:
     """A wrong_values failure that the structural findings explain: the first finding
     becomes the diagnosis (its message, then what was compared), the others go to `also`."""
     if failure.code != "wrong_values" or not findings:

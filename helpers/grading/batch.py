@@ -65,7 +65,7 @@ async def grade_notebook_async(
     if problem is None:
         try:
             cells, sources = read_cells(found.data or b"")
-        except Exception as error:  # noqa: BLE001  (not a notebook: graded as empty)
+        except Exception as error:  # not a notebook: graded as empty
             problem = (
                 "NotebookFormatError",
                 plain(f"the submission could not be read as a notebook: {type(error).__name__}: {error}", 500),
@@ -86,7 +86,7 @@ async def grade_notebook_async(
             results = [Submission.verdict(e, False, "not_implemented", f"Not graded: {problem[1]}.") for e in selected]
         else:
             results = await submission.run()
-    except Exception as error:  # noqa: BLE001  (no sandbox, the kernel did not start, ...: not the student's fault)
+    except Exception as error:  # no sandbox, the kernel did not start, ...: not the student's fault
         graded = False
         submission.error(None, "GraderError", f"{type(error).__name__}: {error}"[:500])
         results = [

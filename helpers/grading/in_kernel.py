@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from helpers import checking  # the safety net, imported before any cell runs
+from helpers import safety  # the safety net, imported before any cell runs
 
 
 def state_key(tensor: torch.Tensor) -> tuple:
@@ -35,33 +35,33 @@ def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple
     """Call into the notebook's code with the course's safety net; (outcome, result, torch
     functions seen, torch settings it changed). The same net as a check in a notebook."""
     forbidden = tuple(
-        f for f in (checking.from_torch_path(path) for path in settings.get("forbidden", [])) if f is not None
+        f for f in (safety.from_torch_path(path) for path in settings.get("forbidden", [])) if f is not None
     )
-    watch = checking._Watch(forbidden)
+    watch = safety._Watch(forbidden)
     device = torch.device(settings.get("device", "cpu"))
     result, outcome, changed = None, {"kind": "ok"}, []
     with torch.set_grad_enabled(bool(settings.get("grad", True))):
-        state = checking.TorchState.capture()
+        state = safety.TorchState.capture()
         try:
             with (
-                checking.time_limit(float(settings.get("timeout", 10))),
-                checking.memory_cap(int(settings.get("memory_mb", 4096)), device),
+                safety.time_limit(float(settings.get("timeout", 10))),
+                safety.memory_cap(int(settings.get("memory_mb", 4096)), device),
                 watch,
-                checking._FactoriesOnMeta()
+                safety._FactoriesOnMeta()
                 if settings.get("factories_on_meta")
-                else checking._CopiesOffMeta()
+                else safety._CopiesOffMeta()
                 if settings.get("copies_off_meta")
                 else contextlib.nullcontext(),
-                checking._ReferenceWatch(
+                safety._ReferenceWatch(
                     "it"
                 ),  # in a sandbox, what is left of the reference (sandbox.reference_stand_in)
             ):
                 result = fn(*args, **kwargs)
-        except (checking.CheckTimeout, KeyboardInterrupt):
+        except (safety.CheckTimeout, KeyboardInterrupt):
             outcome = {"kind": "timeout"}
-        except checking.ForbiddenCall as call:
+        except safety.ForbiddenCall as call:
             outcome = {"kind": "forbidden", "name": call.name}
-        except checking.Failure as failure:  # _ReferenceWatch's
+        except safety.Failure as failure:  # _ReferenceWatch's
             outcome = {
                 "kind": "reference",
                 "name": failure.message.split("`")[1] if "`" in failure.message else "helpers.reference",
@@ -69,11 +69,11 @@ def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple
         except NotImplementedError as error:
             outcome = {
                 "kind": "not_implemented",
-                "stub": checking._stub_that_raised(error),
-                "line": checking._last_line(error),
+                "stub": safety._stub_that_raised(error),
+                "line": safety._last_line(error),
             }
         except SystemExit as error:
-            outcome = {"kind": "exit", "line": checking._last_line(error)}
+            outcome = {"kind": "exit", "line": safety._last_line(error)}
         except BaseException as error:
             if (
                 type(error).__name__ == "ReferenceUnavailable"
@@ -82,10 +82,10 @@ def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple
             else:
                 outcome = {
                     "kind": "raised",
-                    "line": checking._last_line(error),
-                    "oom": checking._is_out_of_memory(error),
+                    "line": safety._last_line(error),
+                    "oom": safety._is_out_of_memory(error),
                 }
         finally:
-            changed = checking.TorchState.capture().changes_since(state)
+            changed = safety.TorchState.capture().changes_since(state)
             state.restore()
     return outcome, result, {getattr(f, "__name__", "") for f in watch.seen}, changed

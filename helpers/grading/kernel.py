@@ -132,7 +132,7 @@ class Kernel:
                 await self.kc.get_iopub_msg(timeout=None)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001  (a malformed message; keep draining)
+            except Exception:  # a malformed message; keep draining
                 await asyncio.sleep(0.01)
 
     async def run(
@@ -173,7 +173,7 @@ class Kernel:
                 if not await self.km.is_alive():
                     return Outcome("dead")
                 continue
-            except Exception:  # noqa: BLE001  (a malformed message from the kernel: not a reply to anything)
+            except Exception:  # a malformed message from the kernel: not a reply to anything
                 continue
             parent = msg.get("parent_header") if isinstance(msg, dict) else None
             if isinstance(parent, dict) and parent.get("msg_id") == msg_id and isinstance(msg.get("content"), dict):
@@ -190,7 +190,7 @@ class Kernel:
                 if await self.km.is_alive():
                     await self.km.shutdown_kernel(now=True)
                 await self.km.cleanup_resources()
-        except Exception:  # noqa: BLE001  (already dead: nothing to clean)
+        except Exception:  # already dead: nothing to clean
             pass
         self.km = self.kc = None
 

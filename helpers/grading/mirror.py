@@ -52,7 +52,7 @@ class Mirroring:
             return tuple(items) if "tuple" in tree else items
         if "named" in tree:
             fields = [identifier(f, f"field{i}") for i, f in enumerate(wire.items(tree["fields"]))]
-            kind = namedtuple(identifier(tree["named"], "result"), fields, rename=True)  # noqa: PYI024
+            kind = namedtuple(identifier(tree["named"], "result"), fields, rename=True)
             items = [self.value(v, values, depth + 1) for v in wire.items(tree["values"])]
             return kind(*items) if len(items) == len(fields) else tuple(items)
         if "dict" in tree:

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from helpers import checking
+from helpers import probe, safety
 from helpers.grading import wire
 from helpers.grading.in_kernel import state_key
 from helpers.grading.mirror import Mirroring
@@ -61,7 +61,7 @@ class StudentExit(SystemExit):
 
 @dataclass
 class Settings:
-    """What Probe.call sets for the calls into student code made inside it (see checking.Probe.call)."""
+    """What Probe.call sets for the calls into student code made inside it (see helpers.probe.Probe.call)."""
 
     timeout: float = 10.0
     memory_mb: int = 4096
@@ -83,7 +83,7 @@ class Session(Mirroring):
 
     def __init__(self, send: Callable[[bytes, float], bytes], devices: set[str] | None = None):
         self.send = send
-        self.devices = devices or {"cpu", "meta", checking.check_device().type}
+        self.devices = devices or {"cpu", "meta", probe.check_device().type}
         self.settings = Settings()
         self.seen: set[Seen] = set()
         self.changed: list[str] = []
@@ -99,12 +99,12 @@ class Session(Mirroring):
     @contextlib.contextmanager
     def active(self, salt: int) -> Iterator[Session]:
         """check() in this block calls into the kernel, with probes drawn from `salt`'s seeds."""
-        remote, seeds = checking.REMOTE.set(self), checking.SEED_SALT.set(salt)
+        remote, seeds = probe.REMOTE.set(self), probe.SEED_SALT.set(salt)
         try:
             yield self
         finally:
-            checking.REMOTE.reset(remote)
-            checking.SEED_SALT.reset(seeds)
+            probe.REMOTE.reset(remote)
+            probe.SEED_SALT.reset(seeds)
 
     @contextlib.contextmanager
     def settings_for(
@@ -212,11 +212,11 @@ class Session(Mirroring):
         if kind == "ok":
             return
         if kind == "timeout":
-            raise checking.CheckTimeout
+            raise safety.CheckTimeout
         if kind == "forbidden":
-            raise checking.ForbiddenCall(wire.text(outcome.get("name"), 200))
+            raise safety.ForbiddenCall(wire.text(outcome.get("name"), 200))
         if kind == "reference":
-            raise checking.ReferenceReached(wire.text(outcome.get("name"), 200))
+            raise safety.ReferenceReached(wire.text(outcome.get("name"), 200))
         if kind == "not_implemented":
             stub = outcome.get("stub")
             raise StudentNotImplemented(line, None if stub is None else wire.text(stub, 200))
@@ -307,7 +307,7 @@ class Session(Mirroring):
             and k != "training"
             and (v is None or isinstance(v, (bool, int, float, str, tuple)))
         }
-        tensor = lambda t: None if t is None else self.encode(t, tensors, leaves, depth + 1)  # noqa: E731
+        tensor = lambda t: None if t is None else self.encode(t, tensors, leaves, depth + 1)
         return {
             "nn": type(module).__name__,
             "token": token,

@@ -8,7 +8,7 @@ Nothing here decides anything: the comparison, the diagnosis and the score
 are computed in the grader's process, which trusts none of this. What can only
 be seen in here (a forbidden torch function, torch settings changed, inputs
 changed in place) is reported best effort, with the course's own safety net
-(helpers.checking) around each call into student code.
+(helpers.safety) around each call into student code.
 """
 
 from __future__ import annotations

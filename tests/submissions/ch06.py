@@ -216,7 +216,7 @@ def slopes_reversed(n_heads):
 def slopes_odd_extras(n_heads):
     """The extra heads take the 2nd, 4th, ... slopes of 2n' heads: those of n' heads again."""
     closest = 2 ** math.floor(math.log2(n_heads))
-    power = lambda n: [2 ** (-8 * (h + 1) / n) for h in range(n)]  # noqa: E731
+    power = lambda n: [2 ** (-8 * (h + 1) / n) for h in range(n)]
     return torch.tensor(power(closest) + power(2 * closest)[1::2][: n_heads - closest])
 
 

@@ -189,7 +189,7 @@ def yarn_hf(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
 
 def yarn_by_turns(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
     """Reasoning per pair: turns r_i = L / λ_i; edges as whole pairs; a loop."""
-    edge = lambda turns: d * math.log(original_max_len / (2 * math.pi * turns)) / (2 * math.log(base))  # noqa: E731
+    edge = lambda turns: d * math.log(original_max_len / (2 * math.pi * turns)) / (2 * math.log(base))
     low, high = max(math.floor(edge(beta_fast)), 0), min(math.ceil(edge(beta_slow)), d - 1)
     width = max(high - low, 0.001)
     values = []
@@ -227,7 +227,7 @@ def _yarn_with(
     times=False,
     scale=None,
 ):
-    edge = lambda turns: d * math.log(original_max_len / (turn * turns)) / (2 * math.log(base))  # noqa: E731
+    edge = lambda turns: d * math.log(original_max_len / (turn * turns)) / (2 * math.log(base))
     fast, slow = (beta_slow, beta_fast) if swap else (beta_fast, beta_slow)
     low, high = edge(fast), edge(slow)
     if rounding:
