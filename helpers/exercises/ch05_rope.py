@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from helpers import reference
-from helpers.exercises import oracle, structure
+from helpers.exercises import oracle, rope, structure
 from helpers.exercises.common import (
     WRONG_BASE,
     expect_cases,
@@ -31,44 +31,18 @@ from helpers.exercises.common import (
     says,
 )
 from helpers.exercises.rope import (
-    DEVICE_FIX,
-    DEVICE_HINT,
     HALF_STEPS,
     MIXED_PAIRINGS,
-    ROPE_MAX_LEN,
     WRONG_BASES,
     WRONG_EXPONENTS,
     Tables,
-    angles_precision_first,
-    bf16_arithmetic,
     cache_rounded,
-    cache_structure,
-    cache_tolerances,
     cache_with,
-    expect_rotated,
-    further_findings,
-    gathers_explained,
-    interleaving_kept,
-    length_checked,
-    low_precision,
-    nothing_saved,
     pairs_across_head,
     partial_with,
-    pass_through_kept,
-    plain_attributes,
-    quarter_turns,
-    query_and_key,
-    reference_tables,
-    rope_cases,
-    rope_positions,
-    rope_properties,
-    rope_tolerance,
     rope_with,
     table_rope_with,
-    tables_device_pass,
     turn,
-    turned_part,
-    two_tensors,
     whole_head_tables,
 )
 from helpers.probe import Probe, close
@@ -599,10 +573,11 @@ CACHE_HELP = {
 
 
 def check_rope_cache(fn: Callable, probe: Probe) -> None:
-    for head_dim, max_len, *given in ((8, ROPE_MAX_LEN), (6, 40, 500000.0), (8, 1)):  # max_len = 1: tables of one row
-        args = (head_dim, probe.length(max_len), *given)  # the base only where given: its default must be 10000
+    # (head_dim, max_len, base where given: its default must be 10000); max_len = 1: tables of one row
+    for head_dim, max_len, *given in ((8, rope.MAX_LEN), (6, 40, 500000.0), (8, 1)):
+        args = (head_dim, probe.length(max_len), *given)
         call = f"rope_cache({', '.join(repr(a) for a in args)})"
-        tables = two_tensors(probe, probe.call(fn, *args, what=f"`{call}`"), f"`{call}`", "(cos, sin)")
+        tables = rope.two_tensors(probe, probe.call(fn, *args, what=f"`{call}`"), f"`{call}`", "(cos, sin)")
         expect_tables(probe, tables, args, call, (*given, 10000.0)[0])
 
 
@@ -610,7 +585,7 @@ def expect_tables(probe: Probe, tables: Tables, args: tuple, call: str, base: fl
     """Swapped tables first; then each against the reference, a wrong one read for half precision on the
     way, rounded positions and what the tables show (rope.cache_structure)."""
     expected = reference.rope_cache(*args)  # float64, cast to float32 at the end
-    tight, loose = cache_tolerances(args[0], args[1], base)
+    tight, loose = rope.cache_tolerances(args[0], args[1], base)
     if all(close(t, e, **tight) for t, e in zip(tables, expected[::-1])):
         probe.fail(
             "wrong_values",
@@ -619,11 +594,11 @@ def expect_tables(probe: Probe, tables: Tables, args: tuple, call: str, base: fl
             fix="Swap the two in your return statement: `return cos, sin`.",
         )
     for index, name in enumerate(("cos", "sin")):
-        read = cache_structure(probe, tables, base)
-        with further_findings(probe, lambda: structure.rope_findings(*tables, base)):
+        read = rope.cache_structure(probe, tables, base)
+        with rope.further_findings(probe, lambda: structure.rope_findings(*tables, base)):
             expect_then(
                 probe,
-                angles_precision_first(probe, tables[index], expected[index], tight, loose, read),
+                rope.angles_precision_first(probe, tables[index], expected[index], tight, loose, read),
                 tables[index],
                 expected[index],
                 what=f"the {name} table of {call}",
@@ -650,22 +625,17 @@ ROTATE_HALF_HELP = {
 }
 
 
-def check_rotate_half(fn, probe: Probe) -> None:
+def check_rotate_half(fn: Callable, probe: Probe) -> None:
     for shape, dtype in (
         ((2, 3, 5, 8), torch.float32),
         ((7, 6), torch.float16),
         ((4, 10), torch.bfloat16),
-    ):  # no float64: MPS lacks it
+    ):  # MPS has no float64
         x = probe.randn(*shape, dtype=dtype)
-        out = probe.call(fn, x)
-        mistakes = probe.known_mistakes(x)
+        what = f"rotate_half of a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor"
+        read = rope.quarter_turns(probe, fn)
         expect_then(
-            probe,
-            quarter_turns(probe, fn),
-            out,
-            reference.rotate_half(x),
-            what=f"rotate_half of a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor",
-            mistakes=mistakes,
+            probe, read, probe.call(fn, x), reference.rotate_half(x), what=what, mistakes=probe.known_mistakes(x)
         )
     # Device: a sign vector or a mask made on the CPU inside would break on a GPU.
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
@@ -694,15 +664,15 @@ APPLY_ROPE_OWN_HELP = {**APPLY_ROPE_HELP, "wrong_base": TABLES_GIVEN, "wrong_exp
 
 def check_apply_rope(fn: Callable, probe: Probe) -> None:
     d, B, Hq, Hk, T = 8, 3, 4, 2, 5  # GQA: 4 query heads share 2 key heads
-    cos, sin = (t.to(probe.device, copy=True) for t in reference_tables(d))
-    for what, dtype, positions in rope_cases(probe, B, T):
-        q, k = query_and_key(probe, B, (Hq, Hk), T, d, dtype, positions)
+    cos, sin = (t.to(probe.device, copy=True) for t in rope.reference_tables(d))
+    for what, dtype, positions in rope.qk_cases(probe, B, T):
+        q, k = rope.query_and_key(probe, B, (Hq, Hk), T, d, dtype, positions)
         args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
-        with gathers_explained(probe, positions, q.shape[-2]):
+        with rope.gathers_explained(probe, positions, q.shape[-2]):
             out = probe.call(fn, *args)
-        out = two_tensors(probe, out, f"`{probe.name}`", "(q_rot, k_rot)")
+        out = rope.two_tensors(probe, out, f"`{probe.name}`", "(q_rot, k_rot)")
         for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
-            expect_rotated(
+            rope.expect_rotated(
                 probe,
                 out[index],
                 x,
@@ -710,11 +680,11 @@ def check_apply_rope(fn: Callable, probe: Probe) -> None:
                 10000.0,  # the tables' base
                 "half",
                 rotate=lambda x, p, index=index: probe.call(fn, x, x, cos, sin, p)[index],
-                in_bfloat16=bf16_arithmetic(probe),
+                in_bfloat16=rope.bf16_arithmetic(probe),
                 what=f"{name} {tuple(x.shape)} {str(dtype).replace('torch.', '')}, {what},",
                 mistakes=probe.known_mistakes(*args, index=index),
             )
-    tables_device_pass(probe, fn, (B, Hq, Hk, T), d, d)
+    rope.tables_device_pass(probe, fn, (B, Hq, Hk, T), d, d)
     oracle.llama_apply_rope(probe, fn)  # the second oracle: inside transformers' Llama
 
 
@@ -733,7 +703,7 @@ INTERLEAVED_HELP = {
 
 
 def check_rope_interleaved(fn: Callable, probe: Probe) -> None:
-    positions = rope_positions(probe, 6)
+    positions = rope.far_positions(probe, 6)
     sequence = lambda x: probe.sequence(x, None, dim=-2)  # noqa: E731 (the length of x is its axis -2)
     cases = (  # (what, x, extra arguments)
         ("x (2, 3, 7, 8), default positions and base", sequence(probe.randn(2, 3, 7, 8)), ()),
@@ -750,7 +720,7 @@ def check_rope_interleaved(fn: Callable, probe: Probe) -> None:
         (
             "x (2, 3, 1, 8), one token (T = 1) at position 3999",
             sequence(probe.randn(2, 3, 1, 8)),
-            (probe.positions(ROPE_MAX_LEN, 1),),
+            (probe.positions(rope.MAX_LEN, 1),),
         ),
     )
     runs = [
@@ -774,8 +744,8 @@ def expect_interleaved(fn: Callable, probe: Probe, out: object, what: str, x: Te
     """x turned in the interleaved layout at the positions and base of `extra` (fn's own defaults where not given)."""
     positions = extra[0] if extra else None
     base = extra[1] if len(extra) > 1 else 10000.0
-    interleaving_kept(probe, out, x, positions, base, what)
-    expect_rotated(
+    rope.interleaving_kept(probe, out, x, positions, base, what)
+    rope.expect_rotated(
         probe,
         out,
         x,
@@ -784,7 +754,7 @@ def expect_interleaved(fn: Callable, probe: Probe, out: object, what: str, x: Te
         "adjacent",
         rotate=lambda x, p: probe.call(fn, x, p),
         rotate_base=10000.0,  # fn's default
-        in_bfloat16=low_precision(probe),
+        in_bfloat16=rope.low_precision(probe),
         what=f"the output for {what},",
         mistakes=probe.known_mistakes(x, *extra),
     )
@@ -802,13 +772,13 @@ def check_rotary_embedding(cls: type, probe: Probe) -> None:
     """Four independent aspects, all run (probe.independent): buffers, values, what
     state_dict saves, the length check; then the device pass. A module with a
     Parameter cache and no length check hears of both at once."""
-    module = probe.build(cls, 8, ROPE_MAX_LEN)
+    module = probe.build(cls, 8, rope.MAX_LEN)
     plain = plain_tensors(module)
     probe.independent(
-        lambda: plain_attributes(probe, plain),
+        lambda: rope.plain_attributes(probe, plain),
         lambda: rotary_values(cls, probe, module, plain),
-        lambda: nothing_saved(probe, module),
-        lambda: length_checked(cls, probe),
+        lambda: rope.nothing_saved(probe, module),
+        lambda: rope.length_checked(cls, probe),
     )
     if plain:
         return  # the device pass would only find the plain attributes again
@@ -818,8 +788,8 @@ def check_rotary_embedding(cls: type, probe: Probe) -> None:
         cls,
         (8, 16),
         lambda device: (probe.randn(1, 2, 4, 8, device=device), probe.randn(1, 1, 4, 8, device=device)),
-        hint=DEVICE_HINT,
-        fix=DEVICE_FIX,
+        hint=rope.DEVICE_HINT,
+        fix=rope.DEVICE_FIX,
     )
     oracle.llama_rotary_module(probe, cls)  # the second oracle: inside transformers' Llama
 
@@ -832,7 +802,7 @@ def rotary_values(cls: type, probe: Probe, module: nn.Module, plain: list[str]) 
     except Failure as failure:
         if raised(failure, "ValueError"):
             try:
-                length_checked(cls, probe)
+                rope.length_checked(cls, probe)
             except Failure as found:  # anything else it finds, its own aspect says
                 if found.code == "length_check_off_by_one":
                     raise found from None
@@ -843,25 +813,26 @@ def rotary_values(cls: type, probe: Probe, module: nn.Module, plain: list[str]) 
 def expect_rotary_values(cls: type, probe: Probe, module: nn.Module) -> None:
     """The same cases as apply_rope, then a module with another head size and base, T = max_len."""
     d, B, T = 8, 3, 5
-    made = f"{probe.name}({d}, {ROPE_MAX_LEN})"
-    runs = [(module, d, 10000.0, ROPE_MAX_LEN, made, case) for case in rope_cases(probe, B, T)]
+    made = f"{probe.name}({d}, {rope.MAX_LEN})"
+    runs = [(module, d, 10000.0, rope.MAX_LEN, made, case) for case in rope.qk_cases(probe, B, T)]
     every_row = ("positions=None and T = max_len = 64", torch.float32, None)
     runs.append((probe.build(cls, 12, 64, 500.0), 12, 500.0, 64, f"{probe.name}(12, 64, 500.0)", every_row))
     for built, head_dim, base, max_len, made, (what, dtype, positions) in runs:
-        length = T if max_len == ROPE_MAX_LEN else max_len  # the small module: T = max_len
-        q, k = query_and_key(probe, B, (4, 2), length, head_dim, dtype, positions, max_len)
+        length = T if max_len == rope.MAX_LEN else max_len  # the small module: T = max_len
+        q, k = rope.query_and_key(probe, B, (4, 2), length, head_dim, dtype, positions, max_len)
         call = f"`{made}` called with {what}"
         out = probe.call(built, q, k, *(() if positions is None else (positions,)), what=call)
+        out = rope.two_tensors(probe, out, call, "(q_rot, k_rot)")
         for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
-            expect_rotated(
+            rope.expect_rotated(
                 probe,
-                two_tensors(probe, out, call, "(q_rot, k_rot)")[index],
+                out[index],
                 x,
                 positions,
                 base,
                 "half",
                 rotate=lambda x, p, built=built, index=index: probe.call(built, x, x, p)[index],
-                in_bfloat16=low_precision(probe),
+                in_bfloat16=rope.low_precision(probe),
                 what=f"{name} {tuple(x.shape)} from {made} with {what},",
                 mistakes=probe.known_mistakes(x, positions, base),
             )
@@ -882,20 +853,20 @@ def check_apply_partial_rope(fn: Callable, probe: Probe) -> None:
     """apply_rope's cases (GQA, positions None / offset / (T,) / (B, T), bfloat16) with
     GPT-NeoX's split, a quarter of each head turned; then half (GPT-J's share) and all of it."""
     B, Hq, Hk, T = 3, 4, 2, 5
-    runs = [(16, 4, case) for case in rope_cases(probe, B, T)]
+    runs = [(16, 4, case) for case in rope.qk_cases(probe, B, T)]
     runs += [
-        (16, 8, ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T))),
+        (16, 8, ("positions of shape (T,) up to 3999", torch.float32, rope.far_positions(probe, T))),
         (8, 8, ("positions=None", torch.float32, None)),
     ]
     cases = []
     for d, r, (what, dtype, positions) in runs:
-        cos, sin = (t.to(probe.device, copy=True) for t in reference_tables(r))
-        q, k = query_and_key(probe, B, (Hq, Hk), T, d, dtype, positions)
+        cos, sin = (t.to(probe.device, copy=True) for t in rope.reference_tables(r))
+        q, k = rope.query_and_key(probe, B, (Hq, Hk), T, d, dtype, positions)
         args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
-        call = lambda args=args: two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")  # noqa: E731
+        call = lambda args=args: rope.two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")  # noqa: E731
         cases.append((args, call, lambda out, args=args, what=what: expect_partial(fn, probe, out, args, what)))
     expect_cases(probe, cases, {"rope_sign_flip": sin_negated}, index=0)  # q_rot compared
-    tables_device_pass(probe, fn, (B, Hq, Hk, T), 16, 4)
+    rope.tables_device_pass(probe, fn, (B, Hq, Hk, T), 16, 4)
     oracle.neox_partial_rope(probe, fn)  # the second oracle: inside transformers' GPT-NeoX
 
 
@@ -907,18 +878,18 @@ def expect_partial(fn: Callable, probe: Probe, out: Tables, args: tuple, what: s
     expected = reference.apply_partial_rope(*args)
     for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
         inner = (
-            bf16_arithmetic(probe)
+            rope.bf16_arithmetic(probe)
             if x.dtype == torch.bfloat16
-            else rope_properties(probe, turned_part(probe, fn, index, d, cos, sin), r)
+            else rope.properties(probe, rope.turned_part(probe, fn, index, d, cos, sin), r)
         )
         expect_then(
             probe,
-            pass_through_kept(probe, x, out[index], r, inner),
+            rope.pass_through_kept(probe, x, out[index], r, inner),
             out[index],
             expected[index],
             what=f"{name} {tuple(x.shape)} {str(x.dtype).replace('torch.', '')} with rotary_dim r = {r} of head_dim {d}, {what},",
             mistakes=probe.known_mistakes(*args, index=index),
-            **rope_tolerance(x),
+            **rope.tolerance(x),
         )
 
 

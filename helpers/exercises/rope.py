@@ -4,10 +4,10 @@ its mistakes turn a knob of, and the probes its checks are made of.
 * one RoPE with a knob per mistake (`turn`, `rope_with`, `cache_with`, `table_rope_with`,
   `partial_with`), so each mistake in ch05 reads as "the right thing, with this one thing changed";
 * the float64 RoPE the checks compare with (`rope64`) and its tolerances, entry by entry;
-* the inputs (`rope_positions`, `rope_cases`, `query_and_key`), one rotated output against
+* the inputs (`far_positions`, `qk_cases`, `query_and_key`), one rotated output against
   RoPE (`expect_rotated`), and the readings of a wrong output: half precision on the way
   (`angles_precision_first`), the student's own rotations read from one-hot vectors
-  (`read_rotations`), the RoPE properties kept or broken (`rope_properties`), rounded positions
+  (`read_rotations`), the RoPE properties kept or broken (`properties`), rounded positions
   in a cos/sin table (`collisions`), a quarter turn's pairs (`quarter_turns`);
 * the aspects of a rotary module: its tables kept as buffers, never saved, positions past them refused.
 """
@@ -222,13 +222,13 @@ def pairs_across_head(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions:
 # with θ_0 = 1, but by ~1e-7 where the angle is small, which is where cos/sin tables
 # stored in float16 (~5e-4 everywhere) show. Every mistake in the catalogue is off by O(1).
 HALF_TOLERANCE = {"rtol": 1.6e-2, "atol": 4e-2}  # a bfloat16 result: 2 units of its rounding, ~5 on |x| ≤ 4
-ROPE_MAX_LEN = 4000  # positions in the thousands; 8 × 4000 floats stay under torch's threading grain
+MAX_LEN = 4000  # positions in the thousands; 8 × 4000 floats stay under torch's threading grain
 
 
 @functools.lru_cache(maxsize=8)
 def reference_tables(head_dim: int, base: float = 10000.0) -> tuple[Tensor, Tensor]:
-    """The reference cos/sin tables up to ROPE_MAX_LEN, built once (on the CPU). Never hand them to student code: clone."""
-    return reference.rope_cache(head_dim, ROPE_MAX_LEN, base)
+    """The reference cos/sin tables up to MAX_LEN, built once (on the CPU). Never hand them to student code: clone."""
+    return reference.rope_cache(head_dim, MAX_LEN, base)
 
 
 def rope_angles(T: int, d: int, positions: Tensor | None, base: float, layout: str) -> tuple[Tensor, Tensor]:
@@ -248,7 +248,7 @@ def rope64(x: Tensor, positions: Tensor | None, base: float, layout: str = "half
     return (x64 * angles.cos() + turn(x64, layout) * angles.sin()).to(x.device, x.dtype)
 
 
-def rope_tolerance(
+def tolerance(
     x: Tensor,
     positions: Tensor | None = None,
     base: float = 10000.0,
@@ -276,7 +276,7 @@ def rope_tolerance(
 def angles_precision_first(
     probe: Probe, out, expected: Tensor, tight: dict, loose: dict, then
 ) -> Callable[[Failure], None]:
-    """common.precision_first for a rotated float32 result (`tight` and `loose` from rope_tolerance,
+    """common.precision_first for a rotated float32 result (`tight` and `loose` from tolerance,
     `loose` with the magnitude `size` of what was turned): half precision on the way is
     low_precision_angles; otherwise `then` reads the output."""
     return precision_first(
@@ -338,16 +338,16 @@ def two_tensors(probe: Probe, out, what: str, names: str) -> tuple[Tensor, Tenso
     return out[0], out[1]
 
 
-def rope_positions(probe: Probe, *shape: int) -> Tensor:
-    """Positions up to ROPE_MAX_LEN - 1 (T >= 4): 256 and 257, which collide in bfloat16, and
-    in every row both edges, 0 and ROPE_MAX_LEN - 1."""
-    sampled = probe.positions(ROPE_MAX_LEN, *shape)
+def far_positions(probe: Probe, *shape: int) -> Tensor:
+    """Positions up to MAX_LEN - 1 (T >= 4): 256 and 257, which collide in bfloat16, and
+    in every row both edges, 0 and MAX_LEN - 1."""
+    sampled = probe.positions(MAX_LEN, *shape)
     sampled[..., :3] = torch.tensor([256, 257, 0], device=probe.device)
-    sampled[..., -1] = ROPE_MAX_LEN - 1
+    sampled[..., -1] = MAX_LEN - 1
     return sampled
 
 
-def rope_cases(probe: Probe, B: int, T: int) -> list[tuple[str, torch.dtype, Tensor | None]]:
+def qk_cases(probe: Probe, B: int, T: int) -> list[tuple[str, torch.dtype, Tensor | None]]:
     """(what, dtype of q and k, positions) for apply_rope and RotaryEmbedding."""
     return [
         ("positions=None", torch.float32, None),
@@ -356,10 +356,10 @@ def rope_cases(probe: Probe, B: int, T: int) -> list[tuple[str, torch.dtype, Ten
             torch.float32,
             torch.arange(2995, 2995 + T, device=probe.device),
         ),
-        ("positions of shape (T,) up to 3999", torch.float32, rope_positions(probe, T)),
-        ("positions of shape (B, T), a different row per sequence", torch.float32, rope_positions(probe, B, T)),
-        ("bfloat16 q and k, positions up to 3999", torch.bfloat16, rope_positions(probe, T)),
-        ("one token (T = 1) at position 3999, as when decoding", torch.float32, probe.positions(ROPE_MAX_LEN, 1)),
+        ("positions of shape (T,) up to 3999", torch.float32, far_positions(probe, T)),
+        ("positions of shape (B, T), a different row per sequence", torch.float32, far_positions(probe, B, T)),
+        ("bfloat16 q and k, positions up to 3999", torch.bfloat16, far_positions(probe, T)),
+        ("one token (T = 1) at position 3999, as when decoding", torch.float32, probe.positions(MAX_LEN, 1)),
     ]
 
 
@@ -398,7 +398,7 @@ def read_rotations(probe: Probe, rotate, head_dim: int, layout: str, base: float
     return find
 
 
-def rope_properties(probe: Probe, rotate, head_dim: int, layout: str = "half", base: float = 10000.0):
+def properties(probe: Probe, rotate, head_dim: int, layout: str = "half", base: float = 10000.0):
     """When no known mistake reproduces the output: read the layout, the direction and
     each pair's θ from one-hot vectors (structure.rotation_findings); failing that, say
     which RoPE property the student's code keeps and which it breaks.
@@ -487,16 +487,14 @@ def expect_rotated(
     rotate_base: float | None = None,
 ) -> None:
     """`out`, the student's x (..., T, d) turned at `positions`, against RoPE in float64, entry by entry
-    within rope_tolerance. A wrong float32 result is read for half precision on the way, then for the
+    within tolerance. A wrong float32 result is read for half precision on the way, then for the
     RoPE properties of `rotate` (which turns with `rotate_base`, by default `base`); a wrong bfloat16
     one by `in_bfloat16`."""
     expected = rope64(x, positions, base, layout)
-    tight, loose = rope_tolerance(x, positions, base, layout), rope_tolerance(x, positions, base, layout, half=True)
-    properties = rope_properties(probe, rotate, x.shape[-1], layout, base if rotate_base is None else rotate_base)
+    tight, loose = tolerance(x, positions, base, layout), tolerance(x, positions, base, layout, half=True)
+    read = properties(probe, rotate, x.shape[-1], layout, base if rotate_base is None else rotate_base)
     fallback = (
-        in_bfloat16
-        if x.dtype == torch.bfloat16
-        else angles_precision_first(probe, out, expected, tight, loose, properties)
+        in_bfloat16 if x.dtype == torch.bfloat16 else angles_precision_first(probe, out, expected, tight, loose, read)
     )
     expect_then(probe, fallback, out, expected, what=what, mistakes=mistakes, **tight)
 
@@ -664,7 +662,7 @@ def gathers_explained(probe: Probe, positions: Tensor | None, length: int) -> It
 
 def interleaving_kept(probe: Probe, out: object, x: Tensor, positions: Tensor | None, base: float, what: str) -> None:
     """An interleaved RoPE of x whose pairs are turned right but written back as two halves (torch.cat)."""
-    expected, tight = rope64(x, positions, base, "adjacent"), rope_tolerance(x, positions, base, "adjacent")
+    expected, tight = rope64(x, positions, base, "adjacent"), tolerance(x, positions, base, "adjacent")
     as_halves = torch.cat([expected[..., 0::2], expected[..., 1::2]], dim=-1)  # the right pairs, as two halves
     if (
         isinstance(out, Tensor)
@@ -688,7 +686,7 @@ def pass_through_kept(
     come out as they went in; then `inner`, the reading of the turned part."""
 
     def fallback(failure: Failure) -> None:
-        if got.shape == x.shape and not close(got[..., r:], x[..., r:], **rope_tolerance(x)):
+        if got.shape == x.shape and not close(got[..., r:], x[..., r:], **tolerance(x)):
             probe.fail(
                 "wrong_values",
                 f"{failure.message} Dims {r}..{x.shape[-1] - 1} of each head, which must pass through unchanged, changed.",
@@ -701,7 +699,7 @@ def pass_through_kept(
 
 
 def turned_part(probe: Probe, fn: Callable, index: int, d: int, cos: Tensor, sin: Tensor) -> Rotate:
-    """The student's partial RoPE of the first r dims alone, for rope_properties: rotate(x (..., r), positions)."""
+    """The student's partial RoPE of the first r dims alone, for properties: rotate(x (..., r), positions)."""
     r = cos.shape[-1]
 
     def rotate(part: Tensor, p: Tensor) -> Tensor:
