@@ -17,49 +17,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from helpers import reference
-from helpers.exercises import oracle, rope, structure
+from helpers.exercises import oracle, rope
 from helpers.exercises.common import (
     WRONG_BASE,
     expect_cases,
     expect_then,
     module_device_pass,
     plain_tensors,
-    raised,
     says,
 )
-from helpers.exercises.rope import (
-    HALF_STEPS,
-    MIXED_PAIRINGS,
-    WRONG_BASES,
-    WRONG_EXPONENTS,
-    Tables,
-    cache_rounded,
-    cache_with,
-    pairs_across_head,
-    partial_with,
-    rope_with,
-    table_rope_with,
-    turn,
-    whole_head_tables,
-)
-from helpers.probe import Probe, close
+from helpers.exercises.rope import Tables
+from helpers.probe import Probe
 from helpers.registry import Exercise
-from helpers.safety import Failure
 
 # --- known mistakes (each one RoPE of helpers.exercises.rope with one knob turned) ---
-
-ROPE_WRONG_EXPONENT = """Your frequencies have the wrong exponent: θ_i is not
-base^(-2i/d) for i = 0 .. d/2 - 1, with d the head dimension.
-
-Hint: check the two ends by hand: θ_0 must be 1 and the last θ just above
-1/base. The usual slips are a missing 2, a missing minus sign (or 1/), and
-an integer division that rounds every exponent to zero.
-
-Fix: `theta = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)`,
-with d = head_dim (x.shape[-1]): true division `/`, never `//`."""
 
 
 # rope_cache ------------------------------------------------------------------
@@ -77,17 +51,17 @@ def rope_cache_interleaved(head_dim: int, max_len: int, base: float = 10000.0) -
     Fix: lay the (max_len, head_dim/2) angles out as two copies side by side,
     `torch.cat([angles, angles], dim=-1)`, instead of
     `angles.repeat_interleave(2, dim=-1)`."""
-    return cache_with(head_dim, max_len, base, layout="adjacent")
+    return rope.cache(head_dim, max_len, base, layout="adjacent")
 
 
 @says(WRONG_BASE)
 def rope_cache_wrong_base(head_dim: int, max_len: int, base: float = 10000.0) -> list[Tables]:
-    return [cache_with(head_dim, max_len, b) for b in WRONG_BASES]
+    return [rope.cache(head_dim, max_len, b) for b in rope.OTHER_BASES]
 
 
-@says(ROPE_WRONG_EXPONENT)
+@says(rope.WRONG_EXPONENT)
 def rope_cache_wrong_exponent(head_dim: int, max_len: int, base: float = 10000.0) -> list[Tables]:
-    return [cache_with(head_dim, max_len, base, exponent=e) for e in WRONG_EXPONENTS]
+    return [rope.cache(head_dim, max_len, base, exponent=e) for e in rope.OTHER_EXPONENTS]
 
 
 def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0) -> list[Tables]:
@@ -101,7 +75,7 @@ def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0)
 
     Fix: `angles = torch.outer(positions, theta)` with theta of length
     head_dim/2, then `torch.cat([angles, angles], dim=-1)` before cos and sin."""
-    return [cache_with(head_dim, max_len, base, layout=layout) for layout in ("columns", "adjacent")]
+    return [rope.cache(head_dim, max_len, base, layout=layout) for layout in ("columns", "adjacent")]
 
 
 def rope_cache_low_precision(head_dim: int, max_len: int, base: float = 10000.0) -> list[Tables]:
@@ -115,7 +89,7 @@ def rope_cache_low_precision(head_dim: int, max_len: int, base: float = 10000.0)
     Fix: `positions = torch.arange(max_len, dtype=torch.float32)`, frequencies in
     float32 too, and their product kept in float32: no `.half()` or
     `.to(torch.bfloat16)` anywhere on the way."""
-    return [cache_rounded(head_dim, max_len, base, steps) for steps in HALF_STEPS]
+    return [rope.cache_rounded(head_dim, max_len, base, steps) for steps in rope.HALF_STEPS]
 
 
 def rope_cache_position_offset(head_dim: int, max_len: int, base: float = 10000.0) -> Tables:
@@ -127,7 +101,7 @@ def rope_cache_position_offset(head_dim: int, max_len: int, base: float = 10000.
 
     Fix: count positions from 0: `torch.arange(max_len)`, not
     `torch.arange(1, max_len + 1)`."""
-    return cache_with(head_dim, max_len, base, start=1)
+    return rope.cache(head_dim, max_len, base, start=1)
 
 
 # rotate_half -----------------------------------------------------------------
@@ -142,7 +116,7 @@ def rotate_half_sign_flip(x: Tensor) -> Tensor:
     depends on n − m instead of m − n.
 
     Fix: `x1, x2 = x.chunk(2, dim=-1)`, then `return torch.cat((-x2, x1), dim=-1)`."""
-    return -turn(x)
+    return -rope.turn(x)
 
 
 def rotate_half_interleaved(x: Tensor) -> Tensor:
@@ -156,7 +130,7 @@ def rotate_half_interleaved(x: Tensor) -> Tensor:
 
     Fix: split the last axis in halves, `x1, x2 = x.chunk(2, dim=-1)`, and
     `return torch.cat((-x2, x1), dim=-1)`."""
-    return turn(x, "adjacent")
+    return rope.turn(x, "adjacent")
 
 
 def rotate_half_mixed_pairing(x: Tensor) -> list[Tensor]:
@@ -170,7 +144,7 @@ def rotate_half_mixed_pairing(x: Tensor) -> list[Tensor]:
     Fix: halves on both sides: `x1, x2 = x.chunk(2, dim=-1)`, then
     `torch.cat((-x2, x1), dim=-1)`; no 0::2 / 1::2 slicing and no
     stack-and-flatten."""
-    return [turn(x, "adjacent", "half"), turn(x, "half", "adjacent")]
+    return [rope.turn(x, "adjacent", "half"), rope.turn(x, "half", "adjacent")]
 
 
 # apply_rope ------------------------------------------------------------------
@@ -187,7 +161,7 @@ def apply_rope_interleaved(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, posit
 
     Fix: use the tables as they come: `q * cos + rotate_half(q) * sin`, the same
     for k, with no repeat_interleave and no 0::2 / 1::2 slicing."""
-    return table_rope_with(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
+    return rope.applied(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
 
 
 def apply_rope_sign_flip(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None) -> Tables:
@@ -201,7 +175,7 @@ def apply_rope_sign_flip(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positio
 
     Fix: a plus sign: `q * cos + rotate_half(q) * sin`, the same for k (the minus
     lives inside rotate_half)."""
-    return table_rope_with(q, k, cos, sin, positions, sign=-1.0)
+    return rope.applied(q, k, cos, sin, positions, sign=-1.0)
 
 
 def apply_rope_mixed_pairing(
@@ -218,7 +192,7 @@ def apply_rope_mixed_pairing(
 
     Fix: keep the tables as given and turn with rotate_half:
     `q * cos + rotate_half(q) * sin`, the same for k."""
-    return [table_rope_with(q, k, cos, sin, positions, **knobs) for knobs in MIXED_PAIRINGS]
+    return [rope.applied(q, k, cos, sin, positions, **knobs) for knobs in rope.MIXED_PAIRINGS]
 
 
 def apply_rope_ignores_positions(
@@ -234,7 +208,7 @@ def apply_rope_ignores_positions(
     Fix: gather the rows, `cos[positions]` and `sin[positions]`, then
     `.unsqueeze(1)` when positions is (B, T), so they broadcast over the heads;
     slice `[:T]` only when positions is None."""
-    return table_rope_with(q, k, cos, sin, positions, ignore_positions=True)
+    return rope.applied(q, k, cos, sin, positions, ignore_positions=True)
 
 
 # rope_interleaved ------------------------------------------------------------
@@ -251,7 +225,7 @@ def rope_interleaved_half_split(x: Tensor, positions: Tensor | None = None, base
     Fix: take the pairs as `x0, x1 = x[..., 0::2], x[..., 1::2]`, turn them, and
     interleave them back with `torch.stack((y0, y1), dim=-1).flatten(-2)`; or
     `torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))`."""
-    return rope_with(x, positions, base, pairing="half")
+    return rope.rotated(x, positions, base, pairing="half")
 
 
 def rope_interleaved_sign_flip(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> Tensor:
@@ -265,7 +239,7 @@ def rope_interleaved_sign_flip(x: Tensor, positions: Tensor | None = None, base:
     Fix: turn by +m·θ_i: `(x0 * cos - x1 * sin, x0 * sin + x1 * cos)`, or
     multiply by `torch.polar(torch.ones_like(angles), angles)`, not its
     conjugate."""
-    return rope_with(x, positions, base, pairing="adjacent", sign=-1.0)
+    return rope.rotated(x, positions, base, pairing="adjacent", sign=-1.0)
 
 
 def rope_interleaved_mixed_pairing(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> list[Tensor]:
@@ -281,7 +255,7 @@ def rope_interleaved_mixed_pairing(x: Tensor, positions: Tensor | None = None, b
     Fix: keep one angle per pair, (..., d/2), and turn `x[..., 0::2]` and
     `x[..., 1::2]` with it; or widen the angles with
     `angles.repeat_interleave(2, dim=-1)`, never `torch.cat([angles, angles], dim=-1)`."""
-    return [rope_with(x, positions, base, **knobs) for knobs in MIXED_PAIRINGS]
+    return [rope.rotated(x, positions, base, **knobs) for knobs in rope.MIXED_PAIRINGS]
 
 
 def rope_interleaved_ignores_positions(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> Tensor:
@@ -293,17 +267,17 @@ def rope_interleaved_ignores_positions(x: Tensor, positions: Tensor | None = Non
 
     Fix: `if positions is None: positions = torch.arange(T, device=x.device)`,
     then build the angles from them: `positions.float()[..., None] * theta`."""
-    return rope_with(x, positions, base, pairing="adjacent", ignore_positions=True)
+    return rope.rotated(x, positions, base, pairing="adjacent", ignore_positions=True)
 
 
 @says(WRONG_BASE)
 def rope_interleaved_wrong_base(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> list[Tensor]:
-    return [rope_with(x, positions, b, pairing="adjacent") for b in WRONG_BASES]
+    return [rope.rotated(x, positions, b, pairing="adjacent") for b in rope.OTHER_BASES]
 
 
-@says(ROPE_WRONG_EXPONENT)
+@says(rope.WRONG_EXPONENT)
 def rope_interleaved_wrong_exponent(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> list[Tensor]:
-    return [rope_with(x, positions, base, pairing="adjacent", exponent=e) for e in WRONG_EXPONENTS]
+    return [rope.rotated(x, positions, base, pairing="adjacent", exponent=e) for e in rope.OTHER_EXPONENTS]
 
 
 def rope_interleaved_low_precision(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> Tensor:
@@ -316,7 +290,7 @@ def rope_interleaved_low_precision(x: Tensor, positions: Tensor | None = None, b
 
     Fix: `angles = positions.float()[..., None] * theta.float()`, rotate
     `x.float()`, and cast the result with `.to(x.dtype)`."""
-    return rope_with(x, positions, base, pairing="adjacent", angle_dtype=x.dtype)
+    return rope.rotated(x, positions, base, pairing="adjacent", angle_dtype=x.dtype)
 
 
 # rope_from_shift_matrix (as rope_interleaved) --------------------------------
@@ -332,7 +306,7 @@ def shift_matrix_not_transposed(x: Tensor, positions: Tensor | None = None, base
 
     Fix: multiply the row vector by M_m: `x[..., t, :] @ relative_shift_matrix(m, d, base)`
     (or `M.T @ x` for a column vector)."""
-    return rope_with(x, positions, base, pairing="adjacent", sign=-1.0)
+    return rope.rotated(x, positions, base, pairing="adjacent", sign=-1.0)
 
 
 def shift_matrix_ignores_positions(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> Tensor:
@@ -342,7 +316,7 @@ def shift_matrix_ignores_positions(x: Tensor, positions: Tensor | None = None, b
     holds position positions[t], and that is the m of its matrix.
 
     Fix: build one matrix per given position: `relative_shift_matrix(int(m), d, base) for m in positions`."""
-    return rope_with(x, positions, base, pairing="adjacent", ignore_positions=True)
+    return rope.rotated(x, positions, base, pairing="adjacent", ignore_positions=True)
 
 
 # RotaryEmbedding (one tensor at a time: the check applies them to q and to k) --
@@ -360,7 +334,7 @@ def rotary_interleaved(x: Tensor, positions: Tensor | None = None, base: float =
     Fix: build the tables as rope_cache does and turn with
     `q * cos + rotate_half(q) * sin` (k likewise); no 0::2 / 1::2 slicing, no
     repeat_interleave."""
-    return rope_with(x, positions, base, pairing="adjacent")
+    return rope.rotated(x, positions, base, pairing="adjacent")
 
 
 def rotary_sign_flip(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> Tensor:
@@ -373,7 +347,7 @@ def rotary_sign_flip(x: Tensor, positions: Tensor | None = None, base: float = 1
 
     Fix: `x * cos + rotate_half(x) * sin`, with rotate_half returning
     `torch.cat((-x2, x1), dim=-1)` for the halves x1, x2."""
-    return rope_with(x, positions, base, sign=-1.0)
+    return rope.rotated(x, positions, base, sign=-1.0)
 
 
 def rotary_mixed_pairing(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> list[Tensor]:
@@ -387,7 +361,7 @@ def rotary_mixed_pairing(x: Tensor, positions: Tensor | None = None, base: float
 
     Fix: half-split throughout: `torch.cat([angles, angles], dim=-1)` for the
     tables, and rotate_half for the turn."""
-    return [rope_with(x, positions, base, **knobs) for knobs in MIXED_PAIRINGS]
+    return [rope.rotated(x, positions, base, **knobs) for knobs in rope.MIXED_PAIRINGS]
 
 
 def rotary_ignores_positions(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> Tensor:
@@ -401,17 +375,17 @@ def rotary_ignores_positions(x: Tensor, positions: Tensor | None = None, base: f
     Fix: gather `cos[positions]` and `sin[positions]`: (T, Dh), or (B, T, Dh)
     followed by `.unsqueeze(1)` for the heads; slice `[:T]` only when positions
     is None."""
-    return rope_with(x, positions, base, ignore_positions=True)
+    return rope.rotated(x, positions, base, ignore_positions=True)
 
 
 @says(WRONG_BASE)
 def rotary_wrong_base(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> list[Tensor]:
-    return [rope_with(x, positions, b) for b in WRONG_BASES]
+    return [rope.rotated(x, positions, b) for b in rope.OTHER_BASES]
 
 
-@says(ROPE_WRONG_EXPONENT)
+@says(rope.WRONG_EXPONENT)
 def rotary_wrong_exponent(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> list[Tensor]:
-    return [rope_with(x, positions, base, exponent=e) for e in WRONG_EXPONENTS]
+    return [rope.rotated(x, positions, base, exponent=e) for e in rope.OTHER_EXPONENTS]
 
 
 def rotary_low_precision(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> Tensor:
@@ -425,7 +399,7 @@ def rotary_low_precision(x: Tensor, positions: Tensor | None = None, base: float
     Fix: build the tables once, in `__init__`, in float32; in forward cast only
     what you multiply with, `cos[positions].to(q.dtype)`, or compute in float32
     and cast the result."""
-    return rope_with(x, positions, base, angle_dtype=x.dtype)
+    return rope.rotated(x, positions, base, angle_dtype=x.dtype)
 
 
 # apply_partial_rope (as apply_rope): only the first r = cos.shape[-1] dims of each head turn ---
@@ -443,7 +417,7 @@ def partial_interleaved(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, position
     Fix: turn `x[..., :r]` with the tables as they come,
     `x_rot * cos + rotate_half(x_rot) * sin`: no 0::2 / 1::2 slicing, no
     repeat_interleave."""
-    return partial_with(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
+    return rope.partial(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
 
 
 def partial_sign_flip(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None) -> Tables:
@@ -455,7 +429,7 @@ def partial_sign_flip(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions:
 
     Fix: a plus sign, `x_rot * cos + rotate_half(x_rot) * sin` (the minus lives
     inside rotate_half)."""
-    return partial_with(q, k, cos, sin, positions, sign=-1.0)
+    return rope.partial(q, k, cos, sin, positions, sign=-1.0)
 
 
 def partial_mixed_pairing(
@@ -470,7 +444,7 @@ def partial_mixed_pairing(
 
     Fix: keep the tables as given and turn `x_rot = x[..., :r]` with
     `x_rot * cos + rotate_half(x_rot) * sin`."""
-    return [partial_with(q, k, cos, sin, positions, **knobs) for knobs in MIXED_PAIRINGS]
+    return [rope.partial(q, k, cos, sin, positions, **knobs) for knobs in rope.MIXED_PAIRINGS]
 
 
 def partial_ignores_positions(
@@ -483,7 +457,7 @@ def partial_ignores_positions(
 
     Fix: gather `cos[positions]` and `sin[positions]`, then `.unsqueeze(1)` when
     positions is (B, T); slice `[:T]` only when positions is None."""
-    return partial_with(q, k, cos, sin, positions, ignore_positions=True)
+    return rope.partial(q, k, cos, sin, positions, ignore_positions=True)
 
 
 def partial_whole_head(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None) -> list[Tables]:
@@ -498,7 +472,7 @@ def partial_whole_head(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions
     Fix: split each head: `x_rot, x_pass = x[..., :r], x[..., r:]` with
     `r = cos.shape[-1]`; turn x_rot only, then `torch.cat([x_rot_turned,
     x_pass], dim=-1)`."""
-    return [table_rope_with(q, k, *tables, positions) for tables in whole_head_tables(cos, sin, q.shape[-1])]
+    return [rope.applied(q, k, *tables, positions) for tables in rope.whole_head_tables(cos, sin, q.shape[-1])]
 
 
 def partial_pairs_across_head(
@@ -513,7 +487,7 @@ def partial_pairs_across_head(
 
     Fix: slice first, rotate after: `x_rot = x[..., :r]`, then
     `x_rot * cos + rotate_half(x_rot) * sin`, never `rotate_half(x)[..., :r]`."""
-    return pairs_across_head(q, k, cos, sin, positions)
+    return rope.pairs_across_head(q, k, cos, sin, positions)
 
 
 def partial_last_dims(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None) -> list[Tables]:
@@ -528,8 +502,8 @@ def partial_last_dims(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions:
     if cos.shape[-1] == q.shape[-1]:
         return []  # the whole head turns: no dims to misplace
     return [
-        partial_with(q, k, cos, sin, positions, part="last", rest="before"),  # x[..., -r:] turned in place
-        partial_with(q, k, cos, sin, positions, rest="before"),  # the turned part put after the rest
+        rope.partial(q, k, cos, sin, positions, part="last", rest="before"),  # x[..., -r:] turned in place
+        rope.partial(q, k, cos, sin, positions, rest="before"),  # the turned part put after the rest
     ]
 
 
@@ -545,7 +519,7 @@ def partial_pass_dropped(
 
     Fix: join them back after the turned part:
     `torch.cat([x_rot_turned, x[..., r:]], dim=-1)`, for q and for k."""
-    return [partial_with(q, k, cos, sin, positions, rest=rest) for rest in ("dropped", "zeroed")]
+    return [rope.partial(q, k, cos, sin, positions, rest=rest) for rest in ("dropped", "zeroed")]
 
 
 # --- advice and checks (the probes they are made of: helpers.exercises.rope) ---------------
@@ -578,33 +552,7 @@ def check_rope_cache(fn: Callable, probe: Probe) -> None:
         args = (head_dim, probe.length(max_len), *given)
         call = f"rope_cache({', '.join(repr(a) for a in args)})"
         tables = rope.two_tensors(probe, probe.call(fn, *args, what=f"`{call}`"), f"`{call}`", "(cos, sin)")
-        expect_tables(probe, tables, args, call, (*given, 10000.0)[0])
-
-
-def expect_tables(probe: Probe, tables: Tables, args: tuple, call: str, base: float) -> None:
-    """Swapped tables first; then each against the reference, a wrong one read for half precision on the
-    way, rounded positions and what the tables show (rope.cache_structure)."""
-    expected = reference.rope_cache(*args)  # float64, cast to float32 at the end
-    tight, loose = rope.cache_tolerances(args[0], args[1], base)
-    if all(close(t, e, **tight) for t, e in zip(tables, expected[::-1])):
-        probe.fail(
-            "wrong_values",
-            f"`{call}` returns the sin table first and the cos table second.",
-            hint="The docstring's order is (cos, sin), as HF's rotary embeddings return them: row 0 of the first table must be all ones.",
-            fix="Swap the two in your return statement: `return cos, sin`.",
-        )
-    for index, name in enumerate(("cos", "sin")):
-        read = rope.cache_structure(probe, tables, base)
-        with rope.further_findings(probe, lambda: structure.rope_findings(*tables, base)):
-            expect_then(
-                probe,
-                rope.angles_precision_first(probe, tables[index], expected[index], tight, loose, read),
-                tables[index],
-                expected[index],
-                what=f"the {name} table of {call}",
-                mistakes=probe.known_mistakes(*args, index=index),
-                **tight,
-            )
+        rope.expect_tables(probe, tables, args, call, (*given, 10000.0)[0])
 
 
 # rotate_half ------------------------------------------------------------------
@@ -626,11 +574,8 @@ ROTATE_HALF_HELP = {
 
 
 def check_rotate_half(fn: Callable, probe: Probe) -> None:
-    for shape, dtype in (
-        ((2, 3, 5, 8), torch.float32),
-        ((7, 6), torch.float16),
-        ((4, 10), torch.bfloat16),
-    ):  # MPS has no float64
+    # no float64: MPS has none
+    for shape, dtype in (((2, 3, 5, 8), torch.float32), ((7, 6), torch.float16), ((4, 10), torch.bfloat16)):
         x = probe.randn(*shape, dtype=dtype)
         what = f"rotate_half of a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor"
         read = rope.quarter_turns(probe, fn)
@@ -727,42 +672,17 @@ def check_rope_interleaved(fn: Callable, probe: Probe) -> None:
         (
             (x, *extra),
             lambda x=x, extra=extra: probe.call(fn, x, *extra),
-            lambda out, what=what, x=x, extra=extra: expect_interleaved(fn, probe, out, what, x, extra),
+            lambda out, what=what, x=x, extra=extra: rope.expect_interleaved(fn, probe, out, what, x, extra),
         )
         for what, x, extra in cases
     ]
     ignored = "rope_ignores_positions" in probe.exercise.mistakes
-    expect_cases(probe, runs, {"rope_ignores_positions": positions_dropped} if ignored else {})
+    expect_cases(probe, runs, {"rope_ignores_positions": rope.positions_dropped} if ignored else {})
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
     probe.device_pass(
         lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0)
     )
     oracle.gptj_interleaved(probe, fn)  # the second oracle: inside transformers' GPT-J
-
-
-def expect_interleaved(fn: Callable, probe: Probe, out: object, what: str, x: Tensor, extra: tuple) -> None:
-    """x turned in the interleaved layout at the positions and base of `extra` (fn's own defaults where not given)."""
-    positions = extra[0] if extra else None
-    base = extra[1] if len(extra) > 1 else 10000.0
-    rope.interleaving_kept(probe, out, x, positions, base, what)
-    rope.expect_rotated(
-        probe,
-        out,
-        x,
-        positions,
-        base,
-        "adjacent",
-        rotate=lambda x, p: probe.call(fn, x, p),
-        rotate_base=10000.0,  # fn's default
-        in_bfloat16=rope.low_precision(probe),
-        what=f"the output for {what},",
-        mistakes=probe.known_mistakes(x, *extra),
-    )
-
-
-def positions_dropped(args: tuple) -> list[tuple]:
-    """A second mistake, positions ignored, as inputs: the catalogue's mistakes run with positions=None."""
-    return [(args[0], None, *args[2:])] if len(args) > 1 and args[1] is not None else []
 
 
 # RotaryEmbedding --------------------------------------------------------------
@@ -776,7 +696,7 @@ def check_rotary_embedding(cls: type, probe: Probe) -> None:
     plain = plain_tensors(module)
     probe.independent(
         lambda: rope.plain_attributes(probe, plain),
-        lambda: rotary_values(cls, probe, module, plain),
+        lambda: rope.rotary_values(cls, probe, module, plain),
         lambda: rope.nothing_saved(probe, module),
         lambda: rope.length_checked(cls, probe),
     )
@@ -792,50 +712,6 @@ def check_rotary_embedding(cls: type, probe: Probe) -> None:
         fix=rope.DEVICE_FIX,
     )
     oracle.llama_rotary_module(probe, cls)  # the second oracle: inside transformers' Llama
-
-
-def rotary_values(cls: type, probe: Probe, module: nn.Module, plain: list[str]) -> None:
-    """The values (expect_rotary_values). A position the tables hold refused: an off-by-one in the
-    length check says why. A device clash from the plain attributes is that finding, said once."""
-    try:
-        expect_rotary_values(cls, probe, module)
-    except Failure as failure:
-        if raised(failure, "ValueError"):
-            try:
-                rope.length_checked(cls, probe)
-            except Failure as found:  # anything else it finds, its own aspect says
-                if found.code == "length_check_off_by_one":
-                    raise found from None
-        if not (plain and failure.code == "raised" and "device" in failure.message.lower()):
-            raise
-
-
-def expect_rotary_values(cls: type, probe: Probe, module: nn.Module) -> None:
-    """The same cases as apply_rope, then a module with another head size and base, T = max_len."""
-    d, B, T = 8, 3, 5
-    made = f"{probe.name}({d}, {rope.MAX_LEN})"
-    runs = [(module, d, 10000.0, rope.MAX_LEN, made, case) for case in rope.qk_cases(probe, B, T)]
-    every_row = ("positions=None and T = max_len = 64", torch.float32, None)
-    runs.append((probe.build(cls, 12, 64, 500.0), 12, 500.0, 64, f"{probe.name}(12, 64, 500.0)", every_row))
-    for built, head_dim, base, max_len, made, (what, dtype, positions) in runs:
-        length = T if max_len == rope.MAX_LEN else max_len  # the small module: T = max_len
-        q, k = rope.query_and_key(probe, B, (4, 2), length, head_dim, dtype, positions, max_len)
-        call = f"`{made}` called with {what}"
-        out = probe.call(built, q, k, *(() if positions is None else (positions,)), what=call)
-        out = rope.two_tensors(probe, out, call, "(q_rot, k_rot)")
-        for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
-            rope.expect_rotated(
-                probe,
-                out[index],
-                x,
-                positions,
-                base,
-                "half",
-                rotate=lambda x, p, built=built, index=index: probe.call(built, x, x, p)[index],
-                in_bfloat16=rope.low_precision(probe),
-                what=f"{name} {tuple(x.shape)} from {made} with {what},",
-                mistakes=probe.known_mistakes(x, positions, base),
-            )
 
 
 # apply_partial_rope ------------------------------------------------------------
@@ -864,38 +740,10 @@ def check_apply_partial_rope(fn: Callable, probe: Probe) -> None:
         q, k = rope.query_and_key(probe, B, (Hq, Hk), T, d, dtype, positions)
         args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
         call = lambda args=args: rope.two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")  # noqa: E731
-        cases.append((args, call, lambda out, args=args, what=what: expect_partial(fn, probe, out, args, what)))
-    expect_cases(probe, cases, {"rope_sign_flip": sin_negated}, index=0)  # q_rot compared
+        cases.append((args, call, lambda out, args=args, what=what: rope.expect_partial(fn, probe, out, args, what)))
+    expect_cases(probe, cases, {"rope_sign_flip": rope.sin_negated}, index=0)  # q_rot compared
     rope.tables_device_pass(probe, fn, (B, Hq, Hk, T), 16, 4)
     oracle.neox_partial_rope(probe, fn)  # the second oracle: inside transformers' GPT-NeoX
-
-
-def expect_partial(fn: Callable, probe: Probe, out: Tables, args: tuple, what: str) -> None:
-    """q_rot and k_rot: the dims past r passed through (rope.pass_through_kept), then the turned part
-    read for its RoPE properties, or for its arithmetic in bfloat16."""
-    q, k, cos, sin = args[:4]
-    d, r = q.shape[-1], cos.shape[-1]
-    expected = reference.apply_partial_rope(*args)
-    for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
-        inner = (
-            rope.bf16_arithmetic(probe)
-            if x.dtype == torch.bfloat16
-            else rope.properties(probe, rope.turned_part(probe, fn, index, d, cos, sin), r)
-        )
-        expect_then(
-            probe,
-            rope.pass_through_kept(probe, x, out[index], r, inner),
-            out[index],
-            expected[index],
-            what=f"{name} {tuple(x.shape)} {str(x.dtype).replace('torch.', '')} with rotary_dim r = {r} of head_dim {d}, {what},",
-            mistakes=probe.known_mistakes(*args, index=index),
-            **rope.tolerance(x),
-        )
-
-
-def sin_negated(args: tuple) -> list[tuple]:
-    """A second mistake, the turn the other way, as inputs: the catalogue's mistakes run with -sin."""
-    return [(*args[:3], -args[3], *args[4:])]
 
 
 EXERCISES = [

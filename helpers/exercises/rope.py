@@ -1,15 +1,13 @@
-"""The RoPE kit that chapter 05 shares (no exercise is declared here): the implementations
-its mistakes turn a knob of, and the probes its checks are made of.
+"""The RoPE kit of chapter 05 (no exercise is declared here): the implementations its mistakes
+turn a knob of, and the probes its checks are made of.
 
-* one RoPE with a knob per mistake (`turn`, `rope_with`, `cache_with`, `table_rope_with`,
-  `partial_with`), so each mistake in ch05 reads as "the right thing, with this one thing changed";
-* the float64 RoPE the checks compare with (`rope64`) and its tolerances, entry by entry;
-* the inputs (`far_positions`, `qk_cases`, `query_and_key`), one rotated output against
-  RoPE (`expect_rotated`), and the readings of a wrong output: half precision on the way
-  (`angles_precision_first`), the student's own rotations read from one-hot vectors
-  (`read_rotations`), the RoPE properties kept or broken (`properties`), rounded positions
-  in a cos/sin table (`collisions`), a quarter turn's pairs (`quarter_turns`);
-* the aspects of a rotary module: its tables kept as buffers, never saved, positions past them refused.
+* one RoPE with a knob per mistake (`turn`, `rotated`, `cache`, `applied`, `partial`): each mistake
+  in ch05 reads as "the right thing, with this one thing changed";
+* the float64 RoPE the checks compare with (`rope64`), its tolerances, the inputs, and one rotated
+  output against it (`expect_rotated`): a wrong one is read for half precision on the way, for the
+  student's own rotations and for the RoPE properties it keeps or breaks (`properties`);
+* each exercise's own probes (`expect_tables`, `quarter_turns`, `expect_interleaved`, `expect_partial`)
+  and the aspects of a rotary module (`rotary_values`, `plain_attributes`, `nothing_saved`, `length_checked`).
 """
 
 from __future__ import annotations
@@ -41,8 +39,18 @@ Rotate = Callable[[Tensor, Tensor], Tensor]  # the student's rotation of x (...,
 # --- one RoPE with a knob per mistake -------------------------------------------------
 # Each mistake in ch05 reads as "the right thing, with this one thing changed".
 
-WRONG_BASES = (1000.0, 10000.0)  # a typo of popular tutorials; 10000 hard-coded where another base was asked
-WRONG_EXPONENTS = ("i/d", "4i/d", "+2i/d", "integer")  # common.frequencies' usual wrong ways
+WRONG_EXPONENT = """Your frequencies have the wrong exponent: θ_i is not
+base^(-2i/d) for i = 0 .. d/2 - 1, with d the head dimension.
+
+Hint: check the two ends by hand: θ_0 must be 1 and the last θ just above
+1/base. The usual slips are a missing 2, a missing minus sign (or 1/), and
+an integer division that rounds every exponent to zero.
+
+Fix: `theta = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)`,
+with d = head_dim (x.shape[-1]): true division `/`, never `//`."""
+
+OTHER_BASES = (1000.0, 10000.0)  # a typo of popular tutorials; 10000 hard-coded where another base was asked
+OTHER_EXPONENTS = ("i/d", "4i/d", "+2i/d", "integer")  # common.frequencies' usual wrong ways
 MIXED_PAIRINGS = ({"pairing": "adjacent", "angle_layout": "half"}, {"pairing": "half", "angle_layout": "adjacent"})
 
 
@@ -55,7 +63,7 @@ def turn(x: Tensor, read: str = "half", write: str | None = None) -> Tensor:
     return torch.stack([-b, a], dim=-1).flatten(-2)
 
 
-def rope_with(
+def rotated(
     x: Tensor,
     positions: Tensor | None = None,
     base: float = 10000.0,
@@ -85,7 +93,7 @@ def rope_with(
     return (x.float() * cos + sign * turn(x.float(), pairing) * sin).to(x.dtype)
 
 
-def cache_with(
+def cache(
     head_dim: int, max_len: int, base: float = 10000.0, *, layout: str = "half", exponent: str = "2i/d", start: int = 0
 ) -> Tables:
     """rope_cache's tables (float64, cast to float32) with one knob turned: `layout` lays the head_dim/2
@@ -135,7 +143,7 @@ def as_interleaved(table: Tensor) -> Tensor:
     return table[..., : table.shape[-1] // 2].repeat_interleave(2, dim=-1)
 
 
-def table_rope_with(
+def applied(
     q: Tensor,
     k: Tensor,
     cos: Tensor,
@@ -147,7 +155,7 @@ def table_rope_with(
     sign: float = 1.0,
     ignore_positions: bool = False,
 ) -> Tables:
-    """apply_rope with one knob turned (the same knobs as rope_with, on given cos/sin tables)."""
+    """apply_rope with one knob turned (the same knobs as rotated, on given cos/sin tables)."""
     c, s = gather_rows(cos, sin, q.shape[-2], None if ignore_positions else positions)
     if angle_layout == "adjacent":
         c, s = as_interleaved(c), as_interleaved(s)
@@ -158,7 +166,7 @@ def table_rope_with(
 # dims of each head turn, half-split within them; the rest pass through.
 
 
-def partial_with(
+def partial(
     q: Tensor,
     k: Tensor,
     cos: Tensor,
@@ -171,10 +179,10 @@ def partial_with(
 ) -> Tables:
     """apply_partial_rope with one knob turned: the r dims turned are the `part` ("first" or "last") of
     each head; the rest is joined "after" or "before" the turned part, or "zeroed" (after it) or
-    "dropped"; `knobs` turn table_rope_with's on the turned part."""
+    "dropped"; `knobs` turn applied's on the turned part."""
     r = cos.shape[-1]
     first = part == "first"
-    turned = table_rope_with(*(x[..., :r] if first else x[..., -r:] for x in (q, k)), cos, sin, positions, **knobs)
+    turned = applied(*(x[..., :r] if first else x[..., -r:] for x in (q, k)), cos, sin, positions, **knobs)
     if rest == "dropped":
         return turned
     rests = [x[..., r:] if first else x[..., :-r] for x in (q, k)]
@@ -249,11 +257,7 @@ def rope64(x: Tensor, positions: Tensor | None, base: float, layout: str = "half
 
 
 def tolerance(
-    x: Tensor,
-    positions: Tensor | None = None,
-    base: float = 10000.0,
-    layout: str = "half",
-    half: bool = False,
+    x: Tensor, positions: Tensor | None = None, base: float = 10000.0, layout: str = "half", half: bool = False
 ) -> dict:
     """rtol and atol for x rotated: a float32 (or float64) result entry by entry within what
     rounding makes of its angle (common.angle_tolerance, on |x| at that position); a half one
@@ -262,9 +266,7 @@ def tolerance(
     if x.dtype not in (torch.float32, torch.float64) and not half:
         return HALF_TOLERANCE
     angles, theta = rope_angles(x.shape[-2], x.shape[-1], positions, base, layout)
-    size = (
-        x.detach().to("cpu", torch.float64).norm(dim=-1, keepdim=True)
-    )  # (..., T, 1): a pair is no larger than its vector
+    size = x.detach().to("cpu", torch.float64).norm(dim=-1, keepdim=True)  # (..., T, 1): no pair is larger
     if half:
         return {
             "atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), size, torch.bfloat16),
@@ -389,13 +391,9 @@ def one_hot_images(probe: Probe, rotate, head_dim: int) -> Tensor:
     return turned.detach().float()[:, 0].transpose(0, 1)
 
 
-def read_rotations(probe: Probe, rotate, head_dim: int, layout: str, base: float):
-    """structure.rotation_findings on the student's own rotations; a function, run only when needed."""
-
-    def find() -> list[tuple[str, str]]:
-        return structure.rotation_findings(one_hot_images(probe, rotate, head_dim), ONE_HOT_POSITIONS, layout, base)
-
-    return find
+def read_rotations(probe: Probe, rotate: Rotate, head_dim: int, layout: str, base: float) -> list[tuple[str, str]]:
+    """structure.rotation_findings on the student's own rotations."""
+    return structure.rotation_findings(one_hot_images(probe, rotate, head_dim), ONE_HOT_POSITIONS, layout, base)
 
 
 def properties(probe: Probe, rotate, head_dim: int, layout: str = "half", base: float = 10000.0):
@@ -407,7 +405,7 @@ def properties(probe: Probe, rotate, head_dim: int, layout: str = "half", base: 
 
     def fallback(failure: Failure) -> None:
         try:
-            findings = read_rotations(probe, rotate, head_dim, layout, base)()
+            findings = read_rotations(probe, rotate, head_dim, layout, base)
         except Exception:  # a Failure too: the student's code broke on one-hot inputs
             findings = []
         structure.name_what_is_wrong(probe, failure, findings)
@@ -538,18 +536,6 @@ def tables_device_pass(probe: Probe, fn: Callable, shape: tuple[int, int, int, i
 # --- readings of a wrong output, one exercise's own ----------------------------------------
 
 
-def cache_tolerances(head_dim: int, max_len: int, base: float) -> tuple[dict, dict]:
-    """(tight, loose) for rope_cache's tables: float32 rounding of each angle, and what a half dtype
-    on the way would make (for angles_precision_first)."""
-    angles, theta = rope_angles(max_len, head_dim, None, base, "half")
-    tight = {"rtol": 0.0, "atol": angle_tolerance(torch.float32, angles, theta)}
-    loose = {
-        "atol": angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), angle_dtype=torch.bfloat16),
-        "size": 1.0,
-    }
-    return tight, loose
-
-
 def collisions(probe: Probe, tables: Tables) -> Callable[[Failure], None]:
     """Column 0 has θ_0 = 1, so its angle is the position itself: two equal rows
     past 255 (none before) mean positions were rounded to a low precision."""
@@ -597,22 +583,16 @@ def quarter_turn_findings(out: Tensor) -> list[tuple[str, str]]:
         return []  # not a signed permutation of pairs: the catalogue's mixes, or something else
     findings = []
     if (target == j ^ 1).all():
-        findings.append(
-            (
-                "rope_interleaved_convention",
-                f"Your rotate_half moves e_0 to component {int(target[0])}: it turns adjacent pairs (2i, 2i+1), where pairs (i, i + d/2) are asked for.",
-            )
-        )
+        said = f"Your rotate_half moves e_0 to component {int(target[0])}: it turns adjacent pairs (2i, 2i+1), where pairs (i, i + d/2) are asked for."
+        findings.append(("rope_interleaved_convention", said))
     elif not (target == (j + d // 2) % d).all():
         return []
     first = j < target  # the first member of each pair goes forward with a plus, the second back with a minus
     if (sign[first] < 0).all() and (sign[~first] > 0).all():
-        findings.append(
-            (
-                "rope_sign_flip",
-                "Your rotate_half puts the minus sign on the wrong member of each pair: e_0 comes out as minus its partner.",
-            )
+        said = (
+            "Your rotate_half puts the minus sign on the wrong member of each pair: e_0 comes out as minus its partner."
         )
+        findings.append(("rope_sign_flip", said))
     return findings
 
 
@@ -709,6 +689,92 @@ def turned_part(probe: Probe, fn: Callable, index: int, d: int, cos: Tensor, sin
     return rotate
 
 
+# --- one exercise's probes (each called by its check in ch05) ---------------------------------
+
+
+def expect_tables(probe: Probe, tables: Tables, args: tuple, call: str, base: float) -> None:
+    """Swapped tables first; then each against the reference within float32 rounding of its angles, a wrong
+    one read for half precision on the way (within what a half dtype would make), rounded positions and
+    what the tables show (cache_structure)."""
+    expected = reference.rope_cache(*args)  # float64, cast to float32 at the end
+    angles, theta = rope_angles(args[1], args[0], None, base, "half")
+    tight = {"rtol": 0.0, "atol": angle_tolerance(torch.float32, angles, theta)}
+    half = angle_tolerance(torch.bfloat16, angles, torch.ones_like(theta), angle_dtype=torch.bfloat16)
+    loose = {"atol": half, "size": 1.0}
+    if all(close(t, e, **tight) for t, e in zip(tables, expected[::-1])):
+        probe.fail(
+            "wrong_values",
+            f"`{call}` returns the sin table first and the cos table second.",
+            hint="The docstring's order is (cos, sin), as HF's rotary embeddings return them: row 0 of the first table must be all ones.",
+            fix="Swap the two in your return statement: `return cos, sin`.",
+        )
+    for index, name in enumerate(("cos", "sin")):
+        read = cache_structure(probe, tables, base)
+        with further_findings(probe, lambda: structure.rope_findings(*tables, base)):
+            expect_then(
+                probe,
+                angles_precision_first(probe, tables[index], expected[index], tight, loose, read),
+                tables[index],
+                expected[index],
+                what=f"the {name} table of {call}",
+                mistakes=probe.known_mistakes(*args, index=index),
+                **tight,
+            )
+
+
+def expect_interleaved(fn: Callable, probe: Probe, out: object, what: str, x: Tensor, extra: tuple) -> None:
+    """x turned in the interleaved layout at the positions and base of `extra` (fn's own defaults where not given)."""
+    positions = extra[0] if extra else None
+    base = extra[1] if len(extra) > 1 else 10000.0
+    interleaving_kept(probe, out, x, positions, base, what)
+    expect_rotated(
+        probe,
+        out,
+        x,
+        positions,
+        base,
+        "adjacent",
+        rotate=lambda x, p: probe.call(fn, x, p),
+        rotate_base=10000.0,  # fn's default
+        in_bfloat16=low_precision(probe),
+        what=f"the output for {what},",
+        mistakes=probe.known_mistakes(x, *extra),
+    )
+
+
+def positions_dropped(args: tuple) -> list[tuple]:
+    """A second mistake, positions ignored, as inputs: the catalogue's mistakes run with positions=None."""
+    return [(args[0], None, *args[2:])] if len(args) > 1 and args[1] is not None else []
+
+
+def expect_partial(fn: Callable, probe: Probe, out: Tables, args: tuple, what: str) -> None:
+    """q_rot and k_rot: the dims past r passed through (pass_through_kept), then the turned part
+    read for its RoPE properties, or for its arithmetic in bfloat16."""
+    q, k, cos, sin = args[:4]
+    d, r = q.shape[-1], cos.shape[-1]
+    expected = reference.apply_partial_rope(*args)
+    for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
+        inner = (
+            bf16_arithmetic(probe)
+            if x.dtype == torch.bfloat16
+            else properties(probe, turned_part(probe, fn, index, d, cos, sin), r)
+        )
+        expect_then(
+            probe,
+            pass_through_kept(probe, x, out[index], r, inner),
+            out[index],
+            expected[index],
+            what=f"{name} {tuple(x.shape)} {str(x.dtype).replace('torch.', '')} with rotary_dim r = {r} of head_dim {d}, {what},",
+            mistakes=probe.known_mistakes(*args, index=index),
+            **tolerance(x),
+        )
+
+
+def sin_negated(args: tuple) -> list[tuple]:
+    """A second mistake, the turn the other way, as inputs: the catalogue's mistakes run with -sin."""
+    return [(*args[:3], -args[3], *args[4:])]
+
+
 # --- the aspects of a rotary module (RotaryEmbedding) ----------------------------------------
 
 LENGTH_HINT = (
@@ -733,6 +799,50 @@ def plain_attributes(probe: Probe, plain: list[str]) -> None:
             fix=f"Register each table in `__init__` instead: `self.register_buffer('{plain[0]}', table, persistent=False)`"
             + (f", and likewise for {', '.join(plain[1:])}." if plain[1:] else "."),
         )
+
+
+def rotary_values(cls: type, probe: Probe, module: nn.Module, plain: list[str]) -> None:
+    """The values (expect_rotary_values). A position the tables hold refused: an off-by-one in the
+    length check says why. A device clash from the plain attributes is that finding, said once."""
+    try:
+        expect_rotary_values(cls, probe, module)
+    except Failure as failure:
+        if raised(failure, "ValueError"):
+            try:
+                length_checked(cls, probe)
+            except Failure as found:  # anything else it finds, its own aspect says
+                if found.code == "length_check_off_by_one":
+                    raise found from None
+        if not (plain and failure.code == "raised" and "device" in failure.message.lower()):
+            raise
+
+
+def expect_rotary_values(cls: type, probe: Probe, module: nn.Module) -> None:
+    """The same cases as apply_rope, then a module with another head size and base, T = max_len."""
+    d, B, T = 8, 3, 5
+    made = f"{probe.name}({d}, {MAX_LEN})"
+    runs = [(module, d, 10000.0, MAX_LEN, made, case) for case in qk_cases(probe, B, T)]
+    every_row = ("positions=None and T = max_len = 64", torch.float32, None)
+    runs.append((probe.build(cls, 12, 64, 500.0), 12, 500.0, 64, f"{probe.name}(12, 64, 500.0)", every_row))
+    for built, head_dim, base, max_len, made, (what, dtype, positions) in runs:
+        length = T if max_len == MAX_LEN else max_len  # the small module: T = max_len
+        q, k = query_and_key(probe, B, (4, 2), length, head_dim, dtype, positions, max_len)
+        call = f"`{made}` called with {what}"
+        out = probe.call(built, q, k, *(() if positions is None else (positions,)), what=call)
+        out = two_tensors(probe, out, call, "(q_rot, k_rot)")
+        for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
+            expect_rotated(
+                probe,
+                out[index],
+                x,
+                positions,
+                base,
+                "half",
+                rotate=lambda x, p, built=built, index=index: probe.call(built, x, x, p)[index],
+                in_bfloat16=low_precision(probe),
+                what=f"{name} {tuple(x.shape)} from {made} with {what},",
+                mistakes=probe.known_mistakes(x, positions, base),
+            )
 
 
 def nothing_saved(probe: Probe, module: nn.Module) -> None:
