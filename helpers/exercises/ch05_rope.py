@@ -35,7 +35,6 @@ from helpers.registry import Exercise
 
 # --- known mistakes (each one RoPE of helpers.exercises.rope with one knob turned) ---
 
-
 # rope_cache ------------------------------------------------------------------
 
 
