@@ -34,14 +34,6 @@ ORACLES = {
     "LearnedPositionalEmbedding": (ch04.RIGHT["LearnedPositionalEmbedding"][0], ch04.LearnedStartsAtOne),
     "TiedLMHead": (ch02.RIGHT["TiedLMHead"][0], ch02.Softmaxed),
 }
-# TEMPORARY: ch05's checks call their oracles themselves until the merge moves them to Exercise(oracle=...)
-CALLED_BY_CH05 = {
-    "RotaryEmbedding": oracle.rotary_module_in_llama,
-    "apply_rope": oracle.apply_rope_in_llama,
-    "apply_partial_rope": oracle.partial_rope_in_neox,
-    "rope_interleaved": oracle.interleaved_in_gptj,
-    "rope_from_shift_matrix": oracle.interleaved_in_gptj,
-}
 MODEL = {
     "RotaryEmbedding": "Llama",
     "apply_rope": "Llama",
@@ -54,7 +46,7 @@ MODEL = {
 def run_oracle(exercise_id: str, submission) -> Failure | None:
     probe = Probe(get(exercise_id), submission.__name__, torch.device("cpu"))  # the CPU pass, where the oracle runs
     try:
-        (get(exercise_id).oracle or CALLED_BY_CH05[exercise_id])(probe, submission)
+        get(exercise_id).oracle(probe, submission)
     except Failure as failure:
         return failure
     return None
@@ -74,7 +66,7 @@ def test_the_oracle_alone_names_the_model(exercise_id):
 def test_every_exercise_with_a_model_as_its_oracle_is_tested_here():
     """Chapter 7's oracles, transformers' own RoPE functions, are tested in tests/test_long_context.py."""
     declared = {e.id for e in exercises.all_exercises().values() if e.oracle is not None and e.chapter != 7}
-    assert declared | set(CALLED_BY_CH05) == set(ORACLES)
+    assert declared == set(ORACLES)
 
 
 def test_every_check_with_an_oracle_runs_it(monkeypatch):

@@ -629,7 +629,6 @@ def check_apply_rope(fn: Callable, probe: Probe) -> None:
                 mistakes=probe.known_mistakes(*args, index=index),
             )
     rope.tables_device_pass(probe, fn, (B, Hq, Hk, T), d, d)
-    oracle.llama_apply_rope(probe, fn)  # the second oracle: inside transformers' Llama
 
 
 # rope_interleaved and rope_from_shift_matrix ------------------------------------
@@ -648,7 +647,7 @@ INTERLEAVED_HELP = {
 
 def check_rope_interleaved(fn: Callable, probe: Probe) -> None:
     positions = rope.far_positions(probe, 6)
-    sequence = lambda x: probe.sequence(x, None, dim=-2)  # noqa: E731 (the length of x is its axis -2)
+    sequence = lambda x: probe.sequence(x, None, dim=-2)
     cases = (  # (what, x, extra arguments)
         ("x (2, 3, 7, 8), default positions and base", sequence(probe.randn(2, 3, 7, 8)), ()),
         (
@@ -681,7 +680,6 @@ def check_rope_interleaved(fn: Callable, probe: Probe) -> None:
     probe.device_pass(
         lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0)
     )
-    oracle.gptj_interleaved(probe, fn)  # the second oracle: inside transformers' GPT-J
 
 
 # RotaryEmbedding --------------------------------------------------------------
@@ -699,8 +697,6 @@ def check_rotary_embedding(cls: type, probe: Probe) -> None:
         lambda: rope.nothing_saved(probe, module),
         lambda: rope.length_checked(cls, probe),
     )
-    if plain:
-        return  # the device pass would only find the plain attributes again
     # Device: every tensor on the meta device; a table or position made on the CPU shows.
     module_device_pass(
         probe,
@@ -710,7 +706,6 @@ def check_rotary_embedding(cls: type, probe: Probe) -> None:
         hint=rope.DEVICE_HINT,
         fix=rope.DEVICE_FIX,
     )
-    oracle.llama_rotary_module(probe, cls)  # the second oracle: inside transformers' Llama
 
 
 # apply_partial_rope ------------------------------------------------------------
@@ -738,11 +733,10 @@ def check_apply_partial_rope(fn: Callable, probe: Probe) -> None:
         cos, sin = (t.to(probe.device, copy=True) for t in rope.reference_tables(r))
         q, k = rope.query_and_key(probe, B, (Hq, Hk), T, d, dtype, positions)
         args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
-        call = lambda args=args: rope.two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")  # noqa: E731
+        call = lambda args=args: rope.two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")
         cases.append((args, call, lambda out, args=args, what=what: rope.expect_partial(fn, probe, out, args, what)))
     expect_cases(probe, cases, {"rope_sign_flip": rope.sin_negated}, index=0)  # q_rot compared
     rope.tables_device_pass(probe, fn, (B, Hq, Hk, T), 16, 4)
-    oracle.neox_partial_rope(probe, fn)  # the second oracle: inside transformers' GPT-NeoX
 
 
 EXERCISES = [
@@ -793,6 +787,7 @@ EXERCISES = [
         kind="function",
         reference=reference.apply_rope,
         check=check_apply_rope,
+        oracle=oracle.apply_rope_in_llama,
         mistakes={
             "rope_interleaved_convention": apply_rope_interleaved,
             "rope_sign_flip": apply_rope_sign_flip,
@@ -812,6 +807,7 @@ EXERCISES = [
         kind="function",
         reference=reference.rope_interleaved,
         check=check_rope_interleaved,
+        oracle=oracle.interleaved_in_gptj,
         mistakes={
             "rope_half_split_convention": rope_interleaved_half_split,
             "rope_sign_flip": rope_interleaved_sign_flip,
@@ -834,6 +830,7 @@ EXERCISES = [
         kind="module",
         reference=reference.RotaryEmbedding,
         check=check_rotary_embedding,
+        oracle=oracle.rotary_module_in_llama,
         mistakes={
             "rope_interleaved_convention": rotary_interleaved,
             "rope_sign_flip": rotary_sign_flip,
@@ -856,6 +853,7 @@ EXERCISES = [
         kind="function",
         reference=reference.rope_from_shift_matrix,
         check=check_rope_interleaved,
+        oracle=oracle.interleaved_in_gptj,
         mistakes={
             "rope_sign_flip": shift_matrix_not_transposed,
             "rope_ignores_positions": shift_matrix_ignores_positions,
@@ -873,6 +871,7 @@ EXERCISES = [
         kind="function",
         reference=reference.apply_partial_rope,
         check=check_apply_partial_rope,
+        oracle=oracle.partial_rope_in_neox,
         mistakes={
             "partial_rope_whole_head": partial_whole_head,
             "partial_rope_pairs_across_head": partial_pairs_across_head,

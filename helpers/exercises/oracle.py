@@ -137,8 +137,6 @@ def inside(
     fails after the student's code returned, it tells a version whose layout we do not
     know (skip) from the student's output (library_raised). `what` names the student's
     code in the messages; hint and fix are about the model's context."""
-    if probe.accelerator_pass:  # TEMPORARY: only ch05's checks, which call their oracle themselves, get here on a GPU
-        return  # the models live on the CPU: the CPU pass has run this already
     try:
         model = family.model()
         theirs = their_logits(family)
@@ -363,10 +361,3 @@ def head_in_gpt2(probe: Probe, cls) -> None:
         hint=GPT2_HINT,
         fix=GPT2_FIX,
     )
-
-
-# TEMPORARY: ch05 moves to Exercise(oracle=...) in the merge
-llama_rotary_module = rotary_module_in_llama
-llama_apply_rope = apply_rope_in_llama
-neox_partial_rope = partial_rope_in_neox
-gptj_interleaved = interleaved_in_gptj

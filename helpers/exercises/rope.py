@@ -886,7 +886,7 @@ def length_checked(cls: type, probe: Probe) -> None:
         hint=LENGTH_HINT,
     )
     # positions=None: T = max_len = 16 tokens must work, 17 must be refused.
-    tokens = lambda T, H: probe.sequence(probe.randn(1, H, T, 8, device="cpu"), 16, dim=-2)  # noqa: E731
+    tokens = lambda T, H: probe.sequence(probe.randn(1, H, T, 8, device="cpu"), 16, dim=-2)
     refuses_past_max_len(
         probe, lambda T: probe.call(small, tokens(T, 2), tokens(T, 1)), 16, hint=LENGTH_HINT, fix=LENGTH_FIX
     )
