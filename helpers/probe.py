@@ -163,20 +163,22 @@ class Probe:
         self.copies_off_meta = False  # set during its first run
         self.also: list[str] = []  # further independent mistakes, found after the first
         self.notes: list[str] = []  # one line each, added to a pass message (a cross-check that was skipped)
+        self.aspects_passed: set[str] = set()  # the named aspects of `independent` that passed
 
     # ---- failing -------------------------------------------------------
     def fail(self, code: str, message: str, hint: str = "", fix: str = "") -> None:
         raise Failure(code, message, hint, fix)
 
-    def independent(self, *probes: Callable[[], Any]) -> None:
+    def independent(self, *probes: Callable[[], Any], **aspects: Callable[[], Any]) -> None:
         """Run probes that look at independent aspects (layout, scale, dropout,
         hygiene...) all, so a student meets every mistake in one run: the first
         failure is the diagnosis, the others are listed in `also`, each code once.
         After a failure that says nothing more can be learned (a stub, a time-out,
         the reference used) nothing else runs; a later crash, the same broken
-        code met again, adds nothing."""
-        first, named = None, set()
-        for run in probes:
+        code met again, adds nothing. Probes given by name (`values=...`) run after
+        the unnamed ones, in order; a later one asks `probe.passed("values")`."""
+        first, codes = None, set()
+        for name, run in [*((None, run) for run in probes), *aspects.items()]:
             if first is not None and first.code in STOPS_EVERYTHING:
                 break
             try:
@@ -184,11 +186,19 @@ class Probe:
             except Failure as failure:
                 if first is None:
                     first = failure
-                elif failure.code not in named | {first.code} | CRASHES:
+                elif failure.code not in codes | {first.code} | CRASHES:
                     self.also.append(f"{failure.code}: {failure.message}")
-                named.add(failure.code)
+                codes.add(failure.code)
+            else:
+                if name is not None:
+                    self.aspects_passed.add(name)
         if first is not None:
             raise first
+
+    def passed(self, aspect: str) -> bool:
+        """Whether the named aspect ran and passed: a gradient probe that only means something once
+        the values are right asks `probe.passed("values")`."""
+        return aspect in self.aspects_passed
 
     # ---- inputs --------------------------------------------------------
     def randn(

@@ -226,3 +226,24 @@ def test_probe_ids_hold_both_edges_on_every_seed(shape):
         assert 49 in ids.flatten().tolist() and (ids.numel() == 1 or 0 in ids.flatten().tolist())
     every = Probe(get("lookup"), "x").ids(7, 3, 4, every=True)
     assert set(every.flatten().tolist()) == set(range(7))
+
+
+def test_independent_runs_every_aspect_and_says_which_named_ones_passed():
+    probe = Probe(get("lookup"), "f", torch.device("cpu"))
+    ran = []
+
+    def fails(code: str):
+        def run():
+            ran.append(code)
+            probe.fail(code, f"{code} happened")
+
+        return run
+
+    with pytest.raises(Failure) as first:
+        probe.independent(
+            fails("wrong_shape"), values=lambda: ran.append("values"), dtype=fails("wrong_dtype"), hygiene=lambda: None
+        )
+    assert first.value.code == "wrong_shape" and ran == ["wrong_shape", "values", "wrong_dtype"]
+    assert probe.also == ["wrong_dtype: wrong_dtype happened"]
+    assert probe.passed("values") and probe.passed("hygiene") and not probe.passed("dtype")
+    assert not probe.passed("gradient")  # never ran
