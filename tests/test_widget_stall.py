@@ -78,3 +78,23 @@ def test_the_slider_still_redraws_once_per_move(monkeypatch):
     assert drawn == [512]
     explorer.children[0].value = 1024
     assert drawn == [512, 1024]
+
+
+def test_every_slider_goes_through_the_one_explorer():
+    """The stall comes back with any figure drawn into an Output widget while its cell runs: only
+    `widgets._explorer` builds one (chapter 07's slider once did it by hand, and stalled under load)."""
+    import ast
+    import inspect
+
+    from helpers import widgets
+
+    tree = ast.parse(inspect.getsource(widgets))
+    builders = {"interactive", "interact", "interact_manual", "Output"}
+    for function in (node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name != "_explorer"):
+        called = {
+            node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            for node in ast.walk(function)
+            if isinstance(node, ast.Call)
+        }
+        assert not called & builders, f"{function.name} builds {called & builders} itself: use _explorer"
+        assert "_explorer" in called or function.name.startswith("_"), f"{function.name} returns no explorer"
