@@ -7,6 +7,7 @@ bias) and return the logits the mistaken head gives."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -114,79 +115,116 @@ def expect_scaled(probe: Probe, out: Any, table: torch.Tensor, ids: torch.Tensor
         raise
 
 
-def check_scaled_embedding(cls: type[nn.Module], probe: Probe) -> None:
+@dataclass(frozen=True)
+class Scaled:
+    """The ScaledEmbedding a check builds once, and what its aspects share."""
+
+    cls: type[nn.Module]
+    module: nn.Module
+    table: torch.Tensor  # the student's (V, d) token table
+    ids: torch.Tensor  # (B=3, T=5)
+    vocab_size: int
+    d_model: int
+
+
+def build_scaled_embedding(cls: type[nn.Module], probe: Probe) -> Scaled:
     # d_model = 10 and 7: sqrt(d) is no integer and differs from d, sqrt(V), sqrt(d/2) and log(d).
     vocab_size, d_model = 37, 10
     module = probe.build(cls, vocab_size, d_model)
     table = token_table(probe, module, vocab_size, d_model)
     ids = probe.ids(vocab_size, 3, 5)  # (B=3, T=5): B != T; ids 0 and V - 1 among them
-    values_right = []
+    return Scaled(cls, module, table, ids, vocab_size, d_model)
 
-    def values() -> None:
-        expect_scaled(probe, probe.call(module, ids), table, ids, "the output for ids of shape (3, 5)")
-        # Another size, odd d_model and any leading shape.
-        other = probe.build(cls, 23, 7)
-        ids3 = probe.ids(23, 2, 3, 4)
-        expect_scaled(
-            probe,
-            probe.call(other, ids3),
-            token_table(probe, other, 23, 7),
-            ids3,
-            "the output of ScaledEmbedding(23, 7) for ids of shape (2, 3, 4)",
-        )
-        values_right.append(True)
 
-    def trainable() -> None:  # the table is trained: an optimizer must see it
-        if not (isinstance(table, nn.Parameter) and table.requires_grad):
-            probe.fail(
-                "no_gradient",
-                f"`{probe.name}`'s ({vocab_size}, {d_model}) table is not a trainable Parameter (a buffer, or requires_grad=False?): no optimizer would ever update it.",
-                hint="The token table is learned like any weight, and an optimizer only updates Parameters that require grad.",
-                fix="Keep the table in an `nn.Embedding(vocab_size, d_model)`, whose weight is a trainable nn.Parameter: no register_buffer, no requires_grad_(False).",
-            )
+def scaled_values(probe: Probe, scaled: Scaled) -> None:
+    """table[ids] * sqrt(d) for ids of shape (3, 5), then for another size, odd d_model and any leading shape."""
+    expect_scaled(
+        probe, probe.call(scaled.module, scaled.ids), scaled.table, scaled.ids, "the output for ids of shape (3, 5)"
+    )
+    other = probe.build(scaled.cls, 23, 7)
+    ids3 = probe.ids(23, 2, 3, 4)
+    expect_scaled(
+        probe,
+        probe.call(other, ids3),
+        token_table(probe, other, 23, 7),
+        ids3,
+        "the output of ScaledEmbedding(23, 7) for ids of shape (2, 3, 4)",
+    )
 
-    def gradient() -> None:  # a gradient must reach every row of the table, scaled by sqrt(d) like the values
-        if not (isinstance(table, nn.Parameter) and table.requires_grad):
-            return  # trainable() says so
-        table.grad = None
-        every = probe.ids(vocab_size, 3, 13, every=True)  # each of the 37 rows at least once: a frozen row shows
-        try:
-            out = probe.call(module, every)
-        except Failure:
-            if values_right:
-                raise
-            return  # the values say why
-        if not isinstance(out, torch.Tensor):
-            return
-        if not out.requires_grad:
-            probe.fail(
-                "no_gradient",
-                f"`{probe.name}`'s output does not require grad: it is cut off from the table's gradient (a .detach(), .data or torch.no_grad()?), so the embedding could never learn.",
-                hint=NO_GRADIENT_HINT,
-                fix="Return the scaled lookup as it is, `self.embedding(ids) * math.sqrt(self.d_model)`, without .detach(), .data or torch.no_grad() on the way.",
-            )
-        if not values_right:
-            return  # a wrong scale gives a wrong gradient: the values said it already
-        upstream = probe.randn(*out.shape)
-        fix = "Look the ids up in the module's own table, `self.embedding(ids)`, not in a copy of its weight made in __init__ or forward."
-        backward_reaches(probe, out, upstream, table, f"its ({vocab_size}, {d_model}) table", fix)
-        flat = upstream.reshape(-1, d_model) * math.sqrt(d_model)  # d(out)/d(row) = sqrt(d) for each use of the row
-        expected_grad = torch.zeros(vocab_size, d_model, device=probe.device).index_add_(0, every.flatten(), flat)
-        expect_gradient(
-            probe,
-            table,
-            expected_grad,
-            torch.ones(vocab_size, dtype=torch.bool),
-            name=name_of(module, table),
-            inputs=f"ids of shape (3, 13) that use every one of the {vocab_size} rows",
-            fix="Build the table as `nn.Embedding(vocab_size, d_model)`, without padding_idx: this module trains every token's row. "
-            "Look the ids up in it directly, with no .detach(), .data or gradient hook on some of its rows.",
+
+def is_trainable(table: torch.Tensor) -> bool:
+    """A Parameter that requires grad: what an optimizer updates."""
+    return isinstance(table, nn.Parameter) and table.requires_grad
+
+
+def table_trainable(probe: Probe, scaled: Scaled) -> None:
+    """The table is trained: an optimizer must see it."""
+    if not is_trainable(scaled.table):
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s ({scaled.vocab_size}, {scaled.d_model}) table is not a trainable Parameter (a buffer, or requires_grad=False?): no optimizer would ever update it.",
+            hint="The token table is learned like any weight, and an optimizer only updates Parameters that require grad.",
+            fix="Keep the table in an `nn.Embedding(vocab_size, d_model)`, whose weight is a trainable nn.Parameter: no register_buffer, no requires_grad_(False).",
         )
 
-    def device() -> None:
-        module_device_pass(probe, cls, (23, 7), lambda device: (probe.randint(23, 2, 3, device=device),))
 
-    probe.independent(values, trainable, lambda: expect_fixed_scale(probe, module, d_model), gradient, device)
+def scaled_gradient(probe: Probe, scaled: Scaled) -> None:
+    """A gradient must reach every row of the table, scaled by sqrt(d) like the values."""
+    table = scaled.table
+    if not is_trainable(table):
+        return  # table_trainable says so
+    table.grad = None
+    every = probe.ids(scaled.vocab_size, 3, 13, every=True)  # each of the 37 rows at least once: a frozen row shows
+    try:
+        out = probe.call(scaled.module, every)
+    except Failure:
+        if probe.passed("values"):
+            raise
+        return  # the values say why
+    if not isinstance(out, torch.Tensor):
+        return
+    if not out.requires_grad:
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s output does not require grad: it is cut off from the table's gradient (a .detach(), .data or torch.no_grad()?), so the embedding could never learn.",
+            hint=NO_GRADIENT_HINT,
+            fix="Return the scaled lookup as it is, `self.embedding(ids) * math.sqrt(self.d_model)`, without .detach(), .data or torch.no_grad() on the way.",
+        )
+    if probe.passed("values"):  # a wrong scale gives a wrong gradient: the values said it already
+        expect_gradient_per_use(probe, scaled, every, out)
+
+
+def expect_gradient_per_use(probe: Probe, scaled: Scaled, every: torch.Tensor, out: torch.Tensor) -> None:
+    """Each use of a row brings it the upstream gradient times sqrt(d)."""
+    table, vocab_size, d_model = scaled.table, scaled.vocab_size, scaled.d_model
+    upstream = probe.randn(*out.shape)
+    fix = "Look the ids up in the module's own table, `self.embedding(ids)`, not in a copy of its weight made in __init__ or forward."
+    backward_reaches(probe, out, upstream, table, f"its ({vocab_size}, {d_model}) table", fix)
+    flat = upstream.reshape(-1, d_model) * math.sqrt(d_model)  # d(out)/d(row) = sqrt(d) for each use of the row
+    expected_grad = torch.zeros(vocab_size, d_model, device=probe.device).index_add_(0, every.flatten(), flat)
+    expect_gradient(
+        probe,
+        table,
+        expected_grad,
+        torch.ones(vocab_size, dtype=torch.bool),
+        name=name_of(scaled.module, table),
+        inputs=f"ids of shape (3, 13) that use every one of the {vocab_size} rows",
+        fix="Build the table as `nn.Embedding(vocab_size, d_model)`, without padding_idx: this module trains every token's row. "
+        "Look the ids up in it directly, with no .detach(), .data or gradient hook on some of its rows.",
+    )
+
+
+def check_scaled_embedding(cls: type[nn.Module], probe: Probe) -> None:
+    scaled = build_scaled_embedding(cls, probe)
+    probe.independent(
+        values=lambda: scaled_values(probe, scaled),
+        trainable=lambda: table_trainable(probe, scaled),
+        scale=lambda: expect_fixed_scale(probe, scaled.module, scaled.d_model),
+        gradient=lambda: scaled_gradient(probe, scaled),
+        device=lambda: module_device_pass(
+            probe, cls, (23, 7), lambda device: (probe.randint(23, 2, 3, device=device),)
+        ),
+    )
 
 
 def make_embedding(probe: Probe, vocab_size: int, d_model: int, device: torch.device | None = None) -> nn.Embedding:
@@ -264,12 +302,36 @@ def expect_logits(probe: Probe, out: Any, weight: torch.Tensor, h: torch.Tensor,
         raise
 
 
-def check_tied_lm_head(cls: type[nn.Module], probe: Probe) -> None:
+@dataclass(frozen=True)
+class TiedHead:
+    """The head a check builds once on the check's embedding, and what its aspects share."""
+
+    cls: type[nn.Module]
+    head: nn.Module
+    weight: nn.Parameter  # the embedding's, which the head must hold
+    values: torch.Tensor  # the weight's values the head was built with
+    h: torch.Tensor  # (B=3, T=5, d)
+    out: Any  # the head's output for h
+    parameters: list[tuple[str, nn.Parameter]]  # the head's named parameters
+
+
+def build_tied_head(cls: type[nn.Module], probe: Probe) -> TiedHead:
     vocab_size, d_model = 29, 12  # V != d: a transposed product cannot hide
     embedding = make_embedding(probe, vocab_size, d_model)
     weight = embedding.weight
     values = weight.detach().clone()
     head = probe.build(cls, embedding)
+    expect_embedding_untouched(probe, embedding, weight, values)
+    h = probe.randn(3, 5, d_model)  # (B=3, T=5, d)
+    out = call_head(probe, head, h, weight)  # with the embedding's values as they came
+    parameters = probe.call(lambda: list(head.named_parameters()), what=f"`{probe.name}.named_parameters()`")
+    return TiedHead(cls, head, weight, values, h, out, parameters)
+
+
+def expect_embedding_untouched(
+    probe: Probe, embedding: nn.Embedding, weight: nn.Parameter, values: torch.Tensor
+) -> None:
+    """Building the head leaves the embedding as it was: the same Parameter, with the same values."""
     if embedding.weight is not weight:
         probe.fail(
             "mutated_input",
@@ -285,95 +347,117 @@ def check_tied_lm_head(cls: type[nn.Module], probe: Probe) -> None:
             hint="The head shares the embedding's table, values included: initialising that table is the embedding's job, and it is done already.",
             fix="Remove the in-place initialisation of the embedding's weight (nn.init.*_, .normal_(), .copy_(), .data = ...) from your __init__: only assign it.",
         )
-    h = probe.randn(3, 5, d_model)  # (B=3, T=5, d)
-    out = call_head(probe, head, h, weight)  # with the embedding's values as they came
-    parameters = probe.call(lambda: list(head.named_parameters()), what=f"`{probe.name}.named_parameters()`")
-    tied, values_right = [], []
 
-    def tie() -> None:
-        # By identity: the embedding's Parameter object must be one of the head's parameters.
-        if not any(p is weight for _, p in parameters):
-            held = ", ".join(f"{name} {tuple(p.shape)}" for name, p in parameters) or "none"
+
+def tied_to_embedding(probe: Probe, tied: TiedHead) -> None:
+    """One matrix under two names: the embedding's Parameter is the head's, by identity and by behaviour, and no other."""
+    if not any(p is tied.weight for _, p in tied.parameters):
+        held = ", ".join(f"{name} {tuple(p.shape)}" for name, p in tied.parameters) or "none"
+        probe.fail(
+            "copy_not_tied",
+            f"{probe.explain('copy_not_tied')} (Your head's parameters: {held}; none of them is `embedding.weight` itself.)",
+        )
+    follows_training(probe, tied)
+    for name, p in tied.parameters:
+        if p is not tied.weight and p.numel() >= tied.weight.numel():
             probe.fail(
                 "copy_not_tied",
-                f"{probe.explain('copy_not_tied')} (Your head's parameters: {held}; none of them is `embedding.weight` itself.)",
+                f"{probe.explain('copy_not_tied')} (Besides the embedding's weight your head holds `{name}` {tuple(p.shape)}: tying means ONE matrix.)",
             )
-        # By behaviour: train the embedding (change it in place); the head must follow.
+
+
+def follows_training(probe: Probe, tied: TiedHead) -> None:
+    """Train the embedding (change it in place): the head's output must change with it."""
+    with torch.no_grad():
+        tied.weight.copy_(probe.randn(*tied.weight.shape))
+    try:
+        after = call_head(probe, tied.head, tied.h, tied.weight)
+    finally:
         with torch.no_grad():
-            weight.copy_(probe.randn(vocab_size, d_model))
-        try:
-            after = call_head(probe, head, h, weight)
-        finally:
-            with torch.no_grad():
-                weight.copy_(values)  # the other aspects see the values the head was built with
-        if (
-            isinstance(out, torch.Tensor)
-            and isinstance(after, torch.Tensor)
-            and out.shape == after.shape
-            and close(after, out)
-        ):
-            probe.fail(
-                "copy_not_tied",
-                f"{probe.explain('copy_not_tied')} (After we changed embedding.weight in place, your head's output stayed the same: its forward computes with another matrix.)",
-            )
-        # No second matrix beside the tied one.
-        for name, p in parameters:
-            if p is not weight and p.numel() >= vocab_size * d_model:
-                probe.fail(
-                    "copy_not_tied",
-                    f"{probe.explain('copy_not_tied')} (Besides the embedding's weight your head holds `{name}` {tuple(p.shape)}: tying means ONE matrix.)",
-                )
-        tied.append(True)
-
-    def logits() -> None:
-        expect_logits(probe, out, weight, h, "the logits for h of shape (3, 5, 12)")
-        h2 = probe.randn(7, d_model)
-        expect_logits(probe, call_head(probe, head, h2, weight), weight, h2, "the logits for h of shape (7, 12)")
-        values_right.append(True)
-
-    def bias() -> None:  # no bias, even a zero one
-        for name, p in parameters:
-            if p is not weight and p.numel() == vocab_size and p.shape[-1] == vocab_size:
-                probe.fail(
-                    "has_bias",
-                    f"{probe.explain('has_bias')} (Your head holds `{name}` of shape {tuple(p.shape)}: even at zero it would be trained.)",
-                )
-
-    def gradient() -> None:  # one backward through the head reaches the embedding's Parameter
-        if not (tied and values_right):
-            return  # a copy, or wrong logits, say so themselves
-        weight.grad = None
-        logits = call_head(probe, head, h, weight)
-        if not logits.requires_grad:
-            probe.fail(
-                "no_gradient",
-                f"`{probe.name}`'s logits do not require grad: they are cut off from the embedding's weight (torch.no_grad(), .detach() or .data?), so training through the head would never update the shared matrix.",
-                hint=NO_GRADIENT_HINT,
-                fix="Compute the logits from the tied Parameter itself, `F.linear(h, self.weight)`, outside any torch.no_grad() block and without .detach() or .data.",
-            )
-        upstream = probe.randn(3, 5, vocab_size)
-        fix = "Compute the logits from the embedding's Parameter itself, `F.linear(h, self.weight)` with `self.weight = embedding.weight`."
-        backward_reaches(probe, logits, upstream, weight, "`embedding.weight`", fix)
-        expected_grad = upstream.reshape(-1, vocab_size).T @ h.reshape(-1, d_model)  # (V, B*T) @ (B*T, d) -> (V, d)
-        expect_gradient(
-            probe,
-            weight,
-            expected_grad,
-            torch.ones(vocab_size, dtype=torch.bool),  # every token's logit uses its row
-            name="embedding.weight",
-            inputs="h of shape (3, 5, 12), through all 29 logits",
-            fix="Multiply h by the whole tied Parameter, `F.linear(h, self.weight)`: no row detached, no gradient hook on it.",
+            tied.weight.copy_(tied.values)  # the other aspects see the values the head was built with
+    out = tied.out
+    if (
+        isinstance(out, torch.Tensor)
+        and isinstance(after, torch.Tensor)
+        and out.shape == after.shape
+        and close(after, out)
+    ):
+        probe.fail(
+            "copy_not_tied",
+            f"{probe.explain('copy_not_tied')} (After we changed embedding.weight in place, your head's output stayed the same: its forward computes with another matrix.)",
         )
 
-    def device() -> None:  # an embedding on the device; everything the head makes must follow it
-        module_device_pass(
-            probe,
-            cls,
-            lambda device: (make_embedding(probe, vocab_size, d_model, device),),
-            lambda device: (probe.randn(3, 5, d_model, device=device),),
-        )
 
-    probe.independent(tie, logits, bias, gradient, device)
+def head_logits(probe: Probe, tied: TiedHead) -> None:
+    """h @ W.T for h of shape (3, 5, d), then for a (7, d) one: no bias, no softmax, no scale."""
+    expect_logits(probe, tied.out, tied.weight, tied.h, "the logits for h of shape (3, 5, 12)")
+    h2 = probe.randn(7, tied.weight.shape[1])
+    expect_logits(
+        probe, call_head(probe, tied.head, h2, tied.weight), tied.weight, h2, "the logits for h of shape (7, 12)"
+    )
+
+
+def head_without_bias(probe: Probe, tied: TiedHead) -> None:
+    """No bias Parameter, even a zero one: it would be trained."""
+    vocab_size = tied.weight.shape[0]
+    for name, p in tied.parameters:
+        if p is not tied.weight and p.numel() == vocab_size and p.shape[-1] == vocab_size:
+            probe.fail(
+                "has_bias",
+                f"{probe.explain('has_bias')} (Your head holds `{name}` of shape {tuple(p.shape)}: even at zero it would be trained.)",
+            )
+
+
+def head_gradient(probe: Probe, tied: TiedHead) -> None:
+    """One backward through the head reaches the embedding's Parameter, with h's gradient for every row."""
+    if not (probe.passed("tie") and probe.passed("logits")):
+        return  # a copy, or wrong logits, say so themselves
+    weight, h = tied.weight, tied.h
+    vocab_size, d_model = weight.shape
+    weight.grad = None
+    out = call_head(probe, tied.head, h, weight)
+    if not out.requires_grad:
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s logits do not require grad: they are cut off from the embedding's weight (torch.no_grad(), .detach() or .data?), so training through the head would never update the shared matrix.",
+            hint=NO_GRADIENT_HINT,
+            fix="Compute the logits from the tied Parameter itself, `F.linear(h, self.weight)`, outside any torch.no_grad() block and without .detach() or .data.",
+        )
+    upstream = probe.randn(3, 5, vocab_size)
+    fix = "Compute the logits from the embedding's Parameter itself, `F.linear(h, self.weight)` with `self.weight = embedding.weight`."
+    backward_reaches(probe, out, upstream, weight, "`embedding.weight`", fix)
+    expected_grad = upstream.reshape(-1, vocab_size).T @ h.reshape(-1, d_model)  # (V, B*T) @ (B*T, d) -> (V, d)
+    expect_gradient(
+        probe,
+        weight,
+        expected_grad,
+        torch.ones(vocab_size, dtype=torch.bool),  # every token's logit uses its row
+        name="embedding.weight",
+        inputs="h of shape (3, 5, 12), through all 29 logits",
+        fix="Multiply h by the whole tied Parameter, `F.linear(h, self.weight)`: no row detached, no gradient hook on it.",
+    )
+
+
+def head_device(probe: Probe, tied: TiedHead) -> None:
+    """An embedding on the device: everything the head makes must follow it."""
+    vocab_size, d_model = tied.weight.shape
+    module_device_pass(
+        probe,
+        tied.cls,
+        lambda device: (make_embedding(probe, vocab_size, d_model, device),),
+        lambda device: (probe.randn(3, 5, d_model, device=device),),
+    )
+
+
+def check_tied_lm_head(cls: type[nn.Module], probe: Probe) -> None:
+    tied = build_tied_head(cls, probe)
+    probe.independent(
+        tie=lambda: tied_to_embedding(probe, tied),
+        logits=lambda: head_logits(probe, tied),
+        bias=lambda: head_without_bias(probe, tied),
+        gradient=lambda: head_gradient(probe, tied),
+        device=lambda: head_device(probe, tied),
+    )
 
 
 EXERCISES = [

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -46,6 +47,7 @@ from helpers.exercises.sinusoidal import (
     OUTPUT_RTOL,
     ROWS_READ_ATOL,
     TABLE_LAYOUT,
+    StoredTable,
     expect_dropout_of_own_output,
     expect_table,
     expect_table_storage,
@@ -454,6 +456,36 @@ def expect_shift(probe: Probe, raw: Any, args: tuple, call: str) -> None:
 # --- probes: the modules ---------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Built:
+    """The module a check builds once, and what its aspects share: the student's positional table in it
+    (found by its role), the module's first input and its sizes."""
+
+    cls: type[nn.Module]
+    module: nn.Module
+    found: StoredTable | None  # None if the module keeps no positional table
+    inputs: torch.Tensor  # x (3, 7, d) or ids (3, 7)
+    d: int
+    max_len: int
+    p: float
+
+    @property
+    def table(self) -> torch.Tensor | None:
+        """The (max_len, d) rows of positions 0 .. max_len - 1 in the student's table."""
+        return None if self.found is None else self.found.rows
+
+    def own(self, device: torch.device) -> torch.Tensor:
+        """The table the module adds: its own (its values are expect_table's business), else the right one."""
+        return right_table(self.max_len, self.d, device=device) if self.table is None else self.table.to(device)
+
+
+def rows_read(probe: Probe, built: Built, failure: Failure, added: Any, inputs: str) -> None:
+    """A wrong output: say which rows of the student's table it added, when it added rows of it."""
+    if built.found is not None:
+        found = built.found
+        expect_rows_from(probe, failure, added, found.full, found.start, found.name, inputs, ROWS_READ_ATOL)
+
+
 POSITIONS_ON_CPU = (
     "`{name}` makes a tensor on the CPU whatever x's device (a bare `torch.arange(T)` for the positions, a table rebuilt in forward...): on a GPU, "
     "using it with x fails with 'Expected all tensors to be on the same device'."
@@ -462,86 +494,82 @@ POSITIONS_ON_CPU_HINT = "The table is a buffer, so module.to(device) has already
 POSITIONS_ON_CPU_FIX = "Slice the buffer, `self.pe[:T]` with T = x.size(1), instead of indexing it with new position ids; a tensor you must make in forward takes `device=x.device`."
 
 
-def check_positional_encoding(cls: type[nn.Module], probe: Probe) -> None:
+def build_positional_encoding(cls: type[nn.Module], probe: Probe) -> Built:
     d, max_len, p = 12, 50, 0.25
     module = probe.build(cls, d, max_len, p)
     found = stored_table(module, max_len, d)
-    table = None if found is None else found.rows
-    no_input = torch.zeros(1, max_len, d, device=probe.device)
     x = probe.sequence(probe.randn(3, 7, d), max_len)  # B=3 != T=7 != d=12
+    return Built(cls, module, found, x, d, max_len, p)
 
-    def values_in_eval() -> None:
-        """x + the first T rows of the module's own table (its values are expect_table's business); T = 7, then 1."""
-        probe.call(module.eval)
-        own = right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device)
-        for x_T in (x, probe.sequence(probe.randn(3, 1, d), max_len)):
-            T = x_T.shape[1]
-            out = probe.call(module, x_T)
-            expected = x_T + own[:T]
-            expect_no_dropout_in_eval(probe, out, expected)
-            what = f"the output for x of shape (3, {T}, 12) in eval mode" + (
-                "" if table is None else f", x + the first {T} row{'s' if T > 1 else ''} of your own table,"
-            )
-            try:
-                probe.expect(
-                    out,
-                    expected,
-                    what=what,
-                    mistakes=probe.known_mistakes(x_T, own),
-                    **table_tolerance(T, d, rtol=OUTPUT_RTOL),
-                )
-            except Failure as failure:
-                if found is not None:
-                    added = out - x_T if isinstance(out, torch.Tensor) and out.shape == x_T.shape else None
-                    expect_rows_from(
-                        probe,
-                        failure,
-                        added,
-                        found.full,
-                        found.start,
-                        found.name,
-                        f"x of shape (3, {T}, 12)",
-                        ROWS_READ_ATOL,
-                    )
-                raise
 
-    def length() -> None:  # T = max_len works, T = max_len + 1 is refused
-        on_cpu = probe.call(cls, d, max_len, 0.0, what=f"`{probe.name}({d}, {max_len}, 0.0)`")
-        refuses_past_max_len(
-            probe, lambda T: probe.call(on_cpu, probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)), max_len
+def encoding_values(probe: Probe, built: Built) -> None:
+    """x + the first T rows of the module's own table in eval mode, T = 7, then 1: the sum, no dropout."""
+    probe.call(built.module.eval)
+    own = built.own(probe.device)
+    for x in (built.inputs, probe.sequence(probe.randn(3, 1, built.d), built.max_len)):
+        T = x.shape[1]
+        out = probe.call(built.module, x)
+        expected = x + own[:T]
+        expect_no_dropout_in_eval(probe, out, expected)
+        what = f"the output for x of shape (3, {T}, 12) in eval mode" + (
+            "" if built.table is None else f", x + the first {T} row{'s' if T > 1 else ''} of your own table,"
         )
+        tolerance = table_tolerance(T, built.d, rtol=OUTPUT_RTOL)
+        try:
+            probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(x, own), **tolerance)
+        except Failure as failure:
+            added = out - x if isinstance(out, torch.Tensor) and out.shape == x.shape else None
+            rows_read(probe, built, failure, added, f"x of shape (3, {T}, 12)")
+            raise
 
+
+def encoding_length(probe: Probe, built: Built) -> None:
+    """T = max_len works and T = max_len + 1 is refused (on the CPU, without dropout)."""
+    d, max_len = built.d, built.max_len
+    on_cpu = probe.call(built.cls, d, max_len, 0.0, what=f"`{probe.name}({d}, {max_len}, 0.0)`")
+    refuses_past_max_len(
+        probe, lambda T: probe.call(on_cpu, probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)), max_len
+    )
+
+
+def encoding_defaults(probe: Probe, built: Built) -> None:
+    """The defaults: PositionalEncoding(d_model) encodes up to 5000 positions."""
+    default = probe.call(built.cls, built.d, what=f"`{probe.name}({built.d})`")
+    probe.call(default.eval)
+    long_x = probe.randn(2, 300, built.d, device="cpu")
+    probe.expect(
+        probe.call(default, long_x),
+        long_x + right_table(300, built.d),
+        what=f"`{probe.name}({built.d})` (default max_len and dropout) on x of shape (2, 300, 12) in eval mode",
+        **table_tolerance(300, built.d, rtol=OUTPUT_RTOL),
+    )
+
+
+def check_positional_encoding(cls: type[nn.Module], probe: Probe) -> None:
+    built = build_positional_encoding(cls, probe)
+    module, d, max_len = built.module, built.d, built.max_len
+    no_input = torch.zeros(1, max_len, d, device=probe.device)  # what a mistake adds to it is its table
     probe.independent(
-        lambda: expect_table_storage(probe, module, found, max_len, d),
-        lambda: expect_table(
+        storage=lambda: expect_table_storage(probe, module, built.found, max_len, d),
+        table=lambda: expect_table(
             probe,
-            table,
+            built.table,
             f"your table `{probe.name}({d}, max_len={max_len})`",
             lambda pe: probe.known_mistakes(no_input, pe),
         ),
-        values_in_eval,
-        lambda: expect_dropout_of_own_output(
-            probe, module, (x,), p, "the output for x of shape (3, 7, 12)", "x + self.pe[:T]"
+        values=lambda: encoding_values(probe, built),
+        dropout=lambda: expect_dropout_of_own_output(
+            probe, module, (built.inputs,), built.p, "the output for x of shape (3, 7, 12)", "x + self.pe[:T]"
         ),
-        length,
+        length=lambda: encoding_length(probe, built),
     )
-    # The defaults: PositionalEncoding(d_model) encodes up to 5000 positions.
-    default = probe.call(cls, d, what=f"`{probe.name}({d})`")
-    probe.call(default.eval)
-    long_x = probe.randn(2, 300, d, device="cpu")
-    probe.expect(
-        probe.call(default, long_x),
-        long_x + right_table(300, d),
-        what=f"`{probe.name}({d})` (default max_len and dropout) on x of shape (2, 300, 12) in eval mode",
-        **table_tolerance(300, d, rtol=OUTPUT_RTOL),
-    )
+    encoding_defaults(probe, built)
     # Device: the table must move with the module.
-    inputs = lambda device: (probe.randn(3, 7, d, device=device),)
     module_device_pass(
         probe,
         cls,
-        (d, max_len, p),
-        inputs,
+        (d, max_len, built.p),
+        lambda device: (probe.randn(3, 7, d, device=device),),
         code="positions_on_cpu",
         message=POSITIONS_ON_CPU.format(name=probe.name),
         hint=POSITIONS_ON_CPU_HINT,
@@ -552,162 +580,174 @@ def check_positional_encoding(cls: type[nn.Module], probe: Probe) -> None:
 GRADIENT_FIX = "Look the ids up in the registered table itself, `self.embedding(ids) * math.sqrt(self.d_model)`, with no .detach() or torch.no_grad() on the way."
 
 
-def check_token_and_position(cls: type[nn.Module], probe: Probe) -> None:
+@dataclass(frozen=True)
+class BuiltWithTokens(Built):
+    """TokenAndPositionEmbedding's: a token table besides the positional one."""
+
+    vocab_size: int
+    tokens: Callable[[], torch.Tensor]  # the student's token table, filled with known values on first use
+
+
+def build_token_and_position(cls: type[nn.Module], probe: Probe) -> BuiltWithTokens:
     V, d, max_len, p = 37, 10, 30, 0.2  # sqrt(10) is no integer, and differs from sqrt(V) and sqrt(d/2)
     module = probe.build(cls, V, d, max_len, p)
     found = stored_table(module, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d))  # not the token table
-    table = None if found is None else found.rows
-    no_tokens, all_positions = (
-        torch.zeros(V, d, device=probe.device),
-        torch.zeros(1, max_len, dtype=torch.long, device=probe.device),
-    )
     ids = probe.sequence(probe.ids(V, 3, 7), max_len)  # (B=3, T=7), ids 0 and V - 1 among them
     random_tokens = probe.randn(V, d)
-    values_right = []
 
     @functools.cache
     def tokens() -> torch.Tensor:
-        """The student's token table, filled with known values whatever the init."""
-        found = token_table(probe, module, V, d)
+        """Found when an aspect first needs it: a module without one fails that aspect, not the check."""
+        table = token_table(probe, module, V, d)
         with torch.no_grad():
-            found.copy_(random_tokens)
-        return found
+            table.copy_(random_tokens)  # known values, whatever the init
+        return table
 
-    def values_in_eval() -> None:
-        """The scaled token rows + the first T rows of the module's own table (its values are expect_table's business);
-        (B, T) = (3, 7), (3, 1), a batch of one (1, 7) that must keep its axis, and (9, 4), B > T."""
-        weight = tokens().detach().float()
-        probe.call(module.eval)
-        own = right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device)
-        shapes = ((3, 1), (1, 7), (9, 4))
-        for ids_T in (ids, *(probe.sequence(probe.ids(V, *shape), max_len) for shape in shapes)):
-            T = ids_T.shape[1]
-            try:
-                out = probe.call(module, ids_T)
-            except Failure as failure:
-                batch_axis_as_length(failure, ids_T.shape)
-                raise
-            expected = reference.scaled_embedding(weight, ids_T) + own[:T]
-            expect_no_dropout_in_eval(probe, out, expected)
-            if isinstance(out, torch.Tensor) and ids_T.shape[0] == 1 and out.shape == expected.shape[1:]:
-                probe.fail(
-                    "wrong_shape",
-                    f"For a batch of one sequence, ids of shape {tuple(ids_T.shape)}, `{probe.name}` returns shape {tuple(out.shape)}: the batch axis is gone.",
-                    hint="A batch of one is still a batch: the output is (B, T, d_model) for every B, 1 included. squeeze() removes every axis of size 1, whatever it means.",
-                    fix="Drop the `.squeeze(0)` (or `.squeeze()`): the (T, d_model) positional rows broadcast over the batch by themselves.",
-                )
-            scale = fitted_scale(
-                out - own[:T] if isinstance(out, torch.Tensor) and out.shape == expected.shape else out, weight[ids_T]
-            )
-            what = f"the output for ids of shape {tuple(ids_T.shape)} in eval mode" + (
-                "" if table is None else f" (with the first {T} row{'s' if T > 1 else ''} of your own positional table)"
-            )
-            try:
-                probe.expect(
-                    out,
-                    expected,
-                    what=what,
-                    mistakes=probe.known_mistakes(weight, ids_T, own, scale),
-                    **table_tolerance(T, d, rtol=OUTPUT_RTOL),
-                )
-            except Failure as failure:
-                name_the_scale(probe, failure, scale, d)
-                if found is not None:
-                    added = (
-                        out - reference.scaled_embedding(weight, ids_T)
-                        if isinstance(out, torch.Tensor) and out.shape == expected.shape
-                        else None
-                    )
-                    expect_rows_from(
-                        probe,
-                        failure,
-                        added,
-                        found.full,
-                        found.start,
-                        found.name,
-                        f"ids of shape {tuple(ids_T.shape)}",
-                        ROWS_READ_ATOL,
-                    )
-                raise
-        values_right.append(True)
+    return BuiltWithTokens(cls, module, found, ids, d, max_len, p, V, tokens)
 
-    def batch_axis_as_length(failure: Failure, shape: torch.Size) -> None:
-        """A call that raised for B != T but is right for a square batch took T from the batch axis (ids.shape[0])."""
-        B, T = shape
-        if failure.code != "raised" or B == T:
-            return
-        square = probe.ids(V, T, T)
-        try:
-            out = probe.call(module, square)
-        except Failure:
-            return
-        expected = (
-            reference.scaled_embedding(tokens().detach().float(), square)
-            + (right_table(max_len, d, device=probe.device) if table is None else table.to(probe.device))[:T]
-        )
-        if close(out, expected, **table_tolerance(T, d, rtol=OUTPUT_RTOL)):
-            probe.fail(
-                "batch_seq_confusion",
-                f"For ids of shape {tuple(shape)}, {failure.message.rstrip('.')}; yet it gives the right output when B = T, ids of shape ({T}, {T}): "
-                "it takes the sequence length from the batch axis, ids.shape[0].",
-                hint=advice(probe.exercise, "batch_seq_confusion")[1],
-                fix="Take the length from the sequence axis, `T = ids.size(1)`, and add `self.pe[:T]`, shape (T, d_model), as it is: it broadcasts over the batch.",
-            )
 
-    def gradient() -> None:  # the token table is trained: a gradient must reach every row of it
-        weight = tokens()
-        weight.grad = None
-        probe.call(module.eval)
-        every = probe.sequence(probe.ids(V, 2, 19, every=True), max_len)  # each of the 37 rows at least once
-        out = probe.call(module, every)
-        if not (isinstance(out, torch.Tensor) and out.requires_grad):
-            probe.fail(
-                "no_gradient",
-                f"`{probe.name}`'s output does not require grad although its token table does: it is cut off from the table's gradient, so the embedding could never learn.",
-                hint=NO_GRADIENT_HINT,
-                fix=GRADIENT_FIX,
-            )
-        backward_reaches(probe, out, None, weight, "its token table", GRADIENT_FIX)
-        if not values_right:
-            return  # a wrong scale gives a wrong gradient: the values said it already
-        uses = torch.bincount(every.flatten(), minlength=V).to(weight.grad.dtype)  # out.sum(): sqrt(d) per use of a row
-        expect_gradient(
-            probe,
-            weight,
-            (uses * d**0.5)[:, None].expand(V, d),
-            uses > 0,
-            name=name_of(module, weight),
-            inputs=f"ids of shape (2, 19) that use every one of the {V} token rows",
-            fix="Build the token table as `nn.Embedding(vocab_size, d_model)`, without padding_idx: this module trains every token's row. "
-            "Look the ids up in it directly, with no .detach(), .data or gradient hook on some of its rows.",
+def token_values(probe: Probe, built: BuiltWithTokens) -> None:
+    """The scaled token rows + the first T rows of the module's own table in eval mode, for (B, T) = (3, 7), (3, 1),
+    a batch of one (1, 7) that must keep its axis, and (9, 4), B > T."""
+    weight = built.tokens().detach().float()
+    probe.call(built.module.eval)
+    own = built.own(probe.device)
+    shapes = ((3, 1), (1, 7), (9, 4))
+    for ids in (
+        built.inputs,
+        *(probe.sequence(probe.ids(built.vocab_size, *shape), built.max_len) for shape in shapes),
+    ):
+        token_output(probe, built, ids, weight, own)
+
+
+def token_output(
+    probe: Probe, built: BuiltWithTokens, ids: torch.Tensor, weight: torch.Tensor, own: torch.Tensor
+) -> None:
+    """One call's output: its shape, then its values; a wrong scale or wrong rows of the table are named."""
+    T = ids.shape[1]
+    try:
+        out = probe.call(built.module, ids)
+    except Failure as failure:
+        batch_axis_as_length(probe, built, failure, ids.shape)
+        raise
+    scaled = reference.scaled_embedding(weight, ids)
+    expected = scaled + own[:T]
+    expect_no_dropout_in_eval(probe, out, expected)
+    expect_batch_kept(probe, out, ids, expected)
+    same_shape = isinstance(out, torch.Tensor) and out.shape == expected.shape
+    scale = fitted_scale(out - own[:T] if same_shape else out, weight[ids])
+    what = f"the output for ids of shape {tuple(ids.shape)} in eval mode" + (
+        "" if built.table is None else f" (with the first {T} row{'s' if T > 1 else ''} of your own positional table)"
+    )
+    tolerance = table_tolerance(T, built.d, rtol=OUTPUT_RTOL)
+    try:
+        probe.expect(out, expected, what=what, mistakes=probe.known_mistakes(weight, ids, own, scale), **tolerance)
+    except Failure as failure:
+        name_the_scale(probe, failure, scale, built.d)
+        rows_read(probe, built, failure, out - scaled if same_shape else None, f"ids of shape {tuple(ids.shape)}")
+        raise
+
+
+def expect_batch_kept(probe: Probe, out: Any, ids: torch.Tensor, expected: torch.Tensor) -> None:
+    """A batch of one sequence keeps its batch axis: (1, T, d), not (T, d)."""
+    if isinstance(out, torch.Tensor) and ids.shape[0] == 1 and out.shape == expected.shape[1:]:
+        probe.fail(
+            "wrong_shape",
+            f"For a batch of one sequence, ids of shape {tuple(ids.shape)}, `{probe.name}` returns shape {tuple(out.shape)}: the batch axis is gone.",
+            hint="A batch of one is still a batch: the output is (B, T, d_model) for every B, 1 included. squeeze() removes every axis of size 1, whatever it means.",
+            fix="Drop the `.squeeze(0)` (or `.squeeze()`): the (T, d_model) positional rows broadcast over the batch by themselves.",
         )
 
-    def length() -> None:  # T = max_len works, T = max_len + 1 is refused
-        on_cpu = probe.call(cls, V, d, max_len, 0.0, what=f"`{probe.name}({V}, {d}, {max_len}, 0.0)`")
-        refuses_past_max_len(
-            probe,
-            lambda T: probe.call(on_cpu, probe.sequence(probe.ids(V, 2, T, device="cpu"), max_len)),
-            max_len,
-            fix="At the start of forward, with T = ids.size(1): `if T > self.max_len: raise ValueError(f'sequence length {T} > max_len {self.max_len}: build the module with a larger max_len')`.",
+
+def batch_axis_as_length(probe: Probe, built: BuiltWithTokens, failure: Failure, shape: torch.Size) -> None:
+    """A call that raised for B != T but is right for a square batch took T from the batch axis (ids.shape[0])."""
+    B, T = shape
+    if failure.code != "raised" or B == T:
+        return
+    square = probe.ids(built.vocab_size, T, T)
+    try:
+        out = probe.call(built.module, square)
+    except Failure:
+        return
+    expected = reference.scaled_embedding(built.tokens().detach().float(), square) + built.own(probe.device)[:T]
+    if close(out, expected, **table_tolerance(T, built.d, rtol=OUTPUT_RTOL)):
+        probe.fail(
+            "batch_seq_confusion",
+            f"For ids of shape {tuple(shape)}, {failure.message.rstrip('.')}; yet it gives the right output when B = T, ids of shape ({T}, {T}): "
+            "it takes the sequence length from the batch axis, ids.shape[0].",
+            hint=advice(probe.exercise, "batch_seq_confusion")[1],
+            fix="Take the length from the sequence axis, `T = ids.size(1)`, and add `self.pe[:T]`, shape (T, d_model), as it is: it broadcasts over the batch.",
         )
 
+
+def token_gradient(probe: Probe, built: BuiltWithTokens) -> None:
+    """The token table is trained: a gradient must reach every row of it, sqrt(d) per use once the values are right."""
+    V, weight = built.vocab_size, built.tokens()
+    weight.grad = None
+    probe.call(built.module.eval)
+    every = probe.sequence(probe.ids(V, 2, 19, every=True), built.max_len)  # each of the 37 rows at least once
+    out = probe.call(built.module, every)
+    if not (isinstance(out, torch.Tensor) and out.requires_grad):
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s output does not require grad although its token table does: it is cut off from the table's gradient, so the embedding could never learn.",
+            hint=NO_GRADIENT_HINT,
+            fix=GRADIENT_FIX,
+        )
+    backward_reaches(probe, out, None, weight, "its token table", GRADIENT_FIX)
+    if not probe.passed("values"):
+        return  # a wrong scale gives a wrong gradient: the values said it already
+    uses = torch.bincount(every.flatten(), minlength=V).to(weight.grad.dtype)  # out.sum(): sqrt(d) per use of a row
+    expect_gradient(
+        probe,
+        weight,
+        (uses * built.d**0.5)[:, None].expand(V, built.d),
+        uses > 0,
+        name=name_of(built.module, weight),
+        inputs=f"ids of shape (2, 19) that use every one of the {V} token rows",
+        fix="Build the token table as `nn.Embedding(vocab_size, d_model)`, without padding_idx: this module trains every token's row. "
+        "Look the ids up in it directly, with no .detach(), .data or gradient hook on some of its rows.",
+    )
+
+
+def token_length(probe: Probe, built: BuiltWithTokens) -> None:
+    """T = max_len works and T = max_len + 1 is refused (on the CPU, without dropout)."""
+    V, d, max_len = built.vocab_size, built.d, built.max_len
+    on_cpu = probe.call(built.cls, V, d, max_len, 0.0, what=f"`{probe.name}({V}, {d}, {max_len}, 0.0)`")
+    refuses_past_max_len(
+        probe,
+        lambda T: probe.call(on_cpu, probe.sequence(probe.ids(V, 2, T, device="cpu"), max_len)),
+        max_len,
+        fix="At the start of forward, with T = ids.size(1): `if T > self.max_len: raise ValueError(f'sequence length {T} > max_len {self.max_len}: build the module with a larger max_len')`.",
+    )
+
+
+def check_token_and_position(cls: type[nn.Module], probe: Probe) -> None:
+    built = build_token_and_position(cls, probe)
+    module, V, d, max_len = built.module, built.vocab_size, built.d, built.max_len
+    no_tokens = torch.zeros(V, d, device=probe.device)  # what a mistake adds to them is its table
+    all_positions = torch.zeros(1, max_len, dtype=torch.long, device=probe.device)
     total = "self.embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]"
     probe.independent(
-        lambda: expect_table_storage(probe, module, found, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d)),
-        lambda: expect_table(
+        storage=lambda: expect_table_storage(
+            probe, module, built.found, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d)
+        ),
+        table=lambda: expect_table(
             probe,
-            table,
+            built.table,
             f"the positional table of `{probe.name}({V}, {d}, max_len={max_len})`",
             lambda pe: probe.known_mistakes(no_tokens, all_positions, pe, None),
         ),
-        values_in_eval,
-        lambda: expect_fixed_scale(probe, module, d),
-        lambda: expect_dropout_of_own_output(probe, module, (ids,), p, "the output for ids of shape (3, 7)", total),
-        gradient,
-        length,
+        values=lambda: token_values(probe, built),
+        scale=lambda: expect_fixed_scale(probe, module, d),
+        dropout=lambda: expect_dropout_of_own_output(
+            probe, module, (built.inputs,), built.p, "the output for ids of shape (3, 7)", total
+        ),
+        gradient=lambda: token_gradient(probe, built),
+        length=lambda: token_length(probe, built),
     )
     # Device: the table must move with the module.
-    module_device_pass(probe, cls, (V, d, max_len, p), lambda device: (probe.randint(V, 3, 7, device=device),))
+    module_device_pass(probe, cls, (V, d, max_len, built.p), lambda device: (probe.randint(V, 3, 7, device=device),))
 
 
 EXERCISES = [
