@@ -633,14 +633,16 @@ def pair_of_bucket_mistakes(probe: Probe, out: torch.Tensor, args: tuple) -> Non
                         probe.fail(first, probe.explain(first))
 
 
-def relative_positions(length: int, device: torch.device | str = None) -> torch.Tensor:
+def relative_positions(length: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Key minus query for every (query, key) of a length-T attention matrix, as T5 makes them: (T, T)."""
     positions = torch.arange(length, device=device)
     return positions[None, :] - positions[:, None]
 
 
-def check_t5_relative_bucket(fn: Callable[..., Any], probe: Probe) -> None:
-    cases = (  # (what, relative positions, more arguments); distances past max_distance in each
+def bucket_cases(probe: Probe) -> tuple[tuple[str, torch.Tensor, tuple[Any, ...]], ...]:
+    """(what, relative positions, more arguments): the defaults, a decoder, other bucket counts and
+    distances, int32 positions of any shape; distances past max_distance in each."""
+    return (
         (
             "the (160, 160) relative positions of a 160-token attention matrix, defaults",
             relative_positions(160, probe.device),
@@ -658,23 +660,31 @@ def check_t5_relative_bucket(fn: Callable[..., Any], probe: Probe) -> None:
             (False, 10, 50),
         ),
     )
+
+
+def buckets_of(probe: Probe, fn: Callable[..., Any], what: str, relative: torch.Tensor, more: tuple[Any, ...]) -> None:
+    """One case's buckets against the reference's: a known mistake, or two of them at once, names a wrong result."""
+    out = probe.call(fn, relative, *more)
+    expected = probe.exercise.reference(relative, *more)
     try:
-        for what, relative, more in cases:
-            out = probe.call(fn, relative, *more)
-            expected = probe.exercise.reference(relative, *more)
-            try:
-                probe.expect(
-                    out,
-                    expected,
-                    what=f"the buckets of {what}",
-                    mistakes=probe.known_mistakes(relative, *more),
-                    hint=BUCKET_HELP[0],
-                    fix=BUCKET_HELP[1],
-                )
-            except Failure as failure:
-                if failure.code == "wrong_values":
-                    pair_of_bucket_mistakes(probe, out, (relative, *more))
-                raise
+        probe.expect(
+            out,
+            expected,
+            what=f"the buckets of {what}",
+            mistakes=probe.known_mistakes(relative, *more),
+            hint=BUCKET_HELP[0],
+            fix=BUCKET_HELP[1],
+        )
+    except Failure as failure:
+        if failure.code == "wrong_values":
+            pair_of_bucket_mistakes(probe, out, (relative, *more))
+        raise
+
+
+def check_t5_relative_bucket(fn: Callable[..., Any], probe: Probe) -> None:
+    try:
+        for what, relative, more in bucket_cases(probe):
+            buckets_of(probe, fn, what, relative, more)
     except Failure as failure:
         if failure.code == "wrong_dtype":
             failure.hint = "Bucket ids index a table of learned biases, nn.Embedding(num_buckets, n_heads): an index is an integer, torch.long."
