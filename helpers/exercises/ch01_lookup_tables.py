@@ -92,76 +92,92 @@ def values_of(probe: Probe, out: Any, weight: torch.Tensor, ids: torch.Tensor, w
     )
 
 
-def check_lookup(fn: Callable[..., Any], probe: Probe, *more: Callable[[bool], None]) -> None:
-    """Values, then gradient, device and `more` (each given whether the values were
-    right) as independent aspects: a student meets every mistake in one run."""
-    values_right = []
+def lookup_values(probe: Probe, fn: Callable[..., Any]) -> None:
+    """The rows looked up, for ids of every shape: the aspect the others build on (probe.passed("values"))."""
+    # V != d and ids < d, so a transposed table gives a wrong shape, not an IndexError.
+    weight = probe.randn(11, 7)
+    ids = probe.randint(7, 3, 5)  # (B=3, T=5)
+    values_of(probe, probe.call(fn, weight, ids), weight, ids, what="the (3, 5) batch")
+    # Any leading shape and the full id range (a one-hot must be V wide even if the last ids are unused).
+    weight = probe.randn(50, 16)
+    ids = probe.randint(40, 2, 3, 4)
+    values_of(probe, probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of ids")
+    # A single text (1-D ids) and a batch of one (a size-1 dimension that must not be squeezed),
+    # with the first and the last id of the table among them.
+    for shape in [(6,), (1, 4)]:
+        ids = probe.ids(50, *shape)
+        values_of(probe, probe.call(fn, weight, ids), weight, ids, what=f"a {shape} batch of ids")
 
-    def values() -> None:
-        # V != d and ids < d, so a transposed table gives a wrong shape, not an IndexError.
-        weight = probe.randn(11, 7)
-        ids = probe.randint(7, 3, 5)  # (B=3, T=5)
-        values_of(probe, probe.call(fn, weight, ids), weight, ids, what="the (3, 5) batch")
-        # Any leading shape and the full id range (a one-hot must be V wide even if the last ids are unused).
-        weight = probe.randn(50, 16)
-        ids = probe.randint(40, 2, 3, 4)
-        values_of(probe, probe.call(fn, weight, ids), weight, ids, what="a (2, 3, 4) batch of ids")
-        # A single text (1-D ids) and a batch of one (a size-1 dimension that must not be squeezed),
-        # with the first and the last id of the table among them.
-        for shape in [(6,), (1, 4)]:
-            ids = probe.ids(50, *shape)
-            values_of(probe, probe.call(fn, weight, ids), weight, ids, what=f"a {shape} batch of ids")
-        values_right.append(True)
 
-    def gradient() -> None:
-        # Each row's gradient counts how often that token was used; the first and the last row are among them.
-        weight = probe.randn(9, 10).requires_grad_()  # ids < d = 10: a transposed table runs too
-        ids = probe.tag(torch.tensor([[0, 2, 2], [3, 0, 8]], device=probe.device), "ids", 9)
-        try:
-            out = probe.call(fn, weight, ids)
-        except Failure:
-            if values_right:
-                raise
-            return  # code that gets the values wrong may fail here for the same reason (a transposed table)
-        if not isinstance(out, torch.Tensor):
-            return  # the values say so
-        if not out.requires_grad:
-            probe.fail(
-                "no_gradient",
-                f"`{probe.name}`'s output does not require grad although `weight` does: it is cut off from the weight's gradient, so the embedding could never be trained.",
-                hint=NO_GRADIENT_HINT,
-                fix="Compute the result from `weight` with torch operations only (indexing, `@`): drop the .detach(), the .numpy() and torch.from_numpy round-trip, or the torch.no_grad() block.",
-            )
-        if not values_right:
-            return  # the gradient of wrong rows tells nothing the values did not
-        backward_reaches(
-            probe,
-            out,
-            None,
-            weight,
-            "`weight`",
-            "Index (or multiply) `weight` itself, not a tensor rebuilt from its values.",
+def lookup_gradient(probe: Probe, fn: Callable[..., Any]) -> None:
+    """Whether the output is tied to the weight's gradient at all, and, once the values are right,
+    whether each row's gradient counts how often its token was used (the first and the last row among them)."""
+    weight = probe.randn(9, 10).requires_grad_()  # ids < d = 10: a transposed table runs too
+    ids = probe.tag(torch.tensor([[0, 2, 2], [3, 0, 8]], device=probe.device), "ids", 9)
+    try:
+        out = probe.call(fn, weight, ids)
+    except Failure:
+        if probe.passed("values"):
+            raise
+        return  # code that gets the values wrong may fail here for the same reason (a transposed table)
+    if not isinstance(out, torch.Tensor):
+        return  # the values say so
+    if not out.requires_grad:
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s output does not require grad although `weight` does: it is cut off from the weight's gradient, so the embedding could never be trained.",
+            hint=NO_GRADIENT_HINT,
+            fix="Compute the result from `weight` with torch operations only (indexing, `@`): drop the .detach(), the .numpy() and torch.from_numpy round-trip, or the torch.no_grad() block.",
         )
-        expected = torch.zeros(9, 10, device=probe.device).index_add_(
-            0, ids.flatten(), torch.ones(6, 10, device=probe.device)
-        )
-        used = torch.bincount(ids.flatten(), minlength=9) > 0
-        expect_gradient(
-            probe,
-            weight,
-            expected,
-            used,
-            name="weight",
-            inputs=f"ids {ids.tolist()}",
-            fix="Index `weight` itself, `weight[ids]`, for every id: no .detach() or .data on some of the rows.",
-        )
+    if probe.passed("values"):  # the gradient of wrong rows tells nothing the values did not
+        rows_counted(probe, out, weight, ids)
 
-    def device() -> None:  # the same call with every tensor on the meta device, then with CPU-made tensors on meta
-        probe.device_pass(
-            lambda device: probe.call(fn, probe.randn(11, 7, device=device), probe.randint(11, 3, 5, device=device))
-        )
 
-    probe.independent(values, gradient, device, *[lambda check=check: check(bool(values_right)) for check in more])
+def rows_counted(probe: Probe, out: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> None:
+    """Backward from the output reaches `weight` itself, and row i's gradient (for a sum of the output)
+    is the number of times id i was used: a row read twice collects two gradients."""
+    backward_reaches(
+        probe,
+        out,
+        None,
+        weight,
+        "`weight`",
+        "Index (or multiply) `weight` itself, not a tensor rebuilt from its values.",
+    )
+    expected = torch.zeros(9, 10, device=probe.device).index_add_(
+        0, ids.flatten(), torch.ones(6, 10, device=probe.device)
+    )
+    used = torch.bincount(ids.flatten(), minlength=9) > 0
+    expect_gradient(
+        probe,
+        weight,
+        expected,
+        used,
+        name="weight",
+        inputs=f"ids {ids.tolist()}",
+        fix="Index `weight` itself, `weight[ids]`, for every id: no .detach() or .data on some of the rows.",
+    )
+
+
+def lookup_device(probe: Probe, fn: Callable[..., Any]) -> None:
+    """The same call with every tensor on the meta device, then with CPU-made tensors on meta:
+    the result must be made where its inputs are."""
+    probe.device_pass(
+        lambda device: probe.call(fn, probe.randn(11, 7, device=device), probe.randint(11, 3, 5, device=device))
+    )
+
+
+def lookup_aspects(probe: Probe, fn: Callable[..., Any]) -> dict[str, Callable[[], None]]:
+    """Values, gradient and device, independent aspects (probe.independent): a student meets every mistake in one run."""
+    return {
+        "values": lambda: lookup_values(probe, fn),
+        "gradient": lambda: lookup_gradient(probe, fn),
+        "device": lambda: lookup_device(probe, fn),
+    }
+
+
+def check_lookup(fn: Callable[..., Any], probe: Probe) -> None:
+    probe.independent(**lookup_aspects(probe, fn))
 
 
 ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
@@ -176,31 +192,34 @@ ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
 }
 
 
-def check_one_hot_lookup(fn: Callable[..., Any], probe: Probe) -> None:
-    def matrix_product(values_right: bool) -> None:
-        if not values_right:
-            return
-        # One call of its own: probe.calls_seen also holds what the probes ran through the
-        # student's output (the gradient probe's own `(out * seed).sum()`).
-        probe.calls_seen.clear()
-        probe.call(fn, probe.randn(11, 7), probe.randint(11, 3, 5))
-        seen = {getattr(f, "__name__", "") for f in probe.calls_seen}
-        if seen & MATRIX_PRODUCTS:
-            return
-        how = (
-            "by multiplying element by element and summing (a (..., V, d) intermediate)"
-            if {"mul", "__mul__"} & seen and "sum" in seen
-            else "by indexing the table"
-        )
-        probe.fail(
-            "not_a_matrix_product",
-            f"`{probe.name}` gives the right rows, but {how}: it never multiplies two matrices.",
-            hint="A one-hot row of length V holds a single 1: times the (V, d) weight, it picks out exactly one row. That product is the point of this exercise.",
-            fix="Build the one-hot, `F.one_hot(ids, num_classes=weight.shape[0]).to(weight.dtype)` of shape (..., V), and return it `@ weight`.",
-        )
+def matrix_product(probe: Probe, fn: Callable[..., Any]) -> None:
+    """That the right rows come out of a matrix product, one_hot_lookup's point, not out of indexing;
+    asked only once the values are right."""
+    if not probe.passed("values"):
+        return
+    # One call of its own: probe.calls_seen also holds what the probes ran through the
+    # student's output (the gradient probe's own `(out * seed).sum()`).
+    probe.calls_seen.clear()
+    probe.call(fn, probe.randn(11, 7), probe.randint(11, 3, 5))
+    seen = {getattr(f, "__name__", "") for f in probe.calls_seen}
+    if seen & MATRIX_PRODUCTS:
+        return
+    how = (
+        "by multiplying element by element and summing (a (..., V, d) intermediate)"
+        if {"mul", "__mul__"} & seen and "sum" in seen
+        else "by indexing the table"
+    )
+    probe.fail(
+        "not_a_matrix_product",
+        f"`{probe.name}` gives the right rows, but {how}: it never multiplies two matrices.",
+        hint="A one-hot row of length V holds a single 1: times the (V, d) weight, it picks out exactly one row. That product is the point of this exercise.",
+        fix="Build the one-hot, `F.one_hot(ids, num_classes=weight.shape[0]).to(weight.dtype)` of shape (..., V), and return it `@ weight`.",
+    )
 
+
+def check_one_hot_lookup(fn: Callable[..., Any], probe: Probe) -> None:
     try:
-        check_lookup(fn, probe, matrix_product)
+        probe.independent(**lookup_aspects(probe, fn), matrix_product=lambda: matrix_product(probe, fn))
     except Failure as failure:
         if failure.code == "raised":
             for words, (hint, fix) in ONE_HOT_ERRORS.items():

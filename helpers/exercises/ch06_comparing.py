@@ -304,15 +304,125 @@ def precision_finding(out: torch.Tensor, expected: torch.Tensor, call: str) -> F
     )
 
 
-def right_for(probe: Probe, fn: Callable[..., Any], args: tuple) -> bool:
-    """Run the student's code on these arguments: is its result right (the mask read as in alibi_probe)?"""
-    try:
-        out = float64_accepted(probe.call(fn, *args))
-    except Failure:
-        return False
+def alibi_result(probe: Probe, fn: Callable[..., Any], args: tuple[Any, ...], what: str | None = None) -> Any:
+    """The student's result for these arguments, float64 accepted as float32, with every bias at or
+    below MASKED read as -inf: any such bias is a mask to softmax."""
+    out = float64_accepted(probe.call(fn, *args, what=what))
     if isinstance(out, torch.Tensor) and out.is_floating_point():
         out = out.masked_fill(out <= MASKED, float("-inf"))
+    return out
+
+
+def right_for(probe: Probe, fn: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+    """Run the student's code on these arguments: is its result right (the mask read as in alibi_result)?"""
+    try:
+        out = alibi_result(probe, fn, args)
+    except Failure:
+        return False
     return close(out, probe.exercise.reference(*args))
+
+
+def findings_in(probe: Probe, out: Any, args: tuple[Any, ...], call: str) -> list[Failure]:
+    """What is wrong with one result, none when it is right: a half dtype's precision, a batch axis,
+    a transposed bias, else what the slopes read back from it say, else the catalogue's verdict (expect)."""
+    expected = probe.exercise.reference(*args)
+    if close(out, expected):
+        return []
+    imprecise = precision_finding(out, expected, call)
+    if imprecise is not None:
+        return [imprecise]
+    batch_axis = expected.dim() == 3 and isinstance(out, torch.Tensor) and out.dim() == 4 and out.shape[0] == 1
+    if batch_axis and close(out[0], expected):
+        probe.fail(
+            "wrong_shape",
+            f"the result of {call} has shape {tuple(out.shape)}: the right bias with a leading axis of size 1.",
+            hint="The exercise returns one bias per head, (n_heads, seq_len, seq_len); the batch axis is added where the bias meets the scores (B, n_heads, T, T), by broadcasting.",
+            fix="Build the bias as (n_heads, seq_len, seq_len), from `slopes[:, None, None]`, and return it without the `[None]` or `.unsqueeze(0)` that adds the batch axis.",
+        )
+    if expected.dim() >= 2 and close(out, expected.transpose(-1, -2)):
+        probe.fail(
+            "wrong_values",
+            f"the result of {call} is the right bias transposed: its -inf mask lies below the diagonal, above it the penalties.",
+        )
+    if isinstance(out, torch.Tensor) and out.shape == expected.shape and not out.is_meta and out.is_floating_point():
+        read = (
+            bias_findings(probe, out, *args)
+            if expected.dim() == 3
+            else slope_findings(probe, out.detach().to("cpu", torch.float64), args[0], "Your slopes")
+        )
+        if read:
+            return [Failure(*finding) for finding in read]
+    probe.expect(out, expected, what=f"the result of {call}", mistakes=probe.known_mistakes(*args))
+    return []  # not reached: expect fails on a result that is not close
+
+
+def said_better(
+    probe: Probe,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    failure: Failure,
+    out: Any,
+    *,
+    after_a_pass: bool,
+    masked: bool,
+) -> Failure:
+    """A generic failure, said better where it can be: for a head count that is not a power of two, when
+    an earlier case passed and the code is right for the closest power of two and twice it, whose slopes
+    make up this one's, the rule for such head counts is what is missing; in a `masked` result, -inf where
+    a finite bias belongs gets MISPLACED_MASK's hint and fix."""
+    n_heads = args[0]
+    closest = 2 ** math.floor(math.log2(n_heads))
+    if (
+        after_a_pass
+        and not power_of_two(n_heads)
+        and failure.code in ("raised", "wrong_shape", "wrong_values", "nan_or_inf")
+        and all(right_for(probe, fn, (n, *args[1:])) for n in (closest, 2 * closest))
+    ):
+        _, hint, fix = advice(probe.exercise, "non_power_of_two")
+        failure = Failure(
+            "non_power_of_two",
+            f"{failure.message.rstrip('.')}. Your code is right for {closest} and {2 * closest} heads, whose slopes make up those of {n_heads}, but not for {n_heads}, which is not a power of two.",
+            hint=hint,
+            fix=fix,
+        )
+    misplaced_mask = masked and failure.code == "nan_or_inf" and isinstance(out, torch.Tensor) and not out.isnan().any()
+    if misplaced_mask:
+        failure.hint, failure.fix = failure.hint or MISPLACED_MASK[0], failure.fix or MISPLACED_MASK[1]
+    return failure
+
+
+def alibi_case(
+    probe: Probe, fn: Callable[..., Any], args: tuple[Any, ...], *, after_a_pass: bool, masked: bool
+) -> list[Failure]:
+    """The findings of one call (its arguments, head count first), none when its result is right;
+    a failure that stops everything (a stub, a time-out...) is raised at once."""
+    call = f"`{probe.exercise.id}({', '.join(repr(a) for a in args)})`"
+    out = None
+    try:
+        out = alibi_result(probe, fn, args, call)
+        return findings_in(probe, out, args, call)
+    except Failure as failure:
+        if failure.code in STOPS_EVERYTHING:
+            raise
+        return [said_better(probe, fn, args, failure, out, after_a_pass=after_a_pass, masked=masked)]
+
+
+def diagnose(probe: Probe, findings: list[Failure]) -> None:
+    """Each code once, with its first finding: the first in ORDER, else the first found, is the
+    diagnosis, raised with the exercise's advice for a hint or fix it lacks; the others go to probe.also."""
+    if not findings:
+        return
+    by_code: dict[str, Failure] = {}  # each code once, with its first finding, in the order found
+    for finding in findings:
+        by_code.setdefault(finding.code, finding)
+    codes = list(by_code)
+    first = min(codes, key=lambda code: (ORDER.index(code) if code in ORDER else len(ORDER), codes.index(code)))
+    chosen = by_code[first]
+    probe.also += [f"{code}: {finding.message}" for code, finding in by_code.items() if code != first]
+    if not chosen.hint or not chosen.fix:
+        _, hint, fix = advice(probe.exercise, chosen.code)
+        chosen.hint, chosen.fix = chosen.hint or hint, chosen.fix or fix
+    raise chosen
 
 
 def alibi_probe(
@@ -326,95 +436,13 @@ def alibi_probe(
     count that is not a power of two is what is missing. The exercise's advice gives the
     (hint, fix) of a generic failure (wrong_values, wrong_shape...); a `masked` result with
     -inf where a finite bias belongs gets MISPLACED_MASK's."""
-    passed = []  # the head counts, powers of two, whose results were right
     findings: list[Failure] = []
+    a_case_passed = False  # the powers of two come first: once one is right, a later failure may be the rule
     for args in cases:
-        n_heads = args[0]
-        call = f"`{probe.exercise.id}({', '.join(repr(a) for a in args)})`"
-        out = None
-        try:
-            out = float64_accepted(probe.call(fn, *args, what=call))
-            if isinstance(out, torch.Tensor) and out.is_floating_point():
-                out = out.masked_fill(out <= MASKED, float("-inf"))  # any such bias is a mask to softmax
-            expected = probe.exercise.reference(*args)
-            if close(out, expected):
-                passed.append(n_heads)
-                continue
-            imprecise = precision_finding(out, expected, call)
-            if imprecise is not None:
-                findings.append(imprecise)
-                continue
-            if (
-                expected.dim() == 3
-                and isinstance(out, torch.Tensor)
-                and out.dim() == 4
-                and out.shape[0] == 1
-                and close(out[0], expected)
-            ):
-                probe.fail(
-                    "wrong_shape",
-                    f"the result of {call} has shape {tuple(out.shape)}: the right bias with a leading axis of size 1.",
-                    hint="The exercise returns one bias per head, (n_heads, seq_len, seq_len); the batch axis is added where the bias meets the scores (B, n_heads, T, T), by broadcasting.",
-                    fix="Build the bias as (n_heads, seq_len, seq_len), from `slopes[:, None, None]`, and return it without the `[None]` or `.unsqueeze(0)` that adds the batch axis.",
-                )
-            if expected.dim() >= 2 and close(out, expected.transpose(-1, -2)):
-                probe.fail(
-                    "wrong_values",
-                    f"the result of {call} is the right bias transposed: its -inf mask lies below the diagonal, above it the penalties.",
-                )
-            read = []
-            if (
-                isinstance(out, torch.Tensor)
-                and out.shape == expected.shape
-                and not out.is_meta
-                and out.is_floating_point()
-            ):
-                read = (
-                    bias_findings(probe, out, *args)
-                    if expected.dim() == 3
-                    else slope_findings(probe, out.detach().to("cpu", torch.float64), n_heads, "Your slopes")
-                )
-            if read:
-                findings += [Failure(*finding) for finding in read]
-                continue
-            probe.expect(out, expected, what=f"the result of {call}", mistakes=probe.known_mistakes(*args))
-        except Failure as failure:
-            if failure.code in STOPS_EVERYTHING:
-                raise
-            closest = 2 ** math.floor(math.log2(n_heads))
-            # n's slopes are made of those of closest and 2·closest heads: both run, both right, before the rule is blamed
-            if (
-                passed
-                and not power_of_two(n_heads)
-                and failure.code in ("raised", "wrong_shape", "wrong_values", "nan_or_inf")
-                and all(right_for(probe, fn, (n, *args[1:])) for n in (closest, 2 * closest))
-            ):
-                _, hint, fix = advice(probe.exercise, "non_power_of_two")
-                failure = Failure(
-                    "non_power_of_two",
-                    f"{failure.message.rstrip('.')}. Your code is right for {closest} and {2 * closest} heads, whose slopes make up those of {n_heads}, but not for {n_heads}, which is not a power of two.",
-                    hint=hint,
-                    fix=fix,
-                )
-            misplaced_mask = (
-                masked and failure.code == "nan_or_inf" and isinstance(out, torch.Tensor) and not out.isnan().any()
-            )
-            if misplaced_mask:
-                failure.hint, failure.fix = failure.hint or MISPLACED_MASK[0], failure.fix or MISPLACED_MASK[1]
-            findings.append(failure)
-    if not findings:
-        return
-    by_code = {}  # each code once, with its first finding, in the order found
-    for finding in findings:
-        by_code.setdefault(finding.code, finding)
-    codes = list(by_code)
-    first = min(codes, key=lambda code: (ORDER.index(code) if code in ORDER else len(ORDER), codes.index(code)))
-    chosen = by_code[first]
-    probe.also += [f"{code}: {finding.message}" for code, finding in by_code.items() if code != first]
-    if not chosen.hint or not chosen.fix:
-        _, hint, fix = advice(probe.exercise, chosen.code)
-        chosen.hint, chosen.fix = chosen.hint or hint, chosen.fix or fix
-    raise chosen
+        found = alibi_case(probe, fn, args, after_a_pass=a_case_passed, masked=masked)
+        a_case_passed = a_case_passed or not found
+        findings += found
+    diagnose(probe, findings)
 
 
 SLOPES_HELP = {
@@ -605,14 +633,16 @@ def pair_of_bucket_mistakes(probe: Probe, out: torch.Tensor, args: tuple) -> Non
                         probe.fail(first, probe.explain(first))
 
 
-def relative_positions(length: int, device: torch.device | str = None) -> torch.Tensor:
+def relative_positions(length: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Key minus query for every (query, key) of a length-T attention matrix, as T5 makes them: (T, T)."""
     positions = torch.arange(length, device=device)
     return positions[None, :] - positions[:, None]
 
 
-def check_t5_relative_bucket(fn: Callable[..., Any], probe: Probe) -> None:
-    cases = (  # (what, relative positions, more arguments); distances past max_distance in each
+def bucket_cases(probe: Probe) -> tuple[tuple[str, torch.Tensor, tuple[Any, ...]], ...]:
+    """(what, relative positions, more arguments): the defaults, a decoder, other bucket counts and
+    distances, int32 positions of any shape; distances past max_distance in each."""
+    return (
         (
             "the (160, 160) relative positions of a 160-token attention matrix, defaults",
             relative_positions(160, probe.device),
@@ -630,23 +660,31 @@ def check_t5_relative_bucket(fn: Callable[..., Any], probe: Probe) -> None:
             (False, 10, 50),
         ),
     )
+
+
+def buckets_of(probe: Probe, fn: Callable[..., Any], what: str, relative: torch.Tensor, more: tuple[Any, ...]) -> None:
+    """One case's buckets against the reference's: a known mistake, or two of them at once, names a wrong result."""
+    out = probe.call(fn, relative, *more)
+    expected = probe.exercise.reference(relative, *more)
     try:
-        for what, relative, more in cases:
-            out = probe.call(fn, relative, *more)
-            expected = probe.exercise.reference(relative, *more)
-            try:
-                probe.expect(
-                    out,
-                    expected,
-                    what=f"the buckets of {what}",
-                    mistakes=probe.known_mistakes(relative, *more),
-                    hint=BUCKET_HELP[0],
-                    fix=BUCKET_HELP[1],
-                )
-            except Failure as failure:
-                if failure.code == "wrong_values":
-                    pair_of_bucket_mistakes(probe, out, (relative, *more))
-                raise
+        probe.expect(
+            out,
+            expected,
+            what=f"the buckets of {what}",
+            mistakes=probe.known_mistakes(relative, *more),
+            hint=BUCKET_HELP[0],
+            fix=BUCKET_HELP[1],
+        )
+    except Failure as failure:
+        if failure.code == "wrong_values":
+            pair_of_bucket_mistakes(probe, out, (relative, *more))
+        raise
+
+
+def check_t5_relative_bucket(fn: Callable[..., Any], probe: Probe) -> None:
+    try:
+        for what, relative, more in bucket_cases(probe):
+            buckets_of(probe, fn, what, relative, more)
     except Failure as failure:
         if failure.code == "wrong_dtype":
             failure.hint = "Bucket ids index a table of learned biases, nn.Embedding(num_buckets, n_heads): an index is an integer, torch.long."
