@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -40,9 +41,11 @@ from helpers.safety import Failure
 
 # --- known mistakes of BertEmbeddings -------------------------------------------------
 
+Weights = dict[str, torch.Tensor]  # BertEmbeddings' pretrained tensors, keyed as in HF's state_dict
+
 
 def bert_parts(
-    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, positions: torch.Tensor | None = None
+    w: Weights, ids: torch.Tensor, types: torch.Tensor, positions: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(word, position, segment) vectors, each broadcastable to (B, T, d)."""
     positions = torch.arange(ids.shape[1], device=ids.device) if positions is None else positions
@@ -53,13 +56,11 @@ def bert_parts(
     )
 
 
-def bert_norm(w: dict[str, torch.Tensor], x: torch.Tensor, eps: float) -> torch.Tensor:
+def bert_norm(w: Weights, x: torch.Tensor, eps: float) -> torch.Tensor:
     return F.layer_norm(x, x.shape[-1:], w["LayerNorm.weight"], w["LayerNorm.bias"], eps)
 
 
-def bert_layernorm_eps(
-    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
-) -> list[torch.Tensor]:
+def bert_layernorm_eps(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
     """Your LayerNorm's eps is not the `layer_norm_eps` you were given
     (PyTorch's default is 1e-5, BERT's 1e-12). The difference is small (with
     MiniLM, 1e-5 moves the embeddings by about 0.1% and the final hidden
@@ -76,9 +77,7 @@ def bert_layernorm_eps(
     return [bert_norm(w, word + pos + seg, other) for other in (1e-5, 1e-6, 1e-3, 1e-12) if other != eps]
 
 
-def bert_missing_token_type(
-    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
-) -> list[torch.Tensor]:
+def bert_missing_token_type(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
     """The segment (token type) embedding is missing from your sum, or you
     ignore the token_type_ids you are given.
 
@@ -94,9 +93,7 @@ def bert_missing_token_type(
     return [bert_norm(w, word + pos, eps), bert_norm(w, word + pos + segment_a, eps)]
 
 
-def bert_missing_layernorm(
-    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
-) -> list[torch.Tensor]:
+def bert_missing_layernorm(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
     """You return the raw sum of the three embeddings: the LayerNorm is missing.
 
     Hint: BERT normalises the sum of the word, position and segment vectors
@@ -109,9 +106,7 @@ def bert_missing_layernorm(
     return [word + pos + seg]
 
 
-def bert_layernorm_order(
-    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
-) -> list[torch.Tensor]:
+def bert_layernorm_order(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
     """Your LayerNorm or your dropout sees only part of the sum, or comes in
     the wrong place (e.g. LayerNorm(word) + position + segment).
 
@@ -129,9 +124,7 @@ def bert_layernorm_order(
     ]
 
 
-def bert_unbiased_variance(
-    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
-) -> list[torch.Tensor]:
+def bert_unbiased_variance(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
     """Your hand-written LayerNorm divides by the unbiased variance: `x.var(-1)`
     divides by d - 1, torch.var's default.
 
@@ -146,9 +139,7 @@ def bert_unbiased_variance(
     return [normed * w["LayerNorm.weight"] + w["LayerNorm.bias"]]
 
 
-def bert_scaled_tokens(
-    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
-) -> list[torch.Tensor]:
+def bert_scaled_tokens(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
     """You multiplied the word embeddings by sqrt(hidden_size), as the
     original Transformer does (chapter 02).
 
@@ -162,7 +153,7 @@ def bert_scaled_tokens(
     return [bert_norm(w, word * root + pos + seg, eps), bert_norm(w, (word + pos + seg) * root, eps)]
 
 
-def bert_same_row(w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
+def bert_same_row(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
     """Every token got the same position vector: you looked up one position
     id for all of them.
 
@@ -176,9 +167,7 @@ def bert_same_row(w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Te
     return [bert_norm(w, word + pos + seg, eps)]
 
 
-def bert_batch_seq_confusion(
-    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
-) -> list[torch.Tensor]:
+def bert_batch_seq_confusion(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
     """You counted positions along the batch axis: input_ids.size(0) is the
     batch size B, not the sequence length.
 
@@ -192,9 +181,7 @@ def bert_batch_seq_confusion(
     return [bert_norm(w, word + pos + seg, eps)]
 
 
-def bert_position_offset(
-    w: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
-) -> list[torch.Tensor]:
+def bert_position_offset(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
     """Your positions start at 1 (or at 2, RoBERTa's padding_idx + 1), not at 0.
 
     Hint: BERT's first token, [CLS], takes row 0 of position_embeddings; the
@@ -291,13 +278,25 @@ def learned_table(probe: Probe, module: nn.Module, max_len: int, d: int) -> tupl
     return found[0] if found else find_table(probe, module, max_len, d, "the position table (max_len, d_model)")
 
 
-def check_learned_positions(cls: type[nn.Module], probe: Probe) -> None:
+MAX_LEN, D = 20, 12  # what LearnedPositionalEmbedding is built with: max_len, d_model
 
-    max_len, d = 20, 12
 
-    # Hygiene first: a table kept in a plain attribute would also look like a device bug below.
-    module = probe.build(cls, max_len, d)
-    plain = plain_tensors(module, lambda t: oriented(t, max_len, d) is not None)
+@dataclass(frozen=True)
+class Learned:
+    """What the aspects of LearnedPositionalEmbedding's check share: the module, its table, the inputs."""
+
+    module: nn.Module
+    name: str  # the table's name in the module
+    param: torch.Tensor  # the table as the module keeps it
+    table: torch.Tensor  # (R, d), R >= max_len: row t is position t
+    x: torch.Tensor  # (3, 7, d): B=3 != T=7 != d=12
+    cpu_x: torch.Tensor  # (2, max_len, d), on the CPU
+
+
+def build_learned(cls: type[nn.Module], probe: Probe) -> Learned:
+    """Hygiene first: a table kept in a plain attribute would also look like a device bug in the aspects."""
+    module = probe.build(cls, MAX_LEN, D)
+    plain = plain_tensors(module, lambda t: oriented(t, MAX_LEN, D) is not None)
     if plain:
         probe.fail(
             "positions_not_trainable",
@@ -305,148 +304,165 @@ def check_learned_positions(cls: type[nn.Module], probe: Probe) -> None:
             hint=TRAINABLE_HINT,
             fix=f"Make the table a Parameter: `self.{plain[0]} = nn.Embedding(max_len, d_model)` (look its rows up with the position ids), or wrap the tensor in `nn.Parameter(...)`.",
         )
-
-    name, param = learned_table(probe, module, max_len, d)
+    name, param = learned_table(probe, module, MAX_LEN, D)
     with torch.no_grad():  # known values whatever the init: a zero-initialised table would hide a missing `x +`
         param.copy_(probe.randn(*param.shape))
-    as_rows = lambda t: oriented(t, max_len, d)  # (R, d), R >= max_len: row t is position t
-    table = as_rows(param.detach())
-    x = probe.sequence(probe.randn(3, 7, d), max_len)  # B=3 != T=7 != d=12
-    cpu_x = probe.sequence(probe.randn(2, max_len, d, device="cpu"), max_len)
-    values_right = []
+    x = probe.sequence(probe.randn(3, 7, D), MAX_LEN)
+    cpu_x = probe.sequence(probe.randn(2, MAX_LEN, D, device="cpu"), MAX_LEN)
+    return Learned(module, name, param, oriented(param.detach(), MAX_LEN, D), x, cpu_x)
 
-    def trainable() -> None:  # the table is a trainable Parameter
-        parameters = dict(module.named_parameters())
-        if name not in parameters or not parameters[name].requires_grad:
-            kind = "a buffer" if name not in parameters else "a Parameter with requires_grad=False"
-            probe.fail(
-                "positions_not_trainable",
-                f"`{probe.name}`'s table `{name}` is {kind}: the optimizer would never change it, so these learned positions would never be learned.",
-                hint=TRAINABLE_HINT,
-                fix="Make the table `nn.Embedding(max_len, d_model)` or `nn.Parameter(torch.randn(max_len, d_model))`, with no register_buffer and no requires_grad_(False).",
+
+def learned_trainable(probe: Probe, setup: Learned) -> None:
+    """The table is a trainable Parameter: a buffer or a frozen one is never learned."""
+    parameters = dict(setup.module.named_parameters())
+    if setup.name not in parameters or not parameters[setup.name].requires_grad:
+        kind = "a buffer" if setup.name not in parameters else "a Parameter with requires_grad=False"
+        probe.fail(
+            "positions_not_trainable",
+            f"`{probe.name}`'s table `{setup.name}` is {kind}: the optimizer would never change it, so these learned positions would never be learned.",
+            hint=TRAINABLE_HINT,
+            fix="Make the table `nn.Embedding(max_len, d_model)` or `nn.Parameter(torch.randn(max_len, d_model))`, with no register_buffer and no requires_grad_(False).",
+        )
+
+
+def learned_values(probe: Probe, setup: Learned) -> None:
+    """x + P[:T] in training mode (this module has no dropout), for T = 7, then 1."""
+    probe.call(setup.module.train)
+    for x_T in (setup.x, probe.sequence(probe.randn(3, 1, D), MAX_LEN)):
+        T = x_T.shape[1]
+        out = probe.call(setup.module, x_T)
+        expected = x_T + setup.table[:T]
+        try:
+            probe.expect(
+                out,
+                expected,
+                what=f"x + P[:T] for x of shape (3, {T}, 12)",
+                mistakes=probe.known_mistakes(x_T, setup.table),
             )
+        except Failure as failure:
+            if failure.code == "wrong_values":
+                fail_if_right_in_eval(probe, setup, x_T, expected)
+            added = out - x_T if isinstance(out, torch.Tensor) and out.shape == x_T.shape else None
+            expect_rows_from(probe, failure, added, setup.table, 0, setup.name, f"x of shape (3, {T}, 12)", 1e-5)
+            raise
 
-    def values() -> None:  # in training mode: this module has no dropout; T = 7, then 1
-        probe.call(module.train)
-        for x_T in (x, probe.sequence(probe.randn(3, 1, d), max_len)):
-            T = x_T.shape[1]
-            out = probe.call(module, x_T)
-            expected = x_T + table[:T]
-            try:
-                probe.expect(
-                    out,
-                    expected,
-                    what=f"x + P[:T] for x of shape (3, {T}, 12)",
-                    mistakes=probe.known_mistakes(x_T, table),
-                )
-            except Failure as failure:
-                unexpected_dropout(failure, x_T, expected)
-                added = out - x_T if isinstance(out, torch.Tensor) and out.shape == x_T.shape else None
-                expect_rows_from(probe, failure, added, table, 0, name, f"x of shape (3, {T}, 12)", 1e-5)
-                raise
-        values_right.append(True)
 
-    def unexpected_dropout(failure: Failure, x: torch.Tensor, expected: torch.Tensor) -> None:
-        if failure.code == "wrong_values":
-            probe.call(module.eval)
-            if close(probe.call(module, x), expected):
-                probe.fail(
-                    "unexpected_dropout",
-                    f"`{probe.name}` is right in eval mode but not in training mode: it applies dropout, and this module has none.",
-                    hint="This module is only x + P[:T]. In BERT, dropout comes once, after the LayerNorm of the whole sum: that is the next exercise's job.",
-                    fix=f"Delete the dropout layer and its call in forward: return x plus the first T rows of `{name}`, the same in training and eval mode.",
-                )
-
-    def length() -> (
-        None
-    ):  # on a copy on the CPU (see refuses_past_max_len), in eval mode: a stray dropout is values()'s to name
-        on_cpu = probe.call(cls, max_len, d, what=f"`{probe.name}({max_len}, {d})`")
-        _, cpu_param = learned_table(probe, on_cpu, max_len, d)
-        with torch.no_grad():
-            cpu_param.copy_(param.detach().cpu())
-        probe.call(on_cpu.eval)
-        longer = lambda T: probe.sequence(probe.randn(2, T, d, device="cpu"), max_len)
-        out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, cpu_x if T == max_len else longer(T)), max_len)
-        table_cpu = table.cpu()
-        probe.expect(
-            out,
-            cpu_x + table_cpu[:max_len],
-            what=f"the output for T = max_len = {max_len}",
-            mistakes=probe.known_mistakes(cpu_x, table_cpu),
+def fail_if_right_in_eval(probe: Probe, setup: Learned, x: torch.Tensor, expected: torch.Tensor) -> None:
+    """Wrong in training mode but right in eval mode: the module applies a dropout it should not have."""
+    probe.call(setup.module.eval)
+    if close(probe.call(setup.module, x), expected):
+        probe.fail(
+            "unexpected_dropout",
+            f"`{probe.name}` is right in eval mode but not in training mode: it applies dropout, and this module has none.",
+            hint="This module is only x + P[:T]. In BERT, dropout comes once, after the LayerNorm of the whole sum: that is the next exercise's job.",
+            fix=f"Delete the dropout layer and its call in forward: return x plus the first T rows of `{setup.name}`, the same in training and eval mode.",
         )
 
-    def gradient() -> None:  # every row a sequence reaches gets a gradient, the others none
-        if not param.requires_grad:
-            return  # trainable() names it
-        param.grad = None
-        probe.call(module.eval)
-        out = probe.call(module, probe.sequence(probe.randn(3, 7, d), max_len))
-        if not (isinstance(out, torch.Tensor) and out.requires_grad):
-            probe.fail(
-                "positions_not_trainable",
-                f"`{probe.name}`'s output does not require grad although the table `{name}` does: it is cut off from the table's gradient, so the table could never learn.",
-                hint=NO_GRADIENT_HINT,
-                fix=f"Add the rows of `{name}` to x with torch operations only: drop the .detach(), the torch.no_grad() block or the round trip through NumPy.",
-            )
-        probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
-        if param.grad is None:
-            probe.fail(
-                "positions_not_trainable",
-                f"`{probe.name}`'s output does not reach the table `{name}`: after backward it has no gradient.",
-                hint=NO_GRADIENT_HINT,
-                fix=f"Compute the output from `{name}` itself, `x + ` its first T rows, not from a copy of it or from another tensor.",
-            )
-        if not values_right:
-            return  # rows read from elsewhere (an offset) get gradients elsewhere: the values said it
-        # T = max_len: every position, so every row of the table, gets a gradient.
-        rows = len(table)
-        full = probe.sequence(probe.randn(3, max_len, d), max_len)
-        param.grad = None
-        out = probe.call(module, full)
-        probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
-        expected = torch.zeros(rows, d, device=probe.device)
-        expected[:max_len] = 3.0  # each position's row was added to 3 sequences
-        expect_gradient(
-            probe,
-            param,
-            expected,
-            torch.arange(rows) < max_len,
-            name=name,
-            inputs=f"x of shape (3, {max_len}, {d}), T = max_len, which uses every position",
-            rows=as_rows,
-            fix=f"Build the table as `nn.Embedding(max_len, d_model)` (or an nn.Parameter), without padding_idx: every position's row is learned. "
-            f"Add the rows of `{name}` itself, with no .detach(), .data or gradient hook on some of them.",
-        )
-        # T = 7: the rows past T get nothing.
-        param.grad = None
-        out = probe.call(module, x)
-        probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
-        used = torch.zeros(rows, d, device=probe.device)
-        used[:7] = 3.0  # each of the 7 used rows was added to 3 sequences
-        probe.expect(
-            as_rows(dense_grad(param)),
-            used,
-            what=f"the gradient of `{name}` after out.sum().backward()",
-            hint="After out.sum().backward(), each row's gradient counts how often it was added: 3 for each of the 7 positions used (once per sequence of the batch), 0 for the rows past T.",
-        )
 
-    def device() -> None:  # positions made on x's device (a meta pass as strict as CUDA)
-        module_device_pass(
-            probe,
-            cls,
-            (max_len, d),
-            lambda device: (probe.randn(3, 7, d, device=device),),
-            mode=StrictLikeCuda,
-            code="positions_on_cpu",
-            message=f"`{probe.name}` builds its position ids on the CPU whatever x's device (a bare `torch.arange(T)`, or ids kept in a plain attribute, which stays behind "
-            "when the module moves): on a GPU, looking them up in the table fails with 'Expected all tensors to be on the same device'.",
-            hint="A tensor made in forward lands on the CPU unless told otherwise, and module.to(device) moves only registered parameters and buffers: "
-            "the ids must be made on, or move with, the input's device.",
-            fix="Write `torch.arange(T, device=x.device)`, or keep the ids in a registered buffer: "
-            "`self.register_buffer('position_ids', torch.arange(max_len), persistent=False)`, sliced to `[:T]` in forward.",
-        )
+def learned_length(probe: Probe, cls: type[nn.Module], setup: Learned) -> None:
+    """T = max_len works and longer refuses, on a copy on the CPU (see refuses_past_max_len), in eval mode."""
+    on_cpu = probe.call(cls, MAX_LEN, D, what=f"`{probe.name}({MAX_LEN}, {D})`")
+    _, cpu_param = learned_table(probe, on_cpu, MAX_LEN, D)
+    with torch.no_grad():
+        cpu_param.copy_(setup.param.detach().cpu())
+    probe.call(on_cpu.eval)
+    longer = lambda T: probe.sequence(probe.randn(2, T, D, device="cpu"), MAX_LEN)
+    out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, setup.cpu_x if T == MAX_LEN else longer(T)), MAX_LEN)
+    table_cpu = setup.table.cpu()
+    probe.expect(
+        out,
+        setup.cpu_x + table_cpu[:MAX_LEN],
+        what=f"the output for T = max_len = {MAX_LEN}",
+        mistakes=probe.known_mistakes(setup.cpu_x, table_cpu),
+    )
 
-    probe.independent(trainable, values, length, gradient, device)
+
+def summed_backward(probe: Probe, setup: Learned, out: torch.Tensor) -> None:
+    """out.sum().backward() into an empty gradient: each row's gradient then counts how often it was added."""
+    setup.param.grad = None
+    probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
+
+
+def learned_gradient(probe: Probe, setup: Learned) -> None:
+    """The output reaches the table; once the values are right, each row gets the gradient its positions give it."""
+    if not setup.param.requires_grad:
+        return  # learned_trainable names it
+    probe.call(setup.module.eval)
+    out = probe.call(setup.module, probe.sequence(probe.randn(3, 7, D), MAX_LEN))
+    if not (isinstance(out, torch.Tensor) and out.requires_grad):
+        probe.fail(
+            "positions_not_trainable",
+            f"`{probe.name}`'s output does not require grad although the table `{setup.name}` does: it is cut off from the table's gradient, so the table could never learn.",
+            hint=NO_GRADIENT_HINT,
+            fix=f"Add the rows of `{setup.name}` to x with torch operations only: drop the .detach(), the torch.no_grad() block or the round trip through NumPy.",
+        )
+    summed_backward(probe, setup, out)
+    if setup.param.grad is None:
+        probe.fail(
+            "positions_not_trainable",
+            f"`{probe.name}`'s output does not reach the table `{setup.name}`: after backward it has no gradient.",
+            hint=NO_GRADIENT_HINT,
+            fix=f"Compute the output from `{setup.name}` itself, `x + ` its first T rows, not from a copy of it or from another tensor.",
+        )
+    if probe.passed("values"):  # rows read from elsewhere (an offset) get gradients elsewhere: the values say so
+        gradient_per_row(probe, setup)
+
+
+def gradient_per_row(probe: Probe, setup: Learned) -> None:
+    """T = max_len: every position's row gets a gradient; T = 7: the rows past T get nothing."""
+    rows = len(setup.table)
+    summed_backward(probe, setup, probe.call(setup.module, probe.sequence(probe.randn(3, MAX_LEN, D), MAX_LEN)))
+    expected = torch.zeros(rows, D, device=probe.device)
+    expected[:MAX_LEN] = 3.0  # each position's row was added to 3 sequences
+    expect_gradient(
+        probe,
+        setup.param,
+        expected,
+        torch.arange(rows) < MAX_LEN,
+        name=setup.name,
+        inputs=f"x of shape (3, {MAX_LEN}, {D}), T = max_len, which uses every position",
+        rows=lambda t: oriented(t, MAX_LEN, D),
+        fix=f"Build the table as `nn.Embedding(max_len, d_model)` (or an nn.Parameter), without padding_idx: every position's row is learned. "
+        f"Add the rows of `{setup.name}` itself, with no .detach(), .data or gradient hook on some of them.",
+    )
+    summed_backward(probe, setup, probe.call(setup.module, setup.x))
+    used = torch.zeros(rows, D, device=probe.device)
+    used[:7] = 3.0  # each of the 7 used rows was added to 3 sequences
+    probe.expect(
+        oriented(dense_grad(setup.param), MAX_LEN, D),
+        used,
+        what=f"the gradient of `{setup.name}` after out.sum().backward()",
+        hint="After out.sum().backward(), each row's gradient counts how often it was added: 3 for each of the 7 positions used (once per sequence of the batch), 0 for the rows past T.",
+    )
+
+
+def learned_device(probe: Probe, cls: type[nn.Module]) -> None:
+    """Position ids made on x's device: a meta pass as strict as CUDA."""
+    module_device_pass(
+        probe,
+        cls,
+        (MAX_LEN, D),
+        lambda device: (probe.randn(3, 7, D, device=device),),
+        mode=StrictLikeCuda,
+        code="positions_on_cpu",
+        message=f"`{probe.name}` builds its position ids on the CPU whatever x's device (a bare `torch.arange(T)`, or ids kept in a plain attribute, which stays behind "
+        "when the module moves): on a GPU, looking them up in the table fails with 'Expected all tensors to be on the same device'.",
+        hint="A tensor made in forward lands on the CPU unless told otherwise, and module.to(device) moves only registered parameters and buffers: "
+        "the ids must be made on, or move with, the input's device.",
+        fix="Write `torch.arange(T, device=x.device)`, or keep the ids in a registered buffer: "
+        "`self.register_buffer('position_ids', torch.arange(max_len), persistent=False)`, sliced to `[:T]` in forward.",
+    )
+
+
+def check_learned_positions(cls: type[nn.Module], probe: Probe) -> None:
+    setup = build_learned(cls, probe)
+    probe.independent(
+        trainable=lambda: learned_trainable(probe, setup),
+        values=lambda: learned_values(probe, setup),
+        length=lambda: learned_length(probe, cls, setup),
+        gradient=lambda: learned_gradient(probe, setup),
+        device=lambda: learned_device(probe, cls),
+    )
 
 
 # A small config with non-default values everywhere: hard-coded sizes, eps,
@@ -465,7 +481,7 @@ HF_NAMES = (
 )
 
 
-def bert_small_weights(probe: Probe) -> dict[str, torch.Tensor]:
+def bert_small_weights(probe: Probe) -> Weights:
     (V, d), P, S = BERT_SMALL_SIZES, BERT_SMALL["max_position_embeddings"], BERT_SMALL["type_vocab_size"]
     return {
         "word_embeddings.weight": probe.randn(V, d) * 1e-3,
@@ -476,7 +492,7 @@ def bert_small_weights(probe: Probe) -> dict[str, torch.Tensor]:
     }
 
 
-def load_pretrained(probe: Probe, module: nn.Module, weights: dict[str, torch.Tensor]) -> list[str]:
+def load_pretrained(probe: Probe, module: nn.Module, weights: Weights) -> list[str]:
     """Load `weights` the way a user would. Fails with state_dict_mismatch, naming
     the keys, when a tensor has the wrong shape or one of the module's
     parameters would keep its random values; returns the pretrained keys that
@@ -536,7 +552,7 @@ OTHER_EPS = (1e-5, 1e-6, 1e-3, 1e-12)  # PyTorch's default, BERT's, and slips of
 
 
 def with_other_eps(
-    probe: Probe, out: Any, weights: dict[str, torch.Tensor], ids: torch.Tensor, types: torch.Tensor, eps: float
+    probe: Probe, out: Any, weights: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float
 ) -> None:
     """Two independent mistakes, one of them the eps: a catalogue mistake run with another eps reproduces
     the output. Every mistake takes the eps as an argument, so the pair is found by running them, and the
@@ -552,12 +568,7 @@ def with_other_eps(
 
 
 def eps_said(
-    out: Any,
-    weights: dict[str, torch.Tensor],
-    ids: torch.Tensor,
-    types: torch.Tensor,
-    eps: float,
-    used: float | None = None,
+    out: Any, weights: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float, used: float | None = None
 ) -> str:
     """Which eps the student's LayerNorm used, said as what it is: a number written into the code is not a default."""
     if used is None:
@@ -582,7 +593,7 @@ def expect_bert(
     probe: Probe,
     out: Any,
     expected: torch.Tensor,
-    weights: dict[str, torch.Tensor],
+    weights: Weights,
     ids: torch.Tensor,
     types: torch.Tensor,
     eps: float,
@@ -630,153 +641,160 @@ def call_bert(probe: Probe, module: nn.Module, ids: torch.Tensor, types: torch.T
 BERT_GRADIENT_FIX = "Compute the output from the submodules themselves, `self.word_embeddings(input_ids)` and the others, with no .detach() or torch.no_grad() on the way."
 
 
-def check_bert_embeddings(cls: type[nn.Module], probe: Probe) -> None:
-    """Independent aspects, so that a class with several mistakes (seed 002's: no segment, eps written
-    into the code, a bare nn.Dropout(), positions on the CPU) meets them all in one run: MiniLM's values,
-    the small config's values, dropout, the device; the gradients when the values are right."""
+@dataclass(frozen=True)
+class BertInputs:
+    """What BertEmbeddings' aspects feed a module, drawn up front in the order they use it: a seed gives the same."""
+
+    cpu_weights: Weights  # a first run's, on the CPU
+    cpu_ids: torch.Tensor
+    cpu_types: torch.Tensor
+    weights: Weights
+    ids: torch.Tensor  # (4, P): every position, every token row, every segment
+    types: torch.Tensor
+    short: tuple[torch.Tensor, torch.Tensor]  # (4, 1) ids and types: T = 1
+    reference_module: nn.Module  # the small config's, `weights` loaded
+
+
+def bert_inputs(probe: Probe) -> BertInputs:
+    """The CPU run's inputs (bert_values_minilm's) first, then the small config's: the order the aspects use them."""
     (V, d), small = BERT_SMALL_SIZES, BERT_SMALL
     P, S, pad = small["max_position_embeddings"], small["type_vocab_size"], small["pad_token_id"]
-    built: dict = {}  # what values_small leaves to the probes after it
-    values_right = []
+    cpu_weights = {k: v.cpu() for k, v in bert_small_weights(probe).items()}
+    cpu_ids = probe.sequence(probe.ids(V, 4, 11, device="cpu"), P)
+    cpu_types = probe.segments(S, 4, 11, device="cpu")
+    weights = bert_small_weights(probe)
+    # T = max_position_embeddings: every position; ids that use every token row, then 3 [PAD] columns; every segment.
+    words = torch.cat([probe.ids(V, 4, P - 3, every=True), torch.full((4, 3), pad, device=probe.device)], dim=1)
+    ids = probe.sequence(probe.tag(words, "ids", V), P)
+    types = probe.sequence(probe.segments(S, 4, P, every=True), P)
+    short = (probe.sequence(probe.ids(V, 4, 1), P), probe.sequence(probe.segments(S, 4, 1), P))
+    reference_module = reference.BertEmbeddings(V, d, **small).to(probe.device).eval()
+    reference_module.load_state_dict(weights)
+    return BertInputs(cpu_weights, cpu_ids, cpu_types, weights, ids, types, short, reference_module)
 
-    def device() -> None:  # position ids and default token types made on input_ids' device
-        module_device_pass(
-            probe,
-            cls,
-            (V, d),
-            lambda device: (probe.ids(V, 4, 11, device=device),),
-            kwargs=small,
-            mode=StrictLikeCuda,
-            code="positions_on_cpu",
-            message=f"`{probe.name}` builds position ids (or the default token_type_ids) on the CPU whatever input_ids' device: on a GPU the lookup then fails with "
-            "'Expected all tensors to be on the same device'.",
-            hint="A tensor made in forward without a device lands on the CPU, while the tables moved with the module to input_ids' device; "
-            "both the position ids and the default segment ids are made in forward.",
-            fix="Write `torch.arange(T, device=input_ids.device)` for the positions and `torch.zeros_like(input_ids)` for token_type_ids=None.",
-        )
 
-    def values_minilm() -> None:
-        # A first run on the CPU: an index past a table is an IndexError there, but
-        # on CUDA a device-side assert that would break every later check.
-        # Its weights load first: a table built too small is then named, not hit.
-        on_cpu = probe.call(cls, V, d, **small, what=f"`{probe.name}(...)`")
-        probe.call(on_cpu.eval)
-        load_pretrained(probe, on_cpu, {k: v.cpu() for k, v in bert_small_weights(probe).items()})
-        cpu_ids = probe.sequence(probe.ids(V, 4, 11, device="cpu"), P)
-        probe.call(on_cpu, cpu_ids, probe.segments(S, 4, 11, device="cpu"))
-        call_bert(probe, on_cpu, cpu_ids, None)
+def bert_small_module(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> tuple[nn.Module, list[str]]:
+    """The student's module in the small config, in eval mode, its weights loaded; and the keys that found no home."""
+    module = probe.build(cls, *BERT_SMALL_SIZES, **BERT_SMALL)
+    probe.call(module.eval)
+    return module, load_pretrained(probe, module, inputs.weights)
 
-        # Values: MiniLM's real weights, real sentence pairs, against transformers' own BertEmbeddings (eval: no dropout).
-        from helpers import models
 
-        real = models.bert_embeddings_reference()
-        weights = models.bert_embeddings_state_dict(copy=False)  # read only
-        with NoRandomInit():  # every parameter is loaded below, or the check fails with state_dict_mismatch
-            module = probe.build(cls, 30522, 384)
-        probe.call(module.eval)
-        homeless = load_pretrained(probe, module, weights)
-        weights = {k: v.to(probe.device) for k, v in weights.items()}
-        ids, types = real["input_ids"].to(probe.device), real["token_type_ids"].to(probe.device)
-        what = f"the embeddings of {ids.shape[0]} real sentence pairs {tuple(ids.shape)}, with MiniLM's weights loaded (eval mode)"
+def bert_device(probe: Probe, cls: type[nn.Module]) -> None:
+    """Position ids and default token types made on input_ids' device: a meta pass as strict as CUDA."""
+    module_device_pass(
+        probe,
+        cls,
+        BERT_SMALL_SIZES,
+        lambda device: (probe.ids(BERT_SMALL_SIZES[0], 4, 11, device=device),),
+        kwargs=BERT_SMALL,
+        mode=StrictLikeCuda,
+        code="positions_on_cpu",
+        message=f"`{probe.name}` builds position ids (or the default token_type_ids) on the CPU whatever input_ids' device: on a GPU the lookup then fails with "
+        "'Expected all tensors to be on the same device'.",
+        hint="A tensor made in forward without a device lands on the CPU, while the tables moved with the module to input_ids' device; "
+        "both the position ids and the default segment ids are made in forward.",
+        fix="Write `torch.arange(T, device=input_ids.device)` for the positions and `torch.zeros_like(input_ids)` for token_type_ids=None.",
+    )
+
+
+def bert_values_minilm(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> None:
+    """MiniLM's weights on real sentence pairs, with token_type_ids and None, against transformers' BertEmbeddings."""
+    # A first run on the CPU: an index past a table is an IndexError there, but on CUDA a device-side assert
+    # that would break every later check. Its weights load first: a table built too small is then named, not hit.
+    on_cpu = probe.call(cls, *BERT_SMALL_SIZES, **BERT_SMALL, what=f"`{probe.name}(...)`")
+    probe.call(on_cpu.eval)
+    load_pretrained(probe, on_cpu, inputs.cpu_weights)
+    probe.call(on_cpu, inputs.cpu_ids, inputs.cpu_types)
+    call_bert(probe, on_cpu, inputs.cpu_ids, None)
+    from helpers import models
+
+    real = models.bert_embeddings_reference()
+    weights = models.bert_embeddings_state_dict(copy=False)  # read only
+    with NoRandomInit():  # every parameter is loaded below, or the check fails with state_dict_mismatch
+        module = probe.build(cls, 30522, 384)
+    probe.call(module.eval)
+    homeless = load_pretrained(probe, module, weights)
+    weights = {k: v.to(probe.device) for k, v in weights.items()}
+    ids, types = real["input_ids"].to(probe.device), real["token_type_ids"].to(probe.device)
+    what = f"the embeddings of {ids.shape[0]} real sentence pairs {tuple(ids.shape)}, with MiniLM's weights loaded (eval mode)"
+    out = call_bert(probe, module, ids, types)
+    expect_bert(probe, out, real["expected"].to(probe.device), weights, ids, types, 1e-12, homeless, what)
+    out = call_bert(probe, module, ids, None)
+    expected, no_types = real["expected_no_types"].to(probe.device), torch.zeros_like(ids)
+    what = what.replace("(eval", "and token_type_ids=None (eval")
+    expect_bert(probe, out, expected, weights, ids, no_types, 1e-12, homeless, what)
+
+
+def bert_values_small(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> None:
+    """A small config: non-default arguments, low-variance weights; T = max_position_embeddings, then 1."""
+    (V, d), eps = BERT_SMALL_SIZES, BERT_SMALL["layer_norm_eps"]
+    module, homeless = bert_small_module(probe, cls, inputs)
+    made = f"{probe.name}({V}, {d}, " + ", ".join(f"{k}={v}" for k, v in BERT_SMALL.items()) + ")"
+    for ids, types in ((inputs.ids, inputs.types), inputs.short):
+        with torch.no_grad():
+            expected = inputs.reference_module(ids, types)
+        what = f"the output of {made} for input_ids of shape {tuple(ids.shape)} on low-variance weights (eval mode)"
         out = call_bert(probe, module, ids, types)
-        expect_bert(probe, out, real["expected"].to(probe.device), weights, ids, types, 1e-12, homeless, what)
-        out = call_bert(probe, module, ids, None)
-        expect_bert(
-            probe,
-            out,
-            real["expected_no_types"].to(probe.device),
-            weights,
-            ids,
-            torch.zeros_like(ids),
-            1e-12,
-            homeless,
-            what.replace("(eval", "and token_type_ids=None (eval"),
+        expect_bert(probe, out, expected, inputs.weights, ids, types, eps, homeless, what)
+
+
+def bert_dropout(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> None:
+    """Training mode: dropout at rate hidden_dropout_prob, last, on the module's own eval-mode output (right or not)."""
+    module, _ = bert_small_module(probe, cls, inputs)
+    expected = probe.call(module, inputs.ids, inputs.types)
+    if not isinstance(expected, torch.Tensor):
+        return
+    probe.call(module.train)
+    out = probe.call(module, inputs.ids, inputs.types)
+    expect_dropout(
+        probe,
+        out,
+        expected.detach(),
+        BERT_SMALL["hidden_dropout_prob"],
+        f"`{probe.name}`'s output",
+        where="Build `self.dropout = nn.Dropout(hidden_dropout_prob)` in __init__ and apply it last: `return self.dropout(self.LayerNorm(words + positions + segments))`.",
+        hint="BERT (like the original Transformer) drops values of the normalised sum in training: dropout is the last step of the embedding block, "
+        "and a dropout module switches itself off after .eval().",
+        not_dropout=(
+            "layernorm_order",
+            f"In training mode `{probe.name}`'s output is not dropout(LayerNorm(sum)): its entries are not all either 0 or the eval-mode value / (1 - p), "
+            "which is what dropout after the LayerNorm gives (dropout before it, or on each embedding, gives something else).",
+        ),
+    )
+
+
+def bert_gradients(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> None:
+    """Every table's gradient, on every row the inputs used but [PAD]'s word row (padding_idx=pad_token_id, as HF's)."""
+    if not (probe.passed("values_minilm") and probe.passed("values_small")):
+        return  # wrong values give wrong gradients: the values said so
+    module, _ = bert_small_module(probe, cls, inputs)
+    out = probe.call(module, inputs.ids, inputs.types)
+    if not out.requires_grad:
+        probe.fail(
+            "no_gradient",
+            f"`{probe.name}`'s output does not require grad although its weights do: it is cut off from their gradient, so it could never be fine-tuned.",
+            hint=NO_GRADIENT_HINT,
+            fix=BERT_GRADIENT_FIX,
         )
-        values_right.append("minilm")
+    upstream = probe.randn(*out.shape)
+    probe.call(lambda: (out * upstream).sum().backward(), what=f"backward through `{probe.name}`")
+    inputs.reference_module.zero_grad(set_to_none=True)
+    (inputs.reference_module(inputs.ids, inputs.types) * upstream).sum().backward()
+    expect_bert_gradients(probe, module, inputs.reference_module, inputs.ids, inputs.types)
 
-    def values_small() -> None:
-        # Values again: a small config, non-default arguments, low-variance weights.
-        weights = bert_small_weights(probe)
-        module = probe.build(cls, V, d, **small)
-        probe.call(module.eval)
-        homeless = load_pretrained(probe, module, weights)
-        # T = max_position_embeddings, so every position; ids that use every row of the vocabulary (0 and
-        # V - 1 among them), then three [PAD] columns; every segment. Then T = 1.
-        words = torch.cat(
-            [probe.ids(V, 4, P - 3, every=True), torch.full((4, 3), pad, device=probe.device)], dim=1
-        )  # a padded batch
-        ids, types = (
-            probe.sequence(probe.tag(words, "ids", V), P),
-            probe.sequence(probe.segments(S, 4, P, every=True), P),
-        )
-        reference_module = reference.BertEmbeddings(V, d, **small).to(probe.device).eval()
-        reference_module.load_state_dict(weights)
-        built.update(module=module, ids=ids, types=types, reference_module=reference_module)
-        made = f"{probe.name}({V}, {d}, " + ", ".join(f"{k}={v}" for k, v in small.items()) + ")"
-        for ids_T, types_T in (
-            (ids, types),
-            (probe.sequence(probe.ids(V, 4, 1), P), probe.sequence(probe.segments(S, 4, 1), P)),
-        ):
-            with torch.no_grad():
-                expected_T = reference_module(ids_T, types_T)
-            what = (
-                f"the output of {made} for input_ids of shape {tuple(ids_T.shape)} on low-variance weights (eval mode)"
-            )
-            out = call_bert(probe, module, ids_T, types_T)
-            expect_bert(probe, out, expected_T, weights, ids_T, types_T, small["layer_norm_eps"], homeless, what)
-        values_right.append("small")
 
-    def dropout() -> None:
-        """In training mode: dropout, the last step, at rate hidden_dropout_prob, of the module's own
-        eval-mode output (right or wrong: its values are the probes above's business)."""
-        if "module" not in built:
-            return  # it could not be built or loaded: values_small said so
-        module, ids, types = built["module"], built["ids"], built["types"]
-        probe.call(module.eval)
-        expected = probe.call(module, ids, types)
-        if not isinstance(expected, torch.Tensor):
-            return
-        probe.call(module.train)
-        out = probe.call(module, ids, types)
-        expect_dropout(
-            probe,
-            out,
-            expected.detach(),
-            small["hidden_dropout_prob"],
-            f"`{probe.name}`'s output",
-            where="Build `self.dropout = nn.Dropout(hidden_dropout_prob)` in __init__ and apply it last: `return self.dropout(self.LayerNorm(words + positions + segments))`.",
-            hint="BERT (like the original Transformer) drops values of the normalised sum in training: dropout is the last step of the embedding block, "
-            "and a dropout module switches itself off after .eval().",
-            not_dropout=(
-                "layernorm_order",
-                f"In training mode `{probe.name}`'s output is not dropout(LayerNorm(sum)): its entries are not all either 0 or the eval-mode value / (1 - p), "
-                "which is what dropout after the LayerNorm gives (dropout before it, or on each embedding, gives something else).",
-            ),
-        )
-
-    def gradients() -> None:
-        """Training: every table gets its gradient, on every row the inputs used, except [PAD]'s word row
-        (padding_idx=pad_token_id, as HF builds it); the segment and position tables train every row."""
-        if len(values_right) < 2:
-            return  # wrong values give wrong gradients: the values said so
-        module, ids, types, reference_module = built["module"], built["ids"], built["types"], built["reference_module"]
-        probe.call(module.eval)
-        module.zero_grad(set_to_none=True)
-        out = probe.call(module, ids, types)
-        if not out.requires_grad:
-            probe.fail(
-                "no_gradient",
-                f"`{probe.name}`'s output does not require grad although its weights do: it is cut off from their gradient, so it could never be fine-tuned.",
-                hint=NO_GRADIENT_HINT,
-                fix=BERT_GRADIENT_FIX,
-            )
-        upstream = probe.randn(*out.shape)
-        probe.call(lambda: (out * upstream).sum().backward(), what=f"backward through `{probe.name}`")
-        reference_module.zero_grad(set_to_none=True)
-        (reference_module(ids, types) * upstream).sum().backward()
-        expect_bert_gradients(probe, module, reference_module, ids, types)
-
-    probe.independent(values_minilm, values_small, dropout, device, gradients)
+def check_bert_embeddings(cls: type[nn.Module], probe: Probe) -> None:
+    """Independent aspects, so that a class with several mistakes (seed 002's: no segment, eps written
+    into the code, a bare nn.Dropout(), positions on the CPU) meets them all in one run."""
+    inputs = bert_inputs(probe)
+    probe.independent(
+        values_minilm=lambda: bert_values_minilm(probe, cls, inputs),
+        values_small=lambda: bert_values_small(probe, cls, inputs),
+        dropout=lambda: bert_dropout(probe, cls, inputs),
+        device=lambda: bert_device(probe, cls),
+        gradients=lambda: bert_gradients(probe, cls, inputs),
+    )
 
 
 BERT_TABLES = {  # HF's name -> what its rows are
