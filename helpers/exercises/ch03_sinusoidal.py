@@ -24,6 +24,7 @@ from helpers.exercises.common import (
     NO_GRADIENT_HINT,
     POSITION_ADDING_MISTAKES,
     SCALE_MISTAKES,
+    TAKES_NO_TENSOR,
     WRONG_BASE,
     angle_tolerance,
     backward_reaches,
@@ -763,7 +764,7 @@ EXERCISES = [
         importance=3,
         minutes=15,
         edges=("lengths",),
-        no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
+        no_device_pass=TAKES_NO_TENSOR,
     ),
     Exercise(
         id="relative_shift_matrix",
@@ -783,7 +784,7 @@ EXERCISES = [
         difficulty=3,
         importance=2,
         minutes=20,
-        no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
+        no_device_pass=TAKES_NO_TENSOR,
     ),
     Exercise(
         id="PositionalEncoding",

@@ -22,6 +22,7 @@ from torch import Tensor
 from helpers import reference
 from helpers.exercises import oracle, rope
 from helpers.exercises.common import (
+    TAKES_NO_TENSOR,
     WRONG_BASE,
     expect_cases,
     expect_then,
@@ -759,7 +760,7 @@ EXERCISES = [
         difficulty=1,
         importance=3,
         minutes=10,
-        no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
+        no_device_pass=TAKES_NO_TENSOR,
         edges=("lengths",),
     ),
     Exercise(

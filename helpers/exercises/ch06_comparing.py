@@ -13,7 +13,7 @@ import torch
 
 from helpers import reference
 from helpers.exercises import oracle
-from helpers.exercises.common import float64_accepted
+from helpers.exercises.common import TAKES_NO_TENSOR, float64_accepted
 from helpers.probe import STOPS_EVERYTHING, Probe, advice, close
 from helpers.registry import Exercise
 from helpers.safety import Failure
@@ -137,7 +137,7 @@ def near(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
-def listed(values: torch.Tensor, count: int = 4) -> str:
+def shown(values: torch.Tensor, count: int = 4) -> str:
     shown = ", ".join(f"{v:.4g}" for v in values[:count].tolist())
     return f"[{shown}{', ...' if len(values) > count else ''}]"
 
@@ -153,7 +153,7 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
         found.append(
             (
                 "wrong_sign",
-                f"{probe.explain('wrong_sign')} ({source} for {n_heads} heads are {listed(slopes)}.)",
+                f"{probe.explain('wrong_sign')} ({source} for {n_heads} heads are {shown(slopes)}.)",
                 "",
                 "",
             )
@@ -168,7 +168,7 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
             found.append(
                 (
                     "slopes_from_zero",
-                    f"{source} for {n_heads} heads are {listed(slopes)}: a geometric sequence with the right ratio 2^(-8/{n_heads}) = {ratio:.4g}, but it starts at {first} instead of "
+                    f"{source} for {n_heads} heads are {shown(slopes)}: a geometric sequence with the right ratio 2^(-8/{n_heads}) = {ratio:.4g}, but it starts at {first} instead of "
                     f"2^(-8/{n_heads}) = {ratio:.4g}.",
                     "The paper counts heads from 1: m_h = 2^(-8h/n) for h = 1 .. n, so the first slope is already the ratio and the last is exactly 2^(-8) = 1/256. Does your h start at 0?",
                     "Shift the exponent by one: `2 ** (-8 * (h + 1) / n)` for h in range(n), or `2 ** (-8 * torch.arange(1, n + 1) / n)`.",
@@ -178,7 +178,7 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
             found.append(
                 (
                     "slopes_reversed",
-                    f"{source} for {n_heads} heads are {listed(slopes)}: the right slopes in reverse order, the smallest first.",
+                    f"{source} for {n_heads} heads are {shown(slopes)}: the right slopes in reverse order, the smallest first.",
                     "Head 0 is the steepest: its slope 2^(-8/n) is the largest, and the slopes shrink from head to head down to 2^(-8).",
                     "Let the exponent grow with the head index: `2 ** (-8 * (h + 1) / n)` for h = 0 .. n-1, without reversing the list.",
                 )
@@ -189,7 +189,7 @@ def slope_findings(probe: Probe, slopes: torch.Tensor, n_heads: int, source: str
     if near(slopes, geometric(n_heads)):
         how = f"follow 2^(-8h/{n_heads}) for h = 1 .. {n_heads}, the power-of-two rule stretched over {n_heads} heads"
     elif near(slopes[:closest], expected[:closest]):
-        how = f"start with the {closest} slopes of {closest} heads, but the other {n_heads - closest} are {listed(slopes[closest:])}, not every other slope of {2 * closest} heads, {listed(expected[closest:])}"
+        how = f"start with the {closest} slopes of {closest} heads, but the other {n_heads - closest} are {shown(slopes[closest:])}, not every other slope of {2 * closest} heads, {shown(expected[closest:])}"
     elif near(slopes.sort().values, expected.sort().values):
         how = f"are the right numbers in another order: the {closest} slopes of {closest} heads must come first, then the extra ones"
     elif near(slopes[:-1] / slopes[1:], slopes[:1] / slopes[1:2]) and len(slopes) > 2:
@@ -707,7 +707,7 @@ EXERCISES = [
         difficulty=2,
         importance=2,
         minutes=10,
-        no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
+        no_device_pass=TAKES_NO_TENSOR,
     ),
     Exercise(
         id="alibi_bias",
@@ -726,7 +726,7 @@ EXERCISES = [
         difficulty=2,
         importance=2,
         minutes=10,
-        no_device_pass="it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it",
+        no_device_pass=TAKES_NO_TENSOR,
         edges=("lengths",),
     ),
     Exercise(

@@ -32,6 +32,11 @@ def says(message: str) -> Callable[[Callable], Callable]:
     return decorate
 
 
+# Exercise(no_device_pass=...) of a function that takes no tensor (a length, a head count): nothing to follow.
+TAKES_NO_TENSOR = (
+    "it takes no tensor: its result is made on the CPU, as the reference's is, and moved by the code that uses it"
+)
+
 WRONG_BASE = """Your frequencies use the wrong base: 1000 instead of 10000 (a typo
 that popular tutorials carry), or a hard-coded 10000 where the `base`
 argument asked for another (Llama 3 uses 500000).

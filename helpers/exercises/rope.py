@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -276,7 +277,7 @@ def tolerance(
 
 
 def angles_precision_first(
-    probe: Probe, out, expected: Tensor, tight: dict, loose: dict, then
+    probe: Probe, out: Any, expected: Tensor, tight: dict, loose: dict, then: Callable[[Failure], None]
 ) -> Callable[[Failure], None]:
     """common.precision_first for a rotated float32 result (`tight` and `loose` from tolerance,
     `loose` with the magnitude `size` of what was turned): half precision on the way is
@@ -309,7 +310,7 @@ ANGLES_PRECISION_FIX = (
 
 
 @contextlib.contextmanager
-def further_findings(probe: Probe, findings) -> Iterator[None]:
+def further_findings(probe: Probe, findings: Callable[[], list[tuple[str, str]]]) -> Iterator[None]:
     """When the catalogue names one mistake and the structural findings() confirm it,
     the other findings are further, independent mistakes: listed in `also`."""
     try:
@@ -328,7 +329,7 @@ def further_findings(probe: Probe, findings) -> Iterator[None]:
         raise
 
 
-def two_tensors(probe: Probe, out, what: str, names: str) -> tuple[Tensor, Tensor]:
+def two_tensors(probe: Probe, out: Any, what: str, names: str) -> tuple[Tensor, Tensor]:
     if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, Tensor) for t in out)):
         got = type(out).__name__ + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
         probe.fail(
@@ -384,7 +385,7 @@ ONE_HOT = {
 ONE_HOT_POSITIONS = (1, 50)  # both below the smallest max_len a check builds (64)
 
 
-def one_hot_images(probe: Probe, rotate, head_dim: int) -> Tensor:
+def one_hot_images(probe: Probe, rotate: Rotate, head_dim: int) -> Tensor:
     """(2, d, d): e_j turned at positions 1 and 50, all in one call (the one-hot vectors along the batch)."""
     x = torch.eye(head_dim, device=probe.device)[:, None, None, :].expand(head_dim, 1, 2, head_dim).contiguous()
     turned = rotate(x, torch.tensor(ONE_HOT_POSITIONS, device=probe.device))
@@ -396,7 +397,9 @@ def read_rotations(probe: Probe, rotate: Rotate, head_dim: int, layout: str, bas
     return structure.rotation_findings(one_hot_images(probe, rotate, head_dim), ONE_HOT_POSITIONS, layout, base)
 
 
-def properties(probe: Probe, rotate, head_dim: int, layout: str = "half", base: float = 10000.0):
+def properties(
+    probe: Probe, rotate: Rotate, head_dim: int, layout: str = "half", base: float = 10000.0
+) -> Callable[[Failure], None]:
     """When no known mistake reproduces the output: read the layout, the direction and
     each pair's θ from one-hot vectors (structure.rotation_findings); failing that, say
     which RoPE property the student's code keeps and which it breaks.

@@ -1,6 +1,9 @@
 # Appended to helpers/reference.py without the graded exercises' references (sandbox.reference_stand_in):
 # each of those names is a stub that raises, so that no answer is there to call, copy or read.
 
+from collections.abc import Callable
+from typing import NoReturn
+
 
 class ReferenceUnavailable(RuntimeError):
     def __init__(self, name: str):
@@ -10,8 +13,8 @@ class ReferenceUnavailable(RuntimeError):
         self.name = name
 
 
-def unavailable(name: str):
-    def stub(*args, **kwargs):
+def unavailable(name: str) -> Callable[..., NoReturn]:
+    def stub(*args: object, **kwargs: object) -> NoReturn:
         raise ReferenceUnavailable(f"helpers.reference.{name}")
 
     stub.__name__ = stub.__qualname__ = name
