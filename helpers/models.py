@@ -12,8 +12,13 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:  # imported inside the functions, never by `import helpers`
+    from tokenizers import Tokenizer
+    from transformers import BertModel, BertTokenizer
 
 # The five tensors of BERT's embedding block, as keys of a BertEmbeddings
 # module's own state_dict (HF's keys without their "embeddings." prefix).
@@ -41,7 +46,7 @@ def model_dir() -> Path:
 
 
 @lru_cache(maxsize=1)
-def wordpiece():
+def wordpiece() -> Tokenizer:
     """The same WordPiece tokenizer through the light `tokenizers` library
     (milliseconds to load, no transformers import). Padding and truncation
     are switched off, so you see exactly the pieces of your text."""
@@ -68,7 +73,7 @@ def _quiet() -> None:
 
 
 @lru_cache(maxsize=1)
-def tokenizer():
+def tokenizer() -> BertTokenizer:
     """MiniLM's WordPiece tokenizer (the BERT uncased vocabulary, 30522 tokens)."""
     _offline()
     from transformers import AutoTokenizer
@@ -78,7 +83,7 @@ def tokenizer():
 
 
 @lru_cache(maxsize=1)
-def bert():
+def bert() -> BertModel:
     """The whole pretrained BertModel, in eval mode, on the CPU."""
     _offline()
     from transformers import BertModel

@@ -73,7 +73,7 @@ def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> n
     return notebook
 
 
-def read_markdown(text: str):
+def read_markdown(text: str) -> nbformat.NotebookNode:
     """A MyST notebook with stable cell ids (by position), so regenerated files diff cleanly."""
     import jupytext
 

@@ -5,14 +5,17 @@ each function, never by `import helpers`."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from helpers import plots
 
+if TYPE_CHECKING:  # imported inside each function, never by `import helpers`
+    import ipywidgets
 
-def _explorer(draw: Callable[..., None], **controls: Any) -> Any:
+
+def _explorer(draw: Callable[..., None], **controls: Any) -> ipywidgets.interactive:
     """`ipywidgets.interactive(draw, **controls)`, with its first figure drawn
     outside the Output widget and handed to it as widget state.
 
@@ -51,7 +54,7 @@ def _explorer(draw: Callable[..., None], **controls: Any) -> Any:
 # ---------------------------------------------------------------------------
 
 
-def lookup_explorer(weight: torch.Tensor, ids: torch.Tensor, tokens: list[str]):
+def lookup_explorer(weight: torch.Tensor, ids: torch.Tensor, tokens: list[str]) -> ipywidgets.interactive:
     """Slide over the positions of a text: the token's row lights up in W."""
     import ipywidgets as widgets
 
@@ -64,7 +67,7 @@ def lookup_explorer(weight: torch.Tensor, ids: torch.Tensor, tokens: list[str]):
 # ---------------------------------------------------------------------------
 
 
-def scale_explorer(d_model: int = 512):
+def scale_explorer(d_model: int = 512) -> ipywidgets.interactive:
     """Slide over d_model: token norms (two inits, with and without × √d) against the positional norm."""
     import ipywidgets as widgets
 
@@ -82,7 +85,7 @@ def scale_explorer(d_model: int = 512):
 # ---------------------------------------------------------------------------
 
 
-def sinusoidal_explorer(pe: torch.Tensor, position: int = 10, pair: int = 0):
+def sinusoidal_explorer(pe: torch.Tensor, position: int = 10, pair: int = 0) -> ipywidgets.interactive:
     """Two sliders: a position (its vector) and a column pair (its wave along the positions)."""
     import ipywidgets as widgets
 
@@ -100,7 +103,7 @@ def sinusoidal_explorer(pe: torch.Tensor, position: int = 10, pair: int = 0):
 # ---------------------------------------------------------------------------
 
 
-def position_similarity_explorer(learned: torch.Tensor, position: int = 10):
+def position_similarity_explorer(learned: torch.Tensor, position: int = 10) -> ipywidgets.interactive:
     """Pick a position: its cosine similarity to every other position, learned vs sinusoidal."""
     import ipywidgets as widgets
 
@@ -118,7 +121,7 @@ def position_similarity_explorer(learned: torch.Tensor, position: int = 10):
 # ---------------------------------------------------------------------------
 
 
-def rope_rotation_explorer(thetas: list[float], max_position: int = 300):
+def rope_rotation_explorer(thetas: list[float], max_position: int = 300) -> ipywidgets.interactive:
     """Slide the position: each pair turns by position·θ_i, fast pairs spin, slow ones creep."""
     import ipywidgets as widgets
 
@@ -134,7 +137,7 @@ def rope_rotation_explorer(thetas: list[float], max_position: int = 300):
 # ---------------------------------------------------------------------------
 
 
-def alibi_explorer(slopes: torch.Tensor, head: int = 0):
+def alibi_explorer(slopes: torch.Tensor, head: int = 0) -> ipywidgets.interactive:
     """Slide over the heads: how far back each one looks."""
     import ipywidgets as widgets
 
@@ -152,7 +155,7 @@ def alibi_explorer(slopes: torch.Tensor, head: int = 0):
 FACTORS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0)
 
 
-def scaling_explorer(methods: dict, plain: torch.Tensor, trained: int, factor: float = 4.0):
+def scaling_explorer(methods: dict, plain: torch.Tensor, trained: int, factor: float = 4.0) -> ipywidgets.interactive:
     """Slide the factor s: each method (name -> s -> (inv_freq, attention_scale)) redrawn, pair by pair."""
     import ipywidgets as widgets
 

@@ -237,7 +237,7 @@ def make_embedding(probe: Probe, vocab_size: int, d_model: int, device: torch.de
     return embedding
 
 
-def call_head(probe: Probe, head: nn.Module, h: torch.Tensor, weight: torch.Tensor):
+def call_head(probe: Probe, head: nn.Module, h: torch.Tensor, weight: torch.Tensor) -> Any:
     try:
         return probe.call(head, h)
     except Failure as failure:

@@ -203,7 +203,7 @@ def rope_tables(model: nn.Module, width: int) -> tuple[torch.Tensor, torch.Tenso
     return reference.rope_cache(width, library.MAX_POSITIONS, library.rope_base(model.config))
 
 
-def rotary_module_in_llama(probe: Probe, cls) -> None:
+def rotary_module_in_llama(probe: Probe, cls: type[nn.Module]) -> None:
     """RotaryEmbedding(head_dim, max_position_embeddings, rope_theta) as every layer's rotary step."""
 
     def make_step(model: nn.Module) -> Callable:
@@ -309,7 +309,7 @@ GPT2_HINT = "GPT-2's first block gets wte(ids) + wpe(0..T-1), dropout off in eva
 GPT2_FIX = "Call your module on `torch.randn(2, 9, 64)` in eval mode and compare with `x + table[:9]`; for the head, with `h @ embedding.weight.T`."
 
 
-def positions_in_gpt2(probe: Probe, cls) -> None:
+def positions_in_gpt2(probe: Probe, cls: type[nn.Module]) -> None:
     """cls(n_positions, n_embd) with GPT-2's wpe copied into the rows of positions 0.. of the table
     found by its role (common.position_tables), in place of wte + wpe."""
 
@@ -344,7 +344,7 @@ def positions_in_gpt2(probe: Probe, cls) -> None:
     inside(probe, GPT2_POSITIONS, make_step, reference_step, what="your module", hint=GPT2_HINT, fix=GPT2_FIX)
 
 
-def head_in_gpt2(probe: Probe, cls) -> None:
+def head_in_gpt2(probe: Probe, cls: type[nn.Module]) -> None:
     """cls(wte) as GPT-2's lm_head; built on a copy of wte, so nothing the student's code does reaches the cached model."""
 
     def make_step(model: nn.Module) -> Callable:
