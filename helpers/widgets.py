@@ -156,7 +156,7 @@ def scaling_explorer(methods: dict, plain: torch.Tensor, trained: int, factor: f
     slider = widgets.SelectionSlider(
         options=list(FACTORS), value=factor, description="factor s", continuous_update=False
     )
-    return widgets.interactive(
+    return _explorer(
         lambda factor: plots.slowdown_by_pair(
             {name: method(factor) for name, method in methods.items()}, plain, trained, factor
         ),
