@@ -4,6 +4,7 @@
     python -m helpers.bench --json out.json  # also write the figures as JSON
     python -m helpers.bench --quick          # skip executing the notebooks
     python -m helpers.bench --grading        # only grading: its overhead and the sandbox's cost
+    python -m helpers.bench stalls --runs 3 --load 4 --out stalls.json   # issue 24: does any tool stall under load?
 
 Measures: `import helpers` beyond torch; the median time of one check() of a
 correct submission per exercise (the reference, compiled again as a student's
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +201,242 @@ def sandbox_cost() -> dict[str, Any]:
     return figures
 
 
+# ---------------------------------------------------------------------------
+# Stalls: every chapter and solution through plain nbclient, nbconvert, papermill
+# and nbgrader autograde under load (issue 24). A stall is a lost execute_reply
+# (nbclient issue 312, see helpers/widgets.py): the cell waits for the cell
+# timeout, well beyond the kernel's own work.
+# ---------------------------------------------------------------------------
+
+STALL_TOOLS = ("nbclient", "nbconvert", "papermill", "nbgrader")
+STALL_CELL_TIMEOUT = 60  # seconds: a lost reply shows as a wait of about this long, and is bounded by it
+STALL_SLACK = 3.0  # seconds a cell may wait beyond its own work before it counts as a stall
+# From the last cell's reply to a tool's exit: the kernel's shutdown and the notebook written (nbgrader: its
+# database too), 2-5 s here; a lost reply to the last cell adds the cell timeout to it.
+TAIL_SLACK = STALL_CELL_TIMEOUT / 2
+LOAD_SECONDS_PER_EXECUTION = 180  # the busy loops' deadline: this, times the executions of the sweep
+TOOL_TIMEOUT = 1200  # seconds for one notebook through one tool, whatever happens
+# Each busy loop ends by itself at its deadline, or as soon as the bench that started it is gone.
+BUSY_LOOP = "import os, time\nparent, end = os.getppid(), time.monotonic() + {seconds}\nwhile time.monotonic() < end and os.getppid() == parent: pass"
+BIN = Path(sys.executable).parent  # jupyter, papermill and nbgrader of this environment
+
+
+def tool_env() -> dict[str, str]:
+    """Offline, no progress file, this checkout's helpers importable, this environment's tools first."""
+    from helpers.grading.kernel import kernel_env
+
+    env = kernel_env()
+    env["PATH"] = os.pathsep.join((str(BIN), env.get("PATH", "")))
+    return env
+
+
+def kernel_times(cell) -> tuple[datetime, datetime] | None:
+    """When the kernel began (execute_input) and ended (execute_reply) the cell, by its own clock."""
+    times = cell.metadata.get("execution", {})
+    if "iopub.execute_input" not in times or "shell.execute_reply" not in times:
+        return None
+    return tuple(
+        datetime.fromisoformat(times[k].replace("Z", "+00:00")) for k in ("iopub.execute_input", "shell.execute_reply")
+    )
+
+
+def waits_between_cells(notebook, finished: datetime) -> tuple[list[float], float]:
+    """Seconds each code cell but the last waited beyond its own work, read from an executed notebook:
+    from the kernel's reply to the next cell's start (a lost reply delays the next request by the
+    timeout); and the tail, from the last reply to the tool's exit (the kernel's shutdown too)."""
+    spans = [t for t in map(kernel_times, notebook.cells) if t]
+    waits = [(start - end).total_seconds() for (_, end), (start, _) in zip(spans, spans[1:])]
+    return waits, (finished - spans[-1][1]).total_seconds() if spans else 0.0
+
+
+def notebook_outcome(notebook) -> dict[str, Any]:
+    code = [cell for cell in notebook.cells if cell.cell_type == "code" and cell.source.strip()]
+    return {
+        "cells": len(code),
+        "executed": sum(1 for cell in code if cell.get("execution_count")),
+        "error_cells": sum(1 for cell in code if any(o.output_type == "error" for o in cell.outputs)),
+    }
+
+
+def run_nbclient(path: Path, out_dir: Path) -> tuple[Any, list[float], float, int]:
+    """Cell by cell, as tests/test_widget_stall.py: each cell's wall time less the kernel's own work."""
+    import nbclient
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=STALL_CELL_TIMEOUT,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    waits = []
+    with client.setup_kernel(env=tool_env()):
+        for index, cell in enumerate(notebook.cells):
+            start = time.monotonic()
+            client.execute_cell(cell, index)
+            if kernel_times(cell):
+                kernel_start, kernel_end = kernel_times(cell)
+                waits.append(time.monotonic() - start - (kernel_end - kernel_start).total_seconds())
+    nbformat.write(notebook, out_dir / path.name)
+    return notebook, waits, 0.0, 0  # the last cell's wait is measured like every other's: no tail
+
+
+def run_command(command: list[str], cwd: Path, output: Path) -> tuple[Any, list[float], float, int]:
+    import nbformat
+
+    done = subprocess.run(command, cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=TOOL_TIMEOUT)
+    finished = datetime.now(timezone.utc)
+    if done.returncode:
+        print(f"  {command[0]} exited {done.returncode}: {done.stderr.strip()[-400:]}", flush=True)
+    if not output.exists():
+        return None, [], 0.0, done.returncode
+    notebook = nbformat.read(output, as_version=4)
+    return notebook, *waits_between_cells(notebook, finished), done.returncode
+
+
+def prepare_nbgrader(course: Path, notebooks: list[Path]) -> None:
+    """A course of every chapter concerned, each released, and two submissions of each: the student
+    version as released ("unfilled", for chapters/) and the source, solutions filled ("solved")."""
+    from helpers import export
+
+    chapters = sorted({path.name[:2] for path in notebooks})
+    export.write_nbgrader_course(course, chapters)
+    for source in sorted((course / "source").glob("*/*.ipynb")):
+        name = source.stem
+        subprocess.run(
+            [str(BIN / "nbgrader"), "generate_assignment", name],
+            cwd=course,
+            env=tool_env(),
+            check=True,
+            capture_output=True,
+        )
+        for student, notebook in (("unfilled", course / "release" / name / f"{name}.ipynb"), ("solved", source)):
+            (course / "submitted" / student / name).mkdir(parents=True, exist_ok=True)
+            shutil.copy(notebook, course / "submitted" / student / name / f"{name}.ipynb")
+
+
+def run_tool(tool: str, path: Path, out_dir: Path, course: Path) -> tuple[Any, list[float], float, int]:
+    timeout = str(STALL_CELL_TIMEOUT)
+    output = out_dir / path.name
+    if tool == "nbclient":
+        return run_nbclient(path, out_dir)
+    if tool == "nbconvert":
+        command = [str(BIN / "jupyter"), "nbconvert", "--to", "notebook", "--execute", "--allow-errors"]
+        command += [f"--ExecutePreprocessor.timeout={timeout}", "--ExecutePreprocessor.record_timing=True"]
+        return run_command([*command, "--output-dir", str(out_dir), str(path)], path.parent, output)
+    if tool == "papermill":
+        command = [str(BIN / "papermill"), str(path), str(output), "--cwd", str(path.parent), "-k", "python3"]
+        return run_command([*command, "--execution-timeout", timeout, "--no-progress-bar"], path.parent, output)
+    # nbgrader: the chapter is the student's unfilled submission, the solution the solved one (its cell timeout:
+    # nbgrader_config.py, also 60 s).
+    student = "solved" if path.parent.name == "solutions" else "unfilled"
+    command = [str(BIN / "nbgrader"), "autograde", path.stem, "--student", student, "--force"]
+    return run_command(command, course, course / "autograded" / student / path.stem / path.name)
+
+
+def measure(tool: str, path: Path, run: int, workdir: Path) -> dict[str, Any]:
+    """One notebook through one tool: its seconds, whether every cell ran, and how long cells waited."""
+    out_dir = workdir / f"{tool}-{run}-{path.parent.name}"
+    out_dir.mkdir(exist_ok=True)
+    start = time.monotonic()
+    try:
+        notebook, waits, tail, returncode = run_tool(tool, path, out_dir, workdir / "course")
+    except Exception as error:  # a timeout or a crash is a result too
+        notebook, waits, tail, returncode = None, [], 0.0, repr(error)
+    outcome = notebook_outcome(notebook) if notebook else {"cells": 0, "executed": 0, "error_cells": 0}
+    return {
+        "notebook": f"{path.parent.name}/{path.name}",
+        "tool": tool,
+        "run": run,
+        "seconds": round(time.monotonic() - start, 2),
+        "returncode": returncode,
+        **outcome,
+        "completed": returncode == 0 and 0 < outcome["executed"] == outcome["cells"],
+        "worst_wait_s": round(max(waits, default=0.0), 2),
+        "tail_s": round(tail, 2),
+        "stalls": sum(1 for wait in waits if wait > STALL_SLACK) + (tail > TAIL_SLACK),
+        "waits_s": [round(wait, 2) for wait in waits],
+    }
+
+
+def stall_sweep(notebooks: list[Path], tools: list[str], runs: int, load: int, out: Path) -> dict[str, Any]:
+    """Every notebook through every tool, `runs` times, with `load` busy loops running throughout.
+    Run by run, so that a sweep cut short (Ctrl-C) has measured every notebook and tool alike."""
+    report: dict[str, Any] = {
+        "started": datetime.now(timezone.utc).isoformat(),
+        "load": load,
+        "cores": os.cpu_count(),
+        "cell_timeout_s": STALL_CELL_TIMEOUT,
+        "slack_s": STALL_SLACK,
+        "tail_slack_s": TAIL_SLACK,
+        "records": [],
+    }
+    busy = BUSY_LOOP.format(seconds=LOAD_SECONDS_PER_EXECUTION * len(notebooks) * len(tools) * runs)
+    workdir = Path(tempfile.mkdtemp(prefix="stalls-"))
+    started = time.monotonic()
+    load_processes = [subprocess.Popen([sys.executable, "-c", busy]) for _ in range(load)]
+    try:
+        if "nbgrader" in tools:
+            prepare_nbgrader(workdir / "course", notebooks)
+        for run, tool, path in itertools.product(range(1, runs + 1), tools, notebooks):
+            record = measure(tool, path, run, workdir)
+            report["records"].append(record)
+            report["wall_s"] = round(time.monotonic() - started, 1)
+            out.write_text(json.dumps(report, indent=1))  # after every notebook: a sweep cut short keeps its figures
+            print(
+                f"run {run} {tool:9} {record['notebook']:34} {record['seconds']:6.1f} s  completed={record['completed']}"
+                f"  error cells={record['error_cells']}  worst wait {record['worst_wait_s']:.1f} s"
+                f"  tail {record['tail_s']:.1f} s  stalls={record['stalls']}",
+                flush=True,
+            )
+    except KeyboardInterrupt:
+        report["interrupted"] = True
+    finally:
+        for process in load_processes:
+            process.kill()
+            process.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return report
+
+
+def stall_table(report: dict[str, Any]) -> str:
+    """notebook x tool: runs, completed, cells with an error, worst wait, stalls."""
+    rows: dict[tuple[str, str], list[dict]] = {}
+    for record in report["records"]:
+        rows.setdefault((record["notebook"], record["tool"]), []).append(record)
+    lines = [
+        "| notebook | tool | runs | completed | error cells | worst wait (s) | worst tail (s) | stalls | seconds (each run) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (notebook, tool), records in rows.items():
+        lines.append(
+            f"| {notebook} | {tool} | {len(records)} | {sum(r['completed'] for r in records)} "
+            f"| {max(r['error_cells'] for r in records)} | {max(r['worst_wait_s'] for r in records):.1f} "
+            f"| {max(r['tail_s'] for r in records):.1f} "
+            f"| {sum(r['stalls'] for r in records)} | {', '.join(format(r['seconds'], '.0f') for r in records)} |"
+        )
+    total = sum(r["stalls"] for r in report["records"])
+    lines.append(
+        f"\n{len(report['records'])} executions, load {report['load']} busy loops on {report['cores']} cores, {report.get('wall_s', 0):.0f} s: {total} stalls{' (interrupted)' if report.get('interrupted') else ''}"
+    )
+    return "\n".join(lines)
+
+
+def stalls_main(args: argparse.Namespace) -> int:
+    tools = args.tools.split(",")
+    unknown = set(tools) - set(STALL_TOOLS)
+    if unknown:
+        raise SystemExit(f"unknown tools: {', '.join(sorted(unknown))} (known: {', '.join(STALL_TOOLS)})")
+    notebooks = [Path(p).resolve() for p in args.notebooks] or sorted(ROOT.glob("chapters/*.ipynb")) + sorted(
+        ROOT.glob("solutions/*.ipynb")
+    )
+    report = stall_sweep(notebooks, tools, args.runs, args.load, args.out)
+    print(stall_table(report))
+    return 0 if all(r["completed"] and not r["stalls"] for r in report["records"]) else 1
+
+
 def verdict(value: float, budget: float) -> str:
     return "ok" if value <= budget else "OVER BUDGET"
 
@@ -208,7 +448,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--quick", action="store_true", help="skip executing notebooks and grading")
     parser.add_argument("--grading", action="store_true", help="only grading: its overhead and what the sandbox costs")
+    commands = parser.add_subparsers(dest="command")
+    stalls = commands.add_parser("stalls", help="every chapter and solution through four tools under load: any stall?")
+    stalls.add_argument("--runs", type=int, default=3)
+    stalls.add_argument("--load", type=int, default=4, help="busy loops running throughout")
+    stalls.add_argument("--tools", default=",".join(STALL_TOOLS))
+    stalls.add_argument("--notebooks", nargs="*", default=[], help="default: chapters/*.ipynb and solutions/*.ipynb")
+    stalls.add_argument("--out", type=Path, default=Path("stalls.json"), help="all runs as JSON, written as they go")
     args = parser.parse_args(argv)
+    if args.command == "stalls":
+        return stalls_main(args)
 
     import torch
 
