@@ -29,7 +29,10 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGETS = {
@@ -230,7 +233,7 @@ def tool_env() -> dict[str, str]:
     return env
 
 
-def kernel_times(cell) -> tuple[datetime, datetime] | None:
+def kernel_times(cell: NotebookNode) -> tuple[datetime, datetime] | None:
     """When the kernel began (execute_input) and ended (execute_reply) the cell, by its own clock."""
     times = cell.metadata.get("execution", {})
     if "iopub.execute_input" not in times or "shell.execute_reply" not in times:
@@ -240,7 +243,7 @@ def kernel_times(cell) -> tuple[datetime, datetime] | None:
     )
 
 
-def waits_between_cells(notebook, finished: datetime) -> tuple[list[float], float]:
+def waits_between_cells(notebook: NotebookNode, finished: datetime) -> tuple[list[float], float]:
     """Seconds each code cell but the last waited beyond its own work, read from an executed notebook:
     from the kernel's reply to the next cell's start (a lost reply delays the next request by the
     timeout); and the tail, from the last reply to the tool's exit (the kernel's shutdown too)."""
@@ -249,7 +252,7 @@ def waits_between_cells(notebook, finished: datetime) -> tuple[list[float], floa
     return waits, (finished - spans[-1][1]).total_seconds() if spans else 0.0
 
 
-def notebook_outcome(notebook) -> dict[str, Any]:
+def notebook_outcome(notebook: NotebookNode) -> dict[str, Any]:
     code = [cell for cell in notebook.cells if cell.cell_type == "code" and cell.source.strip()]
     return {
         "cells": len(code),
