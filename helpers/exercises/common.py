@@ -670,23 +670,30 @@ def refuses(
     )
 
 
+def works_at_the_edge(probe: Probe, run: Callable[[], Any], said: str, *, hint: str, fix: str) -> Any:
+    """run() uses the last position the table holds, so it must work: a ValueError from it is a
+    length check off by one (`said`, `hint`, `fix` say it for that module). Returns run()'s output."""
+    try:
+        return run()
+    except Failure as failure:
+        if raised(failure, "ValueError"):
+            probe.fail("length_check_off_by_one", said, hint=hint, fix=fix)
+        raise
+
+
 def refuses_past_max_len(
     probe: Probe, run: Callable[[int], Any], max_len: int, *, hint: str = REFUSE_HINT, fix: str = ""
 ) -> Any:
     """run(T) calls the module on a sequence of length T, on the CPU. T = max_len
     must work (its output is returned); T = max_len + 1 must raise a ValueError.
     `hint` and `fix` are for a missing check (no_length_check)."""
-    try:
-        out = run(max_len)
-    except Failure as failure:
-        if raised(failure, "ValueError"):
-            probe.fail(
-                "length_check_off_by_one",
-                f"`{probe.name}` refused a sequence of exactly max_len = {max_len} tokens, yet positions 0..{max_len - 1} all have a row.",
-                hint="Count the rows a sequence of T tokens needs: its last position is T - 1. Which lengths really run past the table?",
-                fix="Refuse only longer sequences: `if T > self.max_len: raise ValueError(...)`, with `>`, not `>=`.",
-            )
-        raise
+    out = works_at_the_edge(
+        probe,
+        lambda: run(max_len),
+        f"`{probe.name}` refused a sequence of exactly max_len = {max_len} tokens, yet positions 0..{max_len - 1} all have a row.",
+        hint="Count the rows a sequence of T tokens needs: its last position is T - 1. Which lengths really run past the table?",
+        fix="Refuse only longer sequences: `if T > self.max_len: raise ValueError(...)`, with `>`, not `>=`.",
+    )
     fix = fix or (
         "At the start of forward, with T the sequence length (dimension 1 of the input): `if T > self.max_len: raise ValueError("
         "f'sequence length {T} > max_len {self.max_len}: build the module with a larger max_len')`."

@@ -30,6 +30,7 @@ from helpers.exercises.common import (
     raised,
     refuses,
     refuses_past_max_len,
+    works_at_the_edge,
 )
 from helpers.probe import Probe, advice, close
 from helpers.safety import Failure
@@ -870,17 +871,13 @@ def length_checked(cls: type, probe: Probe) -> None:
     small = probe.call(cls, 8, 16, what=f"`{probe.name}(8, 16)`")
     q, k = probe.randn(1, 2, 4, 8, device="cpu"), probe.randn(1, 1, 4, 8, device="cpu")
     last = probe.positions(16, 4, device="cpu")  # the last position, 15, has its row: it must work
-    try:
-        probe.call(small, q, k, last)
-    except Failure as failure:
-        if raised(failure, "ValueError"):
-            probe.fail(
-                "length_check_off_by_one",
-                f"`{probe.name}(8, max_len=16)` refused positions {last.tolist()}, yet the tables have a row for every position up to 15.",
-                hint="Count the rows: a table of max_len rows holds positions 0 .. max_len - 1. Which positions really lie past it?",
-                fix="Refuse only positions past the table: `if last >= self.max_len: raise ValueError(...)`, with last = positions.max() (or T - 1 when positions is None).",
-            )
-        raise
+    works_at_the_edge(
+        probe,
+        lambda: probe.call(small, q, k, last),
+        f"`{probe.name}(8, max_len=16)` refused positions {last.tolist()}, yet the tables have a row for every position up to 15.",
+        hint="Count the rows: a table of max_len rows holds positions 0 .. max_len - 1. Which positions really lie past it?",
+        fix="Refuse only positions past the table: `if last >= self.max_len: raise ValueError(...)`, with last = positions.max() (or T - 1 when positions is None).",
+    )
     refuses(
         probe,
         lambda: probe.call(small, q, k, torch.tensor([0, 5, 16, 3])),
