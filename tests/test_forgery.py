@@ -204,6 +204,10 @@ def test_the_honest_classmate_scores_as_alone(batch):
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_no_attack_earns_the_points_it_attacks(batch, name):
+    if name == "copy_the_reference" and NO_SANDBOX:
+        pytest.skip(
+            "unsandboxed (--no-sandbox) a kernel reads any file, the reference's too: only the sandbox hides it"
+        )
     results = by_id(report(batch, name))
     assert (results["lookup"]["passed"], results["lookup"]["score"]) == (False, 0), results["lookup"]
     # hook_user_expressions cuts its own kernel off from the grader, busy_neighbour slows its own kernel
@@ -216,9 +220,8 @@ def test_what_each_attack_is_told(batch):
     assert by_id(report(batch, "tensor_subclass"))["lookup"]["diagnosis"] == "transposed_weight"
     forbidden = by_id(report(batch, "forbidden_indirect"))["lookup"]
     assert forbidden["diagnosis"] == "forbidden_api" and "seen inside the student's kernel" in forbidden["best_effort"]
-    assert (
-        by_id(report(batch, "copy_the_reference"))["lookup"]["diagnosis"] == "uses_reference"
-    )  # what it copied is a stub
+    if not NO_SANDBOX:  # what it copied is a stub (unsandboxed, the real file: see above)
+        assert by_id(report(batch, "copy_the_reference"))["lookup"]["diagnosis"] == "uses_reference"
     assert by_id(report(batch, "huge_reply"))["lookup"]["diagnosis"] in ("raised", "wrong_shape", "out_of_memory")
 
 

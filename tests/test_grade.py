@@ -219,6 +219,7 @@ def test_tampering_earns_nothing(batch, name):
     assert (lookup["passed"], lookup["score"], lookup["diagnosis"]) == (False, 0, "transposed_weight"), lookup
     assert one_hot["passed"], one_hot  # the grader still works in a tampered kernel
     # The catalogue is not even there to tamper with: the sandbox holds a stand-in without it.
+    # (Unsandboxed, the kernel imports the real one: its tampering still earns nothing, as above.)
     assert report["errors"] == (
         [
             {
@@ -227,7 +228,7 @@ def test_tampering_earns_nothing(batch, name):
                 "message": "AttributeError: module 'helpers.exercises' has no attribute '_catalogue'",
             }
         ]
-        if name == "tamper_registry"
+        if name == "tamper_registry" and not NO_SANDBOX
         else []
     ), report["errors"]
     assert report["warnings"], "cells that reach into the machinery are flagged for a person"
