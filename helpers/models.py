@@ -72,6 +72,16 @@ def _quiet() -> None:
     logging.disable_progress_bar()
 
 
+def bert_weights() -> dict[str, torch.Tensor]:
+    """MiniLM's pretrained tensors by name (`"embeddings.word_embeddings.weight"`, ...), read
+    straight from its safetensors file: no model is built and transformers is not imported, so
+    this takes a fraction of a second where `bert()` takes seconds. Buffers stored beside the
+    weights (`embeddings.position_ids`, integers) come with them."""
+    from safetensors.torch import load_file
+
+    return load_file(model_dir() / "model.safetensors")
+
+
 @lru_cache(maxsize=1)
 def tokenizer() -> BertTokenizer:
     """MiniLM's WordPiece tokenizer (the BERT uncased vocabulary, 30522 tokens)."""
