@@ -5,7 +5,8 @@ For each notebook in chapters/ and solutions/ (found by glob, so new chapters
 are covered with no change here):
   * open it as the README says (`course.py lab` opens chapters/01 by URL; the
     others from the file browser), and its kernel starts;
-  * a chapter: run all cells, wait for the kernel to go idle. A solution is
+  * a chapter: run all cells, wait for the kernel to go idle (chapters that
+    train run with fewer seeds and steps, set in their `parameters` cell). A solution is
     executed by nbval (`course.py test` runs it just before this suite: fresh
     kernel, every output compared with the stored one), so here its stored
     outputs are opened, trusted (Trust Notebook) and must render; it runs
@@ -257,7 +258,7 @@ def test_markdown_opens_with_jupytext(lab, path):
     with the cells and code of its .ipynb twin, and its kernel starts. In the
     chapters (what students open) the first code cell, the imports, also runs.
     """
-    twin = ROOT / (path[: -len(".md")] + ".ipynb")
+    twin = lab.server.root / (path[: -len(".md")] + ".ipynb")  # the served copy: see `run_with_fewer_steps`
     if not twin.exists():
         pytest.fail(f"{path} has no .ipynb twin")
     expected = expectations(twin)
