@@ -27,8 +27,8 @@ are covered with no change here):
     paired .md, so a full run would repeat the .ipynb run and nearly double the
     suite's time; what is specific to the .md is the jupytext route (Open
     With factory, contents manager, MyST reader, kernel from the front matter).
-Screenshots, one full-height picture per .ipynb (and per .md that fails), go
-to screenshots/ (ignored by git) for a person to look at.
+Screenshots, one full-height picture per notebook that fails (per .ipynb too
+with COURSE_SCREENSHOTS=1), go to screenshots/ (ignored by git) for a person to look at.
 
 Run it:  PYTHONPATH=$PWD .venv/bin/python -m pytest -q -n 2 --dist worksteal tests/test_browser.py
 (each xdist worker has its own JupyterLab server and Chromium; 1 to 2 workers.)
@@ -66,6 +66,8 @@ MARKDOWN = [p for p in NOTEBOOKS if p.endswith(".md")]
 FIRST = next((p for p in IPYNB if p.startswith("chapters/")), IPYNB[0] if IPYNB else None)
 RAN = re.compile(r"\[\d+\]:?")  # the input prompt of a cell that ran
 RUN_TIMEOUT = float(os.environ.get("COURSE_BROWSER_RUN_TIMEOUT", "180"))  # seconds per notebook
+# A full-height screenshot lays the whole notebook out again, a second of Chromium's time each.
+EVERY_SCREENSHOT = os.environ.get("COURSE_SCREENSHOTS") == "1"
 
 
 def _unavailable(reason: str):
@@ -196,6 +198,7 @@ def test_notebook_runs_in_jupyterlab(lab, path):
     stored = _stored_outputs_suffice(path, expected)
     problems: list[str] = []
     started = time.monotonic()
+    passed = False
     lab.start_clock()
     try:
         _open(lab, path, json.loads((ROOT / path).read_text(encoding="utf-8")))
@@ -243,10 +246,12 @@ def test_notebook_runs_in_jupyterlab(lab, path):
                     )
                 problems += [f"{what}: error output after the move:\n{text}" for text in after["errors"]]
         lab.phase("inspect and sliders")
+        passed = not problems
     finally:
         try:
-            lab.screenshot(_screenshot_name(path))
-            lab.phase("screenshot")
+            if EVERY_SCREENSHOT or not passed:
+                lab.screenshot(_screenshot_name(path))
+                lab.phase("screenshot")
         finally:
             print(f"\n{path}: opened, ran and inspected in {time.monotonic() - started:.1f} s ({lab.phase_report()})")
     assert not problems, f"{path} in JupyterLab:\n- " + "\n- ".join(problems) + _server_log(lab)
@@ -322,6 +327,7 @@ def test_feedback_is_staged_and_progress_shows(lab):
         "nbformat_minor": 5,
     }
     (lab.server.root / path).write_text(json.dumps(notebook), encoding="utf-8")
+    passed = False
     lab.start_clock()
     try:
         _open(lab, path, notebook)
@@ -342,6 +348,8 @@ def test_feedback_is_staged_and_progress_shows(lab):
         assert colour == "rgb(238, 241, 244)", f"a not-started panel should be grey, not {colour}"
         table = page.locator("div.course-progress")
         assert "failing: transposed_weight" in table.inner_text() and "not started" in table.inner_text()
+        passed = True
     finally:
-        lab.screenshot(SCREENSHOTS / "staged_feedback.png")
+        if EVERY_SCREENSHOT or not passed:
+            lab.screenshot(SCREENSHOTS / "staged_feedback.png")
         print(f"\n{path}: staged feedback checked ({lab.phase_report()})")
