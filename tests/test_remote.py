@@ -150,3 +150,18 @@ def test_a_reply_that_lies_costs_the_submission_not_the_grader():
     with session.active(0):
         result = check("lookup", session.stand_in("lookup"))
     assert not result.passed and "ProtocolError" in result.message
+
+
+def test_a_large_tensor_the_grader_holds_already_travels_as_a_reference():
+    """A kernel names the token of a large tensor the grader already has (same values) instead of
+    sending it again: MiniLM's 47 MB table loaded into a student's module goes back as a name."""
+    table = torch.randn(1024, 512)  # 2 MB
+    assert wire.digest(table) == wire.digest(table.clone()) and wire.digest(table[:100]) is None  # small: sent
+    changed = table.clone()
+    changed[-1, -1] += 1
+    assert wire.digest(changed) != wire.digest(table)
+    assert wire.digest(table.view(512, 1024)) != wire.digest(table)  # the shape counts
+    assert wire.digest(table.T) == wire.digest(table.T.contiguous())
+    server = Server({})
+    assert server.remember("sent", table) is None
+    assert server.remember("loaded", table.clone()) == "sent" and server.remember("other", changed) is None
