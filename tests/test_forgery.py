@@ -95,12 +95,23 @@ exec(source, namespace)
 lookup = namespace.get("lookup", lookup)
 probes = (pathlib.Path(helpers.__file__).parent / "exercises" / "ch01_lookup_tables.py").exists()
 print("private probes readable:", probes)""",
-    # A reply far larger than any answer: refused before it is parsed.
+    # A reply far larger than any answer: the kernel's server refuses to pack it, and where the
+    # notebook lifts that limit, the grader drops the message unread.
     "huge_reply": """\
 def lookup(weight, ids):
     import torch
 
     return torch.zeros(200_000_000)  # 800 MB of float32""",
+    "huge_reply_forced": """\
+import helpers.grading.wire
+
+helpers.grading.wire.MAX_MESSAGE = 2**40
+
+
+def lookup(weight, ids):
+    import torch
+
+    return torch.zeros(200_000_000)""",
     # The disk: the kernel's writable folders are capped, the host's are out of reach.
     "fill_the_disk": """\
 import os, tempfile
@@ -185,7 +196,9 @@ def batch(tmp_path_factory):
 
 
 def report(batch: dict, stem: str) -> dict:
-    return next(r for name, r in batch["reports"].items() if name.startswith(stem))
+    """The report of the notebook named `stem`, or else of the first whose escaped name starts with it."""
+    exact = batch["reports"].get(f"{stem}.json")
+    return exact or next(r for name, r in batch["reports"].items() if name.startswith(stem))
 
 
 def test_the_batch_finishes_with_a_report_for_everyone(batch):
@@ -222,7 +235,10 @@ def test_what_each_attack_is_told(batch):
     assert forbidden["diagnosis"] == "forbidden_api" and "seen inside the student's kernel" in forbidden["best_effort"]
     if not NO_SANDBOX:  # what it copied is a stub (unsandboxed, the real file: see above)
         assert by_id(report(batch, "copy_the_reference"))["lookup"]["diagnosis"] == "uses_reference"
-    assert by_id(report(batch, "huge_reply"))["lookup"]["diagnosis"] in ("raised", "wrong_shape", "out_of_memory")
+    huge = by_id(report(batch, "huge_reply"))["lookup"]  # refused in the kernel, before it is packed
+    assert huge["diagnosis"] == "raised" and "the grader reads at most 512 MB" in huge["message"], huge
+    forced = by_id(report(batch, "huge_reply_forced"))["lookup"]  # dropped unread by the grader
+    assert forced["diagnosis"] in ("raised", "timeout", "out_of_memory"), forced
 
 
 def test_secrets_stay_outside(batch):

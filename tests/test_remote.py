@@ -165,3 +165,16 @@ def test_a_large_tensor_the_grader_holds_already_travels_as_a_reference():
     server = Server({})
     assert server.remember("sent", table) is None
     assert server.remember("loaded", table.clone()) == "sent" and server.remember("other", changed) is None
+
+
+def test_a_result_larger_than_the_grader_reads_is_refused_in_the_kernel_with_its_size(monkeypatch):
+    """Not packed, sent and dropped unread (the check would wait for its time limit): the kernel
+    answers at once that the result is too large, and how large."""
+    monkeypatch.setattr(wire, "MAX_MESSAGE", 2**20)
+
+    def lookup(weight, ids):
+        return torch.zeros(2**19)  # 2 MB of float32
+
+    result = graded(lookup, "lookup")
+    assert (result.passed, result.diagnosis) == (False, "raised")
+    assert "the result takes 2 MB; the grader reads at most 1 MB" in result.message
