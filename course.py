@@ -106,7 +106,8 @@ def test(extra: list[str]) -> int:
             "tests",
             "--ignore=tests/test_browser.py",
         ],
-        # --dist loadfile: a notebook's cells share one kernel, so they must stay on one worker.
+        # --dist loadfile: a notebook's cells share one kernel, so they must stay on one worker. The last
+        # chapters first: they train models and take longest, and no worker is left with one at the end.
         "solutions, outputs compared (nbval)": [
             *pytest,
             "-n",
@@ -114,7 +115,7 @@ def test(extra: list[str]) -> int:
             "--dist",
             "loadfile",
             "--nbval",
-            "solutions",
+            *sorted((str(p.relative_to(ROOT)) for p in (ROOT / "solutions").glob("*.ipynb")), reverse=True),
             "--nbval-sanitize-with",
             "tests/sanitize.cfg",
             "--nbval-current-env",
