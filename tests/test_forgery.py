@@ -163,30 +163,10 @@ def grade_the_attacks(root: Path) -> dict:
     write_notebook(Path(os.fsdecode(os.fsencode(folder) + b"/" + NOT_UTF8)), [HEAD, WRONG_LOOKUP])
     env_secret = os.environ.setdefault("COURSE_GRADER_SECRET", "s3cret-token")
     # Each call into a kernel: 3 s, not the students' 10 s (a dropped reply is waited for that long).
-    limit, os.environ["COURSE_CHECK_TIMEOUT"] = os.environ.get("COURSE_CHECK_TIMEOUT"), "3"
-    try:
-        code = grade.main(
-            [
-                str(folder),
-                "--out",
-                str(out),
-                "--jobs",
-                "2",
-                "--timeout",
-                "6",
-                "--notebook-timeout",
-                "120",
-                "--chapter",
-                "01",
-                "--quiet",
-                *NO_SANDBOX,
-            ]
-        )
-    finally:
-        if limit is None:
-            del os.environ["COURSE_CHECK_TIMEOUT"]
-        else:
-            os.environ["COURSE_CHECK_TIMEOUT"] = limit
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COURSE_CHECK_TIMEOUT", "3")
+        arguments = ["--out", str(out), "--jobs", "2", "--timeout", "6", "--notebook-timeout", "120", "--chapter", "01"]
+        code = grade.main([str(folder), *arguments, "--quiet", *NO_SANDBOX])
     reports = {p.name: json.loads(p.read_text()) for p in out.glob("*.json") if p.name != "summary.json"}
     return {
         "code": code,
