@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import check, library, reference
+from helpers import check, library, probe, reference
 from helpers.exercises import ch07_long_context as chapter
 from helpers.exercises import get
 from helpers.library import LibraryUnavailable
@@ -39,12 +39,17 @@ CASES = {
         (32, 500000.0, 4.0, 256, 16.0, 2.0),
         (128, 1000000.0, 4.0, 32768),
         (16, 10000.0, 1.0, 128),
+        (128, 10000.0, 4.0, 65536),  # the slow edge past pair 63: the library clamps it to d - 1
+        (16, 10000.0, 4.0, 100000),
+        (16, 10000.0, 0.5, 128),  # a factor below 1: scale 1.0
     ],
     "llama3_scaling": [
         (16, 10000.0, 4.0, 1.0, 4.0, 64),
         (128, 500000.0, 8.0, 1.0, 4.0, 8192),
         (128, 500000.0, 32.0, 1.0, 4.0, 8192),
         (32, 10000.0, 8.0, 2.0, 8.0, 128),
+        (128, 500000.0, 16.0, 1.0, 1.0, 8192),  # Llama 4 Scout: equal band factors, no middle band
+        (32, 500000.0, 16.0, 1.0, 1.0, 256),
     ],
 }
 ROPE_TYPE = {
@@ -157,3 +162,37 @@ def test_a_course_function_drives_a_real_llama(rope_type, ours, wrong, extra):
         library.library_attr("modeling_rope_utils", "ROPE_INIT_FUNCTIONS")[rope_type].__module__
         == "transformers.modeling_rope_utils"
     )  # put back
+
+
+def test_frequencies_are_compared_relatively():
+    """The slow pairs of a base-500,000 head are below 1e-5: an absolute tolerance of 1e-5 would pass
+    them doubled. Only the (64, 500000, ...) case of llama3_scaling has such pairs."""
+
+    def slow_pairs_doubled(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+        inv_freq, scale = ch07.llama3_meta(d, base, factor, low_freq_factor, high_freq_factor, original_max_len)
+        return torch.where(inv_freq < 1e-5, 2 * inv_freq, inv_freq), scale
+
+    result = check("llama3_scaling", slow_pairs_doubled)
+    assert result.diagnosis == "wrong_values" and "500000.0" in result.message, result
+
+
+@pytest.mark.parametrize("exercise", [e for e in ch07.RIGHT] + ["alibi_slopes", "alibi_bias", "t5_relative_bucket"])
+def test_no_message_starts_with_an_identifier_capitalised(exercise):
+    """The panel capitalises the first letter of a message, hint and fix: θ_i would read Θ_i, and an
+    argument name would be misspelt. Each of chapters 06 and 07's texts starts with a plain word."""
+    for code in get(exercise).mistakes:
+        for text in probe.advice(get(exercise), code):
+            first = text.split()[0]  # a code span (`...`) is left as it is
+            assert first[0] == "`" or ("_" not in first and first[0].isascii()), f"{exercise}/{code}: {text[:60]}"
+
+
+@pytest.mark.parametrize(
+    "exercise, fn, says",
+    [
+        ("linear_scaling", ch07.linear_raised_base, "not interpolation"),
+        ("ntk_scaling", ch07.ntk_and_divided, "keeps pair 0"),
+    ],
+)
+def test_wrong_values_reads_the_fastest_pair(exercise, fn, says):
+    result = check(exercise, fn)
+    assert result.diagnosis == "wrong_values" and says in result.hint, result

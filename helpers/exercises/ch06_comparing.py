@@ -506,9 +506,11 @@ def _buckets(
     exact: str = "half",
     spacing: str = "log",
     clamp: bool = True,
+    precision: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """The bucketing with one or more of its steps done wrong (each keyword, one mistake), float64 logs:
-    the right steps give the reference's buckets on the probes' inputs."""
+    """The bucketing with one or more of its steps done wrong (each keyword, one mistake), its log in
+    float32 as transformers computes it (precision=torch.float64: the log in float64, itself a mistake):
+    the right steps give the reference's buckets."""
     relative = relative_position.long() * direction
     buckets = torch.zeros_like(relative)
     if bidirectional and split == "halves":
@@ -518,7 +520,7 @@ def _buckets(
         num_buckets //= 2
     distance = relative.abs() if bidirectional else (-relative).clamp(min=0)
     max_exact = num_buckets if exact == "all" else num_buckets // 2
-    d = distance.double().clamp(min=1e-9)
+    d = distance.to(precision)
     if spacing == "linear":
         scaled = (d - max_exact) / (max_distance - max_exact) * (num_buckets - max_exact)
     else:
@@ -536,6 +538,7 @@ BUCKET_FACES = {  # code -> the keyword sets of _buckets that make it
     "bucket_exact_region": [{"exact": "all"}],
     "bucket_log_spacing": [{"spacing": "linear"}, {"spacing": "log_of_max"}, {"spacing": "rounded"}],
     "bucket_not_clamped": [{"clamp": False}],
+    "bucket_log_in_float64": [{"precision": torch.float64}],
 }
 
 
@@ -560,8 +563,8 @@ def bucket_direction_reversed(*args: Any) -> list[torch.Tensor]:
     the buckets of keys before it (bidirectional), or the decoder's buckets count keys after
     the query instead of before it (bidirectional=False).
 
-    Hint: relative_position is memory_position - query_position, key minus query: negative
-    for keys before the query, the only ones a causal decoder sees.
+    Hint: the argument relative_position is memory_position - query_position, key minus query:
+    negative for keys before the query, the only ones a causal decoder sees.
 
     Fix: keep the sign as given: the upper half for `relative_position > 0`, and for
     bidirectional=False the distance `-torch.clamp(relative_position, max=0)`."""
@@ -605,18 +608,42 @@ def bucket_not_clamped(*args: Any) -> list[torch.Tensor]:
     return _faces("bucket_not_clamped")(*args)
 
 
+def bucket_log_in_float64(*args: Any) -> list[torch.Tensor]:
+    """Your log-spaced buckets are computed in float64, and at a few distances that lands one
+    bucket away from transformers' (and Mesh TensorFlow's) float32 computation: where the exact
+    value of log(d / max_exact) / log(max_distance / max_exact) · (n - max_exact) is a whole
+    number, or within float32's rounding of one, the truncation decides between two buckets.
+
+    Hint: a T5 checkpoint's bias table was trained with the buckets float32 gives, so those are
+    the ones to reproduce. With 20 buckets and max_distance 160 (bidirectional), distances 10,
+    20 and 80 sit exactly on bucket boundaries: float32 puts them in buckets 6, 7 and 9, float64
+    one lower.
+
+    Fix: compute the log as transformers does, in float32: `torch.log(distance.float() / max_exact)`
+    divided by the Python float `math.log(max_distance / max_exact)`, times `num_buckets - max_exact`,
+    then `.long()`."""
+    return _faces("bucket_log_in_float64")(*args)
+
+
 BUCKET_MISTAKES = {
     "bucket_sign_split_missing": bucket_sign_split_missing,
     "bucket_direction_reversed": bucket_direction_reversed,
     "bucket_exact_region": bucket_exact_region,
     "bucket_log_spacing": bucket_log_spacing,
     "bucket_not_clamped": bucket_not_clamped,
+    "bucket_log_in_float64": bucket_log_in_float64,
 }
 
-BUCKET_HELP = (  # wrong_values: (hint, fix)
+BUCKET_HELP = (  # wrong_values: (hint, fix), bidirectional
     "Work out a few buckets by hand with the defaults (bidirectional, 32 buckets, max_distance 128): relative_position 0 → 0, -1 → 1, 1 → 17, -20 → 10, 20 → 26, -200 → 15, 200 → 31.",
     "Print `t5_relative_bucket(torch.tensor([0, -1, 1, -20, 20, -200, 200]))`: it must be [0, 1, 17, 10, 26, 15, 31]. "
     "Follow the first wrong entry through your steps: the sign split, the exact region, the log-spaced buckets, the clamp.",
+)
+CAUSAL_BUCKET_HELP = (  # wrong_values on a bidirectional=False case: a decoder's buckets, 32 of them for keys before the query
+    "A decoder (bidirectional=False) counts distances back only: keys after the query all get bucket 0, and the 32 buckets are "
+    "for keys before it, 16 exact, 16 log-spaced up to max_distance. relative_position 0 → 0, -1 → 1, 1 → 0, -20 → 17, 20 → 0, -200 → 31, 200 → 0.",
+    "Print `t5_relative_bucket(torch.tensor([0, -1, 1, -20, 20, -200, 200]), bidirectional=False)`: it must be "
+    "[0, 1, 0, 17, 0, 31, 0]. A positive relative position is a key after the query: its distance back is 0, not its absolute value.",
 )
 
 
@@ -659,6 +686,18 @@ def bucket_cases(probe: Probe) -> tuple[tuple[str, torch.Tensor, tuple[Any, ...]
             probe.randint(121, 2, 3, 40).int() - 60,
             (False, 10, 50),
         ),
+        # where float32 and float64 logs truncate to different buckets (tests/test_checks.py searches them):
+        # distances 10, 20 and 80 here, float32 one bucket higher; distance 18 below, float32 one lower
+        (
+            "int16 positions -200 .. 200, num_buckets=20, max_distance=160",
+            torch.arange(-200, 201, device=probe.device, dtype=torch.int16),
+            (True, 20, 160),
+        ),
+        (
+            "a vector -40 .. 40, bidirectional=False, num_buckets=17, max_distance=27",
+            torch.arange(-40, 41, device=probe.device),
+            (False, 17, 27),
+        ),
     )
 
 
@@ -672,8 +711,8 @@ def buckets_of(probe: Probe, fn: Callable[..., Any], what: str, relative: torch.
             expected,
             what=f"the buckets of {what}",
             mistakes=probe.known_mistakes(relative, *more),
-            hint=BUCKET_HELP[0],
-            fix=BUCKET_HELP[1],
+            hint=(BUCKET_HELP if not more or more[0] else CAUSAL_BUCKET_HELP)[0],
+            fix=(BUCKET_HELP if not more or more[0] else CAUSAL_BUCKET_HELP)[1],
         )
     except Failure as failure:
         if failure.code == "wrong_values":
@@ -687,7 +726,7 @@ def check_t5_relative_bucket(fn: Callable[..., Any], probe: Probe) -> None:
             buckets_of(probe, fn, what, relative, more)
     except Failure as failure:
         if failure.code == "wrong_dtype":
-            failure.hint = "Bucket ids index a table of learned biases, nn.Embedding(num_buckets, n_heads): an index is an integer, torch.long."
+            failure.hint = "Bucket ids index a table of learned biases, nn.Embedding(num_buckets, n_heads): an index is torch.long, whatever integer dtype (int64, int32, int16) relative_position comes in."
             failure.fix = "Cut the log-spaced buckets with `.long()` (truncation, as T5 does) and keep every other step in integers; `.long()` on the result if a float slipped in."
         raise
     probe.device_pass(lambda device: probe.call(fn, relative_positions(40, device)))

@@ -78,6 +78,28 @@ def _ntk_bases(d: int, base: float, factor: float) -> list[float]:
     return [base * factor, base * factor ** ((d - 2) / d), base * factor ** (d / (d - 1)), base * factor ** (2 / d)]
 
 
+HEAD_SIZE_HARD_CODED = """Your exponent is a constant that is right for one head size only: d/(d-2) is 64/63
+for d = 128 (Llama's heads) and 32/31 for d = 64, but this call has another d.
+
+Hint: public code often writes the exponent for the model it was written for. The exponent
+makes the slowest pair, i = d/2 - 1, slow down by exactly the factor, so it depends on the
+head dimension of the model that runs it: a head of 8 dims needs 8/6.
+
+Fix: Compute it from the argument: `factor ** (d / (d - 2))`."""
+
+
+def _one_head_size(d: int) -> list[float]:
+    """The exponents d/(d-2) of Llama's head sizes, written as constants: those that are wrong for this d."""
+    return [e for e in (64 / 63, 32 / 31) if not math.isclose(e, d / (d - 2))]
+
+
+def ntk_head_size_hard_coded(d: int, base: float, factor: float) -> list[Scaled]:
+    return [(theta_of(d, base * factor**e), 1.0) for e in _one_head_size(d)]
+
+
+ntk_head_size_hard_coded.__doc__ = HEAD_SIZE_HARD_CODED
+
+
 def ntk_wrong_exponent(d: int, base: float, factor: float) -> list[Scaled]:
     """Your new base is raised by the factor to the wrong power: NTK-aware scaling
     uses base' = base · factor^(d/(d-2)).
@@ -109,16 +131,25 @@ def dynamic_wrong_scale(d: int, base: float, factor: float, seq_len: int, origin
     """Past original_max_len your dynamic scaling uses another factor than transformers'
     factor·seq_len/original_max_len - (factor - 1).
 
-    Hint: The factor grows in a straight line from 1 at the trained length L, with slope
-    factor / L: at T = 2L it is factor + 1. It is neither seq_len / L alone, nor
-    factor·seq_len / L (which is already factor at T = L), nor the fixed factor.
+    Hint: the factor grows in a straight line from 1 at the trained length L, with slope
+    factor / L: at T = 2L it is factor + 1. Other schedules exist, and this exercise asks for
+    transformers' one: the YaRN paper's Dynamic Scaling, s = max(1, T/L), is this formula with
+    factor = 1; Qwen's dynamic NTK rounds the ratio up to a power of two (2^ceil(log2(T/L) + 1) - 1);
+    factor·T/L is already factor at T = L; a floor division makes the factor jump in whole steps.
 
     Fix: For seq_len above original_max_len, `grown = factor * seq_len / original_max_len - (factor - 1)`
-    and `new_base = base * grown ** (d / (d - 2))`."""
+    in float division, and `new_base = base * grown ** (d / (d - 2))`."""
     if seq_len <= original_max_len:
         return None
     ratio = seq_len / original_max_len
-    return [(theta_of(d, base * g ** (d / (d - 2))), 1.0) for g in (ratio, factor * ratio, factor)]
+    schedules = (
+        ratio,  # the YaRN paper's Dynamic Scaling (HF's with factor 1)
+        factor * ratio,
+        factor,
+        2 ** math.ceil(math.log2(ratio) + 1) - 1,  # Qwen (1)'s dynamic NTK
+        factor * seq_len // original_max_len - (factor - 1),  # floor division
+    )
+    return [(theta_of(d, base * g ** (d / (d - 2))), 1.0) for g in schedules if g > 0]
 
 
 def dynamic_wrong_exponent(d: int, base: float, factor: float, seq_len: int, original_max_len: int) -> list[Scaled]:
@@ -128,6 +159,43 @@ def dynamic_wrong_exponent(d: int, base: float, factor: float, seq_len: int, ori
 
 
 dynamic_wrong_exponent.__doc__ = ntk_wrong_exponent.__doc__
+
+
+def dynamic_head_size_hard_coded(
+    d: int, base: float, factor: float, seq_len: int, original_max_len: int
+) -> list[Scaled]:
+    grown = factor * max(seq_len, original_max_len) / original_max_len - (factor - 1)
+    return [(theta_of(d, base * grown**e), 1.0) for e in _one_head_size(d)]
+
+
+dynamic_head_size_hard_coded.__doc__ = HEAD_SIZE_HARD_CODED
+
+# The trained lengths public code writes as constants: Llama 2's, Llama 3's, Qwen2.5's and a 2k model's
+KNOWN_LENGTHS = (2048, 4096, 8192, 32768)
+
+TRAINED_LENGTH_HARD_CODED = """Your code does not use the original_max_len it is given: its result is that of a
+constant trained length (2048, 4096, 8192 or 32768, the lengths of well-known models).
+
+Hint: the trained length is the model's, and the same function serves every model: Llama 2 was
+trained on 4,096 tokens, Llama 3 on 8,192, the tiny model of this chapter on 32. Which line of
+yours reads a number instead of the argument?
+
+Fix: Use `original_max_len` wherever the trained length appears (the band edges, the blend, the
+length ratio)."""
+
+
+def dynamic_trained_length_hard_coded(
+    d: int, base: float, factor: float, seq_len: int, original_max_len: int
+) -> list[Scaled]:
+    """Only the constants below seq_len: a constant above it leaves θ unchanged, which is no scaling at all."""
+    return [
+        reference.dynamic_ntk_scaling(d, base, factor, seq_len, L)
+        for L in KNOWN_LENGTHS
+        if L != original_max_len and L < seq_len
+    ]
+
+
+dynamic_trained_length_hard_coded.__doc__ = TRAINED_LENGTH_HARD_CODED
 
 
 def _yarn(
@@ -143,8 +211,10 @@ def _yarn(
     reverse: bool = False,
     inverted: bool = False,
     edges: tuple[float, float] | None = None,
+    last: int | None = None,
 ) -> torch.Tensor:
-    """YaRN's inv_freq with one slip: no 2π, no truncation, the ramp reversed, θ·s, or other edges."""
+    """YaRN's inv_freq with one slip: no 2π, no truncation, the ramp reversed, θ·s, other edges, or the
+    slow edge clamped to `last` instead of d - 1."""
     turn = 2 * math.pi if two_pi else 1.0
 
     def pair_with(turns: float) -> float:
@@ -153,7 +223,7 @@ def _yarn(
     low, high = (pair_with(beta_fast), pair_with(beta_slow)) if edges is None else edges
     if truncate and edges is None:
         low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, d - 1)
+    low, high = max(low, 0), min(high, d - 1 if last is None else last)
     if low == high:
         high += 0.001
     ramp = ((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
@@ -202,7 +272,6 @@ def _band_edges_yarn(
 ) -> list[Scaled]:
     return [
         (_yarn(d, base, factor, original_max_len, beta_slow, beta_fast), temperature(factor)),  # the betas swapped
-        (_yarn(d, base, factor, original_max_len), temperature(factor)),  # the defaults, whatever was given
         (
             _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, edges=(beta_fast, beta_slow)),
             temperature(factor),
@@ -210,16 +279,15 @@ def _band_edges_yarn(
     ]
 
 
-WRONG_BAND_EDGES = """Your band edges are not where the method puts them: the pairs that are
-kept, blended and interpolated are not the right ones.
+WRONG_BAND_EDGES = """Your band edges are not where YaRN puts them: the pairs that are kept, ramped
+and interpolated are not the right ones (the betas swapped, or used as pair indices).
 
-Hint: YaRN's edges are the pair indices where a pair makes beta_fast (32) and beta_slow (1)
-turns within L, from the arguments given; Llama 3.1's are the wavelengths
-L / high_freq_factor (shorter: kept) and L / low_freq_factor (longer: divided by the factor).
+Hint: the edges are pair indices, found from turns: the fast edge is the pair that makes
+beta_fast (32) turns within L, the slow edge the pair that makes beta_slow (1). Fast pairs have
+low indices, so the fast edge is the lower one.
 
-Fix: YaRN: `low` from beta_fast, `high` from beta_slow, both with the given arguments.
-Llama 3.1: keep where the wavelength is below `original_max_len / high_freq_factor`, divide where
-it is above `original_max_len / low_freq_factor`."""
+Fix: `low` from beta_fast and `high` from beta_slow, each through
+`d * math.log(original_max_len / (2 * math.pi * beta)) / (2 * math.log(base))`."""
 
 
 def yarn_wrong_band_edges(
@@ -229,6 +297,98 @@ def yarn_wrong_band_edges(
 
 
 yarn_wrong_band_edges.__doc__ = WRONG_BAND_EDGES
+
+
+def yarn_edge_clamped_to_half(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> list[Scaled]:
+    """Your slow band edge is clamped to the last pair, d/2 - 1 (or d/2); transformers and the
+    YaRN authors' code clamp it to d - 1. The two differ only when the trained length is so
+    long that even i(beta_slow), the pair that makes one turn within L, lies past the middle of
+    the head: then the library's ramp never reaches 1, and its slowest pairs are only partly
+    interpolated (Llama 2's head at L = 65,536: the last pair slowed 3.23 times at s = 4, not 4).
+
+    Hint: the clamp to d - 1 looks like a slip (d - 1 counts dimensions, not pairs), but it is
+    what the library computes, and so what a model whose config says "yarn" runs with. The
+    exercise reproduces the library.
+
+    Fix: `high = min(math.ceil(high), d - 1)`, as `find_correction_range` does."""
+    return [
+        (_yarn(d, base, factor, original_max_len, beta_fast, beta_slow, last=last), temperature(factor))
+        for last in (d // 2 - 1, d // 2)
+    ]
+
+
+def yarn_paper_ramp(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
+    """Your ramp is the YaRN paper's γ(r): linear in the number of turns r = L/λ between
+    beta_slow and beta_fast. transformers' "yarn" (like the authors' own code) ramps linearly
+    over the pair index instead, between the rounded edges i(beta_fast) and i(beta_slow); since
+    r falls exponentially with the index, the two ramps give different blends in the band.
+
+    Hint: both keep the pairs above beta_fast turns and interpolate those below beta_slow; they
+    differ only in between. The exercise asks for the library's ramp, over the pair index.
+    (Llama 3.1's bands are the paper's γ(r), with α = 1 and β = 4.)
+
+    Fix: `ramp = ((torch.arange(d // 2).float() - low) / (high - low)).clamp(0, 1)`, with `low` and
+    `high` the pair indices where a pair makes beta_fast and beta_slow turns within L, rounded outward."""
+    theta = theta_of(d, base)
+    turns = original_max_len * theta / (2 * math.pi)
+    gamma = ((turns - beta_slow) / (beta_fast - beta_slow)).clamp(0, 1)  # 1: keep, 0: interpolate
+    return theta / factor * (1 - gamma) + theta * gamma, temperature(factor)
+
+
+BAND_FACTOR_HARD_CODED = """Your code does not use the band parameters it is given: its result is that of the
+defaults written as constants (YaRN's beta_fast 32 and beta_slow 1, Llama 3.1's
+low_freq_factor 1 and high_freq_factor 4).
+
+Hint: those numbers are one model's choice (Llama 3.1's, and YaRN's for LLaMA), not part of the
+method: Llama 3.2 and other configs pass the same fields, and the exercise's arguments carry them.
+
+Fix: Read the edges from the arguments: `beta_fast` and `beta_slow` for YaRN, `low_freq_factor` and
+`high_freq_factor` for Llama 3.1."""
+
+
+def yarn_band_factor_hard_coded(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
+    return _yarn(d, base, factor, original_max_len), temperature(factor)
+
+
+yarn_band_factor_hard_coded.__doc__ = BAND_FACTOR_HARD_CODED
+
+
+def yarn_trained_length_hard_coded(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> list[Scaled]:
+    return [
+        (_yarn(d, base, factor, L, beta_fast, beta_slow), temperature(factor))
+        for L in KNOWN_LENGTHS
+        if L != original_max_len
+    ]
+
+
+yarn_trained_length_hard_coded.__doc__ = TRAINED_LENGTH_HARD_CODED
+
+BAND_FROM_STRETCHED_LENGTH = """Your bands are computed from the stretched length, factor × original_max_len (what a
+config calls max_position_embeddings), not from the trained length.
+
+Hint: a pair is kept or interpolated according to how many turns it made in *training*, within
+the original L: that is what the model has seen. The length it will run at decides the factor,
+not the bands.
+
+Fix: Use `original_max_len` in the band edges (and, for Llama 3.1, in the blend), never
+`factor * original_max_len`."""
+
+
+def yarn_band_from_stretched_length(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
+    return _yarn(d, base, factor, original_max_len * factor, beta_fast, beta_slow), temperature(factor)
+
+
+yarn_band_from_stretched_length.__doc__ = BAND_FROM_STRETCHED_LENGTH
 
 
 def yarn_not_truncated(
@@ -266,6 +426,20 @@ def yarn_missing_temperature(
 
     Fix: Return `0.1 * math.log(factor) + 1.0` (1.0 for a factor of 1 or less) as attention_scale."""
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow), 1.0
+
+
+def yarn_temperature_without_guard(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> Scaled:
+    """Your attention_scale falls below 1 for a factor under 1: 0.1·ln(factor) + 1 is 0.93 at
+    factor 0.5, where transformers returns 1.0.
+
+    Hint: the temperature sharpens attention that stretched positions flattened. A factor of 1 or
+    less stretches nothing, so the library (get_mscale) returns 1.0 there, and never a scale that
+    flattens attention.
+
+    Fix: `0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0`."""
+    return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow), 0.1 * math.log(factor) + 1.0
 
 
 def yarn_wrong_temperature(
@@ -327,7 +501,7 @@ def llama3_without_two_pi(
 llama3_without_two_pi.__doc__ = """Your wavelengths are 1/θ_i, without 2π: a pair turns once
 every 2π/θ_i tokens, so your bands hold the wrong pairs.
 
-Hint: θ_i is an angle per token, in radians; one turn is 2π radians. Pair 0 (θ = 1)
+Hint: each θ_i is an angle per token, in radians; one turn is 2π radians. Pair 0 (θ = 1)
 has a wavelength of about 6.28 tokens, not 1.
 
 Fix: `wavelength = 2 * math.pi / theta`, both for the band edges and for the blend."""
@@ -337,8 +511,7 @@ def llama3_wrong_band_edges(
     d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
 ) -> list[Scaled]:
     L = original_max_len
-    edges = [
-        (L / high_freq_factor, L / low_freq_factor),
+    edges = [  # (swapped edges leave the middle band empty: that is missing_middle_band's result)
         (L * low_freq_factor, L * high_freq_factor),
         (L, L / high_freq_factor),
     ]
@@ -349,7 +522,68 @@ def llama3_wrong_band_edges(
     ]
 
 
-llama3_wrong_band_edges.__doc__ = WRONG_BAND_EDGES
+llama3_wrong_band_edges.__doc__ = """Your band edges are not where Llama 3.1 puts them: the pairs that are
+kept, blended and divided are not the right ones (the edges swapped, multiplied by the band
+factors instead of divided, or the trained length itself taken as an edge).
+
+Hint: the edges are wavelengths, fractions of the trained length: below L / high_freq_factor
+(2,048 tokens for Llama 3.1) a pair is kept, above L / low_freq_factor (8,192) it is divided by
+the factor. A larger band factor gives a shorter edge.
+
+Fix: Keep where `wavelength < original_max_len / high_freq_factor`, divide where
+`wavelength > original_max_len / low_freq_factor`, blend in between."""
+
+
+def llama3_missing_middle_band(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> list[Scaled]:
+    """Your result has two bands only: every pair is either kept or divided by the whole factor,
+    and none is blended. Llama 3.1 has a third band between the edges L / high_freq_factor and
+    L / low_freq_factor (the blend forgotten, or the two edges swapped, which empties it).
+
+    Hint: between the short edge L / high_freq_factor and the long edge L / low_freq_factor lies
+    a third band, where each θ_i is a blend of θ_i and θ_i / factor, weighted by how many turns
+    the pair makes within L: it joins the kept band to the divided one without a jump.
+
+    Fix: For the pairs with a wavelength between the edges, `(1 - smooth) * theta / factor + smooth * theta`,
+    smooth = `(original_max_len / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)`."""
+    theta = theta_of(d, base)
+    wavelength = 2 * math.pi / theta
+    return [
+        (torch.where(wavelength < original_max_len / high_freq_factor, theta, theta / factor), 1.0),
+        (torch.where(wavelength > original_max_len / low_freq_factor, theta / factor, theta), 1.0),
+    ]
+
+
+def llama3_band_factor_hard_coded(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> Scaled:
+    return _llama3(d, base, factor, 1.0, 4.0, original_max_len), 1.0
+
+
+llama3_band_factor_hard_coded.__doc__ = BAND_FACTOR_HARD_CODED
+
+
+def llama3_trained_length_hard_coded(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> list[Scaled]:
+    return [
+        (_llama3(d, base, factor, low_freq_factor, high_freq_factor, L), 1.0)
+        for L in KNOWN_LENGTHS
+        if L != original_max_len
+    ]
+
+
+llama3_trained_length_hard_coded.__doc__ = TRAINED_LENGTH_HARD_CODED
+
+
+def llama3_band_from_stretched_length(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> Scaled:
+    return _llama3(d, base, factor, low_freq_factor, high_freq_factor, original_max_len * factor), 1.0
+
+
+llama3_band_from_stretched_length.__doc__ = BAND_FROM_STRETCHED_LENGTH
 
 
 def llama3_ramp_reversed(
@@ -425,6 +659,36 @@ def unpack(probe: Probe, out: Any, call: str) -> tuple[torch.Tensor, float]:
     return inv_freq, float(scale)
 
 
+# Frequencies are compared relatively: the slow pairs of a base-500,000 head are below 1e-5, where an
+# absolute tolerance would see nothing. float32 arithmetic written differently differs by a few ulps.
+FREQUENCY_TOLERANCE = {"rtol": 1e-5, "atol": 0.0}
+
+
+def same_frequencies(out: torch.Tensor, expected: torch.Tensor) -> bool:
+    return close(out, expected, **FREQUENCY_TOLERANCE)
+
+
+def pair_zero_help(exercise_id: str, inv_freq: torch.Tensor, expected: torch.Tensor) -> tuple[str, str]:
+    """The wrong_values hint and fix, read from the student's fastest pair: θ_0 tells interpolation
+    (every pair slowed) from a raised base or a band method (θ_0 kept)."""
+    if inv_freq.shape == expected.shape and inv_freq.numel() and expected.numel():
+        mine, theirs = float(inv_freq[0]), float(expected[0])
+        if math.isclose(mine, 1.0, rel_tol=1e-5) and not math.isclose(theirs, 1.0, rel_tol=1e-5):
+            return (
+                f"Your fastest pair is unchanged (θ_0 = 1): that is what a raised base does (NTK-aware), not "
+                f"interpolation, which slows every pair, the fastest included (θ_0 = {theirs:.6g} here).",
+                "Divide the plain θ_i = 1 / base^(2i/d) by the factor; leave the base as it is.",
+            )
+        if math.isclose(theirs, 1.0, rel_tol=1e-5) and not math.isclose(mine, 1.0, rel_tol=1e-5):
+            return (
+                f"Your fastest pair is changed (θ_0 = {mine:.6g}, not 1): {exercise_id} keeps pair 0, which turns many "
+                "times within the trained length; only slower pairs are slowed. Did every pair get divided by the factor?",
+                "Leave θ_0 = 1 as it is, and change only the pairs the method names (for a raised base, the base's "
+                "exponent 2i/d is 0 at i = 0).",
+            )
+    return HELP["wrong_values"]
+
+
 def faces_of(probe: Probe, args: tuple) -> dict[str, list[tuple[torch.Tensor, float]]]:
     return {code: [f for f in faces if isinstance(f, tuple)] for code, faces in probe.known_mistakes(*args)().items()}
 
@@ -438,20 +702,16 @@ def compare(probe: Probe, out: Any, args: tuple, call: str) -> None:
     what = f"the inv_freq of {call}"
 
     def frequencies() -> None:
-        if not close(inv_freq, expected):
+        if not same_frequencies(inv_freq, expected):
             probe._no_nan(inv_freq, expected, what)
             for code, found in faces.items():
-                if any(close(inv_freq, f[0]) for f in found):
-                    probe.fail(
-                        code, f"{probe.explain(code)} ({call}: {describe_difference(inv_freq, expected, 'inv_freq')})"
-                    )
+                if any(same_frequencies(inv_freq, f[0]) for f in found):
+                    difference = describe_difference(inv_freq, expected, "inv_freq", **FREQUENCY_TOLERANCE)
+                    probe.fail(code, f"{probe.explain(code)} ({call}: {difference})")
             if inv_freq.shape == expected.shape:
+                hint, fix = pair_zero_help(probe.exercise.id, inv_freq, expected)
                 probe.expect(
-                    inv_freq.to(expected.dtype),
-                    expected,
-                    what=what,
-                    hint=HELP["wrong_values"][0],
-                    fix=HELP["wrong_values"][1],
+                    inv_freq.to(expected.dtype), expected, what=what, hint=hint, fix=fix, **FREQUENCY_TOLERANCE
                 )
             probe.fail(
                 "wrong_shape",
@@ -543,7 +803,7 @@ def against_library(probe: Probe, fn: Callable[..., Any], rope_type: str, cases:
     version = library.transformers_version()
     for args, (their_inv, their_scale) in zip(cases, theirs):
         ours_inv, ours_scale = probe.exercise.reference(*args)
-        if not (close(ours_inv, their_inv) and math.isclose(ours_scale, their_scale, rel_tol=1e-6)):
+        if not (same_frequencies(ours_inv, their_inv) and math.isclose(ours_scale, their_scale, rel_tol=1e-6)):
             probe.notes.append(
                 f"(transformers {version} computes {rope_type!r} differently from the versions the course was tested on: compared with the course's reference only.)"
             )
@@ -551,12 +811,12 @@ def against_library(probe: Probe, fn: Callable[..., Any], rope_type: str, cases:
         call = f"`{probe.exercise.id}({', '.join(repr(a) for a in args)})`"
         inv_freq, scale = unpack(probe, probe.call(fn, *args, what=call), call)
         if not (
-            close(inv_freq, their_inv)
+            same_frequencies(inv_freq, their_inv)
             and inv_freq.dtype == torch.float32
             and math.isclose(scale, their_scale, rel_tol=1e-6)
         ):
             difference = (
-                describe_difference(inv_freq, their_inv, "its inv_freq")
+                describe_difference(inv_freq, their_inv, "its inv_freq", **FREQUENCY_TOLERANCE)
                 if inv_freq.shape == their_inv.shape
                 else f"its inv_freq has shape {tuple(inv_freq.shape)}"
             )
@@ -594,6 +854,7 @@ def check_dynamic(fn: Callable[..., Any], probe: Probe) -> None:
         (8, 10000.0, 2.0, 10, 16),
         (8, 10000.0, 4.0, 1, 16),
         (16, 10000.0, 4.0, 16, 16),
+        (16, 10000.0, 2.0, 10000, 3000),  # first past L: longer than every length public code hard-codes
         (16, 10000.0, 2.0, 40, 16),
         (64, 500000.0, 8.0, 100, 32),
         (32, 10000.0, 4.0, 17, 16),
@@ -658,7 +919,11 @@ EXERCISES = [
         kind="function",
         reference=reference.ntk_scaling,
         check=scaling_check([(8, 10000.0, 4.0), (16, 1000000.0, 2.0), (64, 10000.0, 8.0)]),
-        mistakes={"ntk_wrong_exponent": ntk_wrong_exponent, "factor_inverted": ntk_factor_inverted},
+        mistakes={
+            "ntk_wrong_exponent": ntk_wrong_exponent,
+            "factor_inverted": ntk_factor_inverted,
+            "head_size_hard_coded": ntk_head_size_hard_coded,
+        },
         difficulty=1,
         importance=2,
         minutes=5,
@@ -677,6 +942,8 @@ EXERCISES = [
             "scaled_within_original_length": dynamic_scaled_within,
             "dynamic_wrong_scale": dynamic_wrong_scale,
             "ntk_wrong_exponent": dynamic_wrong_exponent,
+            "head_size_hard_coded": dynamic_head_size_hard_coded,
+            "trained_length_hard_coded": dynamic_trained_length_hard_coded,
         },
         difficulty=2,
         importance=2,
@@ -696,10 +963,15 @@ EXERCISES = [
                 (64, 10000.0, 4.0, 512),
                 (32, 500000.0, 4.0, 256, 16.0, 2.0),
                 (16, 10000.0, 1.0, 128),
+                (16, 10000.0, 4.0, 100000),  # i(beta_slow) = 8.4 > d/2: the slow edge past the middle of the head
+                (16, 10000.0, 0.5, 128),  # a factor below 1: no temperature
             ]
         ),
-        # Llama 2 at 64k (Peng et al.'s YaRN 64k model: d 128, 4096 trained, s 16) and Qwen2.5's YaRN (base 1e6, 32768 trained, s 4)
-        oracle=library_oracle("yarn", [(128, 10000.0, 16.0, 4096), (128, 1000000.0, 4.0, 32768)]),
+        # Llama 2 at 64k (Peng et al.'s YaRN 64k model: d 128, 4096 trained, s 16), Qwen2.5's YaRN (base 1e6,
+        # 32768 trained, s 4), and a Llama 2 head trained on 65,536 tokens, whose slow edge passes pair 63
+        oracle=library_oracle(
+            "yarn", [(128, 10000.0, 16.0, 4096), (128, 1000000.0, 4.0, 32768), (128, 10000.0, 4.0, 65536)]
+        ),
         mistakes={
             "ramp_reversed": yarn_ramp_reversed,
             "wavelength_without_2pi": yarn_without_two_pi,
@@ -708,6 +980,12 @@ EXERCISES = [
             "factor_inverted": yarn_factor_inverted,
             "missing_temperature": yarn_missing_temperature,
             "wrong_temperature": yarn_wrong_temperature,
+            "yarn_edge_clamped_to_half": yarn_edge_clamped_to_half,
+            "temperature_without_guard": yarn_temperature_without_guard,
+            "paper_ramp": yarn_paper_ramp,
+            "band_factor_hard_coded": yarn_band_factor_hard_coded,
+            "trained_length_hard_coded": yarn_trained_length_hard_coded,
+            "band_from_stretched_length": yarn_band_from_stretched_length,
         },
         difficulty=3,
         importance=3,
@@ -721,15 +999,24 @@ EXERCISES = [
         kind="function",
         reference=reference.llama3_scaling,
         check=scaling_check(
-            [(16, 10000.0, 4.0, 1.0, 4.0, 64), (32, 10000.0, 8.0, 2.0, 8.0, 128), (64, 500000.0, 8.0, 1.0, 4.0, 8192)]
+            [
+                (32, 10000.0, 8.0, 2.0, 8.0, 128),  # first: band factors other than 1 and 4 tell the edges apart
+                (16, 10000.0, 4.0, 1.0, 4.0, 64),
+                (64, 500000.0, 8.0, 1.0, 4.0, 8192),
+                (32, 500000.0, 16.0, 1.0, 1.0, 256),  # Llama 4 Scout's equal band factors: no middle band
+            ]
         ),
         # Llama 3.1's own numbers (d 128, base 500000, s 8, bands 1 and 4, 8192 trained), and Llama 3.2's s 32
         oracle=library_oracle("llama3", [(128, 500000.0, 8.0, 1.0, 4.0, 8192), (128, 500000.0, 32.0, 1.0, 4.0, 8192)]),
         mistakes={
             "wavelength_without_2pi": llama3_without_two_pi,
+            "missing_middle_band": llama3_missing_middle_band,
             "wrong_band_edges": llama3_wrong_band_edges,
             "ramp_reversed": llama3_ramp_reversed,
             "factor_inverted": llama3_factor_inverted,
+            "band_factor_hard_coded": llama3_band_factor_hard_coded,
+            "trained_length_hard_coded": llama3_trained_length_hard_coded,
+            "band_from_stretched_length": llama3_band_from_stretched_length,
         },
         difficulty=2,
         importance=3,

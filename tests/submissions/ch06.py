@@ -399,21 +399,23 @@ def bucket_loop_float64(relative_position, bidirectional=True, num_buckets=32, m
     return torch.tensor(out, dtype=torch.long, device=relative_position.device).reshape(relative_position.shape)
 
 
-def bucket_boundaries(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-    """The log-spaced buckets' first distances, then bucketize: no log per element."""
+def bucket_clamped_distance(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """Vectorised with clamps instead of where: the far distances clamped before the log, float32 as T5."""
     n = num_buckets // 2 if bidirectional else num_buckets
     exact = n // 2
-    distance = relative_position.long().abs() if bidirectional else (-relative_position.long()).clamp(min=0)
-    # the smallest distance of bucket exact + k is exact · (max_distance / exact)^(k / (n - exact)), rounded up
-    starts = [exact] + [
-        math.ceil(exact * (max_distance / exact) ** (k / (n - exact)) - 1e-9) for k in range(1, n - exact)
-    ]
-    bucket = torch.where(
-        distance < exact,
-        distance,
-        exact - 1 + torch.bucketize(distance, torch.tensor(starts, device=distance.device), right=True),
+    side = (
+        (relative_position > 0).long() * n if bidirectional else torch.zeros_like(relative_position, dtype=torch.long)
     )
-    return bucket + ((relative_position > 0).long() * n if bidirectional else 0)
+    d = relative_position.long().abs() if bidirectional else (-relative_position.long()).clamp(min=0)
+    far = exact + (torch.log(d.clamp(min=exact).float() / exact) / math.log(max_distance / exact) * (n - exact)).long()
+    return side + torch.where(d < exact, d, far.clamp(max=n - 1))
+
+
+def bucket_causal_abs(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """The decoder's path with abs(): keys after the query are counted as distances too."""
+    if bidirectional:
+        return bucket_like_transformers(relative_position, True, num_buckets, max_distance)
+    return bucket_like_transformers(-relative_position.abs(), False, num_buckets, max_distance)
 
 
 def bucket_no_sign_split(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -474,7 +476,7 @@ def bucket_no_split_no_clamp(relative_position, bidirectional=True, num_buckets=
     return torch.where(d < exact, d, if_large)
 
 
-RIGHT["t5_relative_bucket"] = [bucket_like_transformers, bucket_loop_float64, bucket_boundaries]
+RIGHT["t5_relative_bucket"] = [bucket_like_transformers, bucket_clamped_distance]
 WRONG += [
     ("t5_relative_bucket", "bucket_sign_split_missing", bucket_no_sign_split),
     ("t5_relative_bucket", "bucket_direction_reversed", bucket_query_minus_key),
@@ -482,6 +484,8 @@ WRONG += [
     ("t5_relative_bucket", "bucket_log_spacing", bucket_rounded),
     ("t5_relative_bucket", "bucket_not_clamped", bucket_unclamped),
     ("t5_relative_bucket", "wrong_dtype", bucket_float),
+    ("t5_relative_bucket", "bucket_log_in_float64", bucket_loop_float64),
+    ("t5_relative_bucket", "wrong_values", bucket_causal_abs),
 ]
 ALSO += [("t5_relative_bucket", "bucket_sign_split_missing", "bucket_not_clamped", bucket_no_split_no_clamp)]
 

@@ -80,6 +80,11 @@ def linear_both_halves(d, base, factor):
     return torch.cat([inv, inv]), 1.0
 
 
+def linear_raised_base(d, base, factor):
+    """Position interpolation confused with a raised base: base × factor."""
+    return theta(d, base * factor), 1.0
+
+
 def linear_tensor_scale(d, base, factor):
     return theta(d, base) / factor, torch.tensor(1.0)
 
@@ -117,6 +122,16 @@ def ntk_inverted_exponent(d, base, factor):
 
 def ntk_divided_base(d, base, factor):
     return theta(d, base / factor ** (d / (d - 2))), 1.0
+
+
+def ntk_and_divided(d, base, factor):
+    """The NTK base, and every pair divided by the factor on top."""
+    return theta(d, base * factor ** (d / (d - 2))) / factor, 1.0
+
+
+def ntk_llama_exponent(d, base, factor):
+    """The exponent as a blog post for Llama writes it: 64/63, d/(d-2) for d = 128."""
+    return theta(d, base * factor ** (64 / 63)), 1.0
 
 
 # --- dynamic_ntk_scaling --------------------------------------------------------------
@@ -160,6 +175,31 @@ def dynamic_ratio_only(d, base, factor, seq_len, original_max_len):
 def dynamic_ratio_unclamped(d, base, factor, seq_len, original_max_len):
     """Two mistakes: the length ratio alone past L, and a change below L too (a ratio under 1)."""
     return theta(d, base * (seq_len / original_max_len) ** (d / (d - 2))), 1.0
+
+
+def dynamic_paper_scale(d, base, factor, seq_len, original_max_len):
+    """The YaRN paper's Dynamic Scaling, s = max(1, T/L), on a raised base."""
+    s = max(1.0, seq_len / original_max_len)
+    return theta(d, base * s ** (d / (d - 2))), 1.0
+
+
+def dynamic_qwen(d, base, factor, seq_len, original_max_len):
+    """Qwen (1)'s dynamic NTK: the ratio rounded up to a power of two."""
+    if seq_len <= original_max_len:
+        return theta(d, base), 1.0
+    alpha = 2 ** math.ceil(math.log(seq_len / original_max_len, 2) + 1) - 1
+    return theta(d, base * alpha ** (d / (d - 2))), 1.0
+
+
+def dynamic_llama2_length(d, base, factor, seq_len, original_max_len):
+    """Llama 2's 4096 written where the trained length belongs."""
+    seq_len = max(seq_len, 4096)
+    return theta(d, base * (factor * seq_len / 4096 - (factor - 1)) ** (d / (d - 2))), 1.0
+
+
+def dynamic_llama_exponent(d, base, factor, seq_len, original_max_len):
+    seq_len = max(seq_len, original_max_len)
+    return theta(d, base * (factor * seq_len / original_max_len - (factor - 1)) ** (64 / 63)), 1.0
 
 
 def dynamic_no_exponent(d, base, factor, seq_len, original_max_len):
@@ -281,6 +321,38 @@ def yarn_temperature_log10(d, base, factor, original_max_len, beta_fast=32.0, be
     return _yarn_with(d, base, factor, original_max_len, beta_fast, beta_slow, scale=lambda s: 0.1 * math.log10(s) + 1)
 
 
+def yarn_half_clamp(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """The slow edge clamped to the last pair, d/2 - 1, "since there are only d/2 pairs"."""
+    edge = lambda turns: d * math.log(original_max_len / (2 * math.pi * turns)) / (2 * math.log(base))
+    low, high = max(math.floor(edge(beta_fast)), 0), min(math.ceil(edge(beta_slow)), d // 2 - 1)
+    ramp = ((torch.arange(d // 2).float() - low) / ((high - low) or 0.001)).clamp(0, 1)
+    t = theta(d, base)
+    return t / factor * ramp + t * (1 - ramp), (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+
+
+def yarn_no_guard(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """The temperature without its `factor > 1` guard."""
+    return _yarn_with(d, base, factor, original_max_len, beta_fast, beta_slow, scale=lambda s: 0.1 * math.log(s) + 1)
+
+
+def yarn_paper_gamma(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """The paper's §3.2, γ(r) = (r - α)/(β - α) on the turns r = L/λ, α = beta_slow, β = beta_fast."""
+    t = theta(d, base)
+    r = original_max_len / (2 * math.pi / t)
+    gamma = ((r - beta_slow) / (beta_fast - beta_slow)).clamp(0, 1)
+    return (1 - gamma) * t / factor + gamma * t, (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+
+
+def yarn_llama2_length(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """4096, Llama 2's trained length, where original_max_len belongs."""
+    return _yarn_with(d, base, factor, 4096, beta_fast, beta_slow)
+
+
+def yarn_stretched_length(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """The bands from max_position_embeddings, the stretched length."""
+    return _yarn_with(d, base, factor, original_max_len * factor, beta_fast, beta_slow)
+
+
 def yarn_float64(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
     inv_freq, scale = yarn_hf(d, base, factor, original_max_len, beta_fast, beta_slow)
     return inv_freq.double(), scale
@@ -384,6 +456,26 @@ def llama3_times_factor(d, base, factor, low_freq_factor, high_freq_factor, orig
     return _llama3_with(d, base, factor, low_freq_factor, high_freq_factor, original_max_len, times=True)
 
 
+def llama3_two_bands(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+    """Keeps the short wavelengths, divides everything else: the blend forgotten."""
+    t = theta(d, base)
+    return torch.where(2 * math.pi / t < original_max_len / high_freq_factor, t, t / factor), 1.0
+
+
+def llama3_meta_constants(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+    """Meta's apply_scaling with its constants left in: bands 1 and 4, 8192 tokens."""
+    return llama3_meta(d, base, factor, 1.0, 4.0, original_max_len)
+
+
+def llama3_trained_8192(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+    return llama3_meta(d, base, factor, low_freq_factor, high_freq_factor, 8192)
+
+
+def llama3_stretched_length(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+    """The bands from max_position_embeddings = factor × original."""
+    return llama3_meta(d, base, factor, low_freq_factor, high_freq_factor, original_max_len * factor)
+
+
 def llama3_float64(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
     inv_freq, scale = llama3_vectorised(d, base, factor, low_freq_factor, high_freq_factor, original_max_len)
     return inv_freq.double(), scale
@@ -411,10 +503,17 @@ WRONG = [
     ("linear_scaling", "wrong_type", linear_tensor_scale),
     ("linear_scaling", "wrong_type", linear_only_inv_freq),
     ("linear_scaling", "wrong_shape", linear_both_halves),
+    ("linear_scaling", "wrong_values", linear_raised_base),
+    ("ntk_scaling", "wrong_values", ntk_and_divided),
     ("linear_scaling", "unexpected_attention_scale", linear_scale_is_factor),
     ("ntk_scaling", "ntk_wrong_exponent", ntk_base_times_factor),
     ("ntk_scaling", "ntk_wrong_exponent", ntk_inverted_exponent),
     ("ntk_scaling", "factor_inverted", ntk_divided_base),
+    ("ntk_scaling", "head_size_hard_coded", ntk_llama_exponent),
+    ("dynamic_ntk_scaling", "dynamic_wrong_scale", dynamic_paper_scale),
+    ("dynamic_ntk_scaling", "dynamic_wrong_scale", dynamic_qwen),
+    ("dynamic_ntk_scaling", "trained_length_hard_coded", dynamic_llama2_length),
+    ("dynamic_ntk_scaling", "head_size_hard_coded", dynamic_llama_exponent),
     ("dynamic_ntk_scaling", "scaled_within_original_length", dynamic_unclamped),
     ("dynamic_ntk_scaling", "scaled_within_original_length", dynamic_always),
     ("dynamic_ntk_scaling", "dynamic_wrong_scale", dynamic_ratio_only),
@@ -422,7 +521,12 @@ WRONG = [
     ("yarn_scaling", "ramp_reversed", yarn_reversed),
     ("yarn_scaling", "wavelength_without_2pi", yarn_no_two_pi),
     ("yarn_scaling", "wrong_band_edges", yarn_betas_swapped),
-    ("yarn_scaling", "wrong_band_edges", yarn_default_betas),
+    ("yarn_scaling", "band_factor_hard_coded", yarn_default_betas),
+    ("yarn_scaling", "yarn_edge_clamped_to_half", yarn_half_clamp),
+    ("yarn_scaling", "temperature_without_guard", yarn_no_guard),
+    ("yarn_scaling", "paper_ramp", yarn_paper_gamma),
+    ("yarn_scaling", "trained_length_hard_coded", yarn_llama2_length),
+    ("yarn_scaling", "band_from_stretched_length", yarn_stretched_length),
     ("yarn_scaling", "yarn_not_truncated", yarn_fractional_edges),
     ("yarn_scaling", "factor_inverted", yarn_times_factor),
     ("yarn_scaling", "missing_temperature", yarn_no_temperature),
@@ -431,11 +535,15 @@ WRONG = [
     ("yarn_scaling", "wrong_dtype", yarn_float64),
     ("yarn_scaling", "wrong_type", yarn_numpy),
     ("llama3_scaling", "wavelength_without_2pi", llama3_no_two_pi),
-    ("llama3_scaling", "wrong_band_edges", llama3_edges_swapped),
+    ("llama3_scaling", "missing_middle_band", llama3_edges_swapped),
     ("llama3_scaling", "wrong_band_edges", llama3_edges_multiplied),
     ("llama3_scaling", "ramp_reversed", llama3_smooth_reversed),
     ("llama3_scaling", "factor_inverted", llama3_times_factor),
     ("llama3_scaling", "wrong_dtype", llama3_float64),
+    ("llama3_scaling", "missing_middle_band", llama3_two_bands),
+    ("llama3_scaling", "band_factor_hard_coded", llama3_meta_constants),
+    ("llama3_scaling", "trained_length_hard_coded", llama3_trained_8192),
+    ("llama3_scaling", "band_from_stretched_length", llama3_stretched_length),
 ]
 
 
@@ -468,7 +576,9 @@ INDEPENDENT = {
 ONE_ASPECT = {
     "linear_scaling": "factor_inverted and wrong_exponent are two wrong values of the one frequency vector, θ_i/s: "
     "its attention scale, the other output, has no catalogue mistake",
-    "ntk_scaling": "factor_inverted and ntk_wrong_exponent are two answers to the one question 'what is the new base'",
-    "llama3_scaling": "its four mistakes all move the one piecewise rule that maps each θ_i (the bands' edges, their "
-    "direction, the wavelength, the factor): the scale it returns is always 1.0",
+    "ntk_scaling": "factor_inverted, ntk_wrong_exponent and head_size_hard_coded are answers to the one question "
+    "'what is the new base'",
+    "llama3_scaling": "its mistakes all move the one piecewise rule that maps each θ_i (the bands' edges and their "
+    "number, the blend's direction, the wavelength, the factor, a constant for an argument): the scale it returns is "
+    "always 1.0",
 }

@@ -1,0 +1,32 @@
+"""Chapter 06: the bucket probes where float32 and float64 logs disagree.
+
+T5's bucket of a far distance is a truncated logarithm; transformers computes it in float32. Where
+the exact value is a whole number, float32 and float64 can truncate to different buckets, so the
+check's probes must hold such configurations, in both directions, or a float64 implementation
+passes on probes that cannot tell them apart."""
+
+import torch
+
+from helpers import probe as probe_module
+from helpers.exercises import ch06_comparing as chapter
+from helpers.exercises import get
+
+
+def disagreement(relative: torch.Tensor, *more) -> tuple[bool, bool]:
+    """(float32 above float64 somewhere, float32 below float64 somewhere) for one bucket configuration."""
+    f32 = chapter._buckets(relative, *more)
+    f64 = chapter._buckets(relative, *more, precision=torch.float64)
+    return bool((f32 > f64).any()), bool((f32 < f64).any())
+
+
+def test_float32_and_float64_buckets_disagree_somewhere_and_the_probes_hold_both_directions():
+    searched = {
+        (buckets, bidirectional, far): disagreement(torch.arange(-far - 5, far + 6), bidirectional, buckets, far)
+        for buckets in range(8, 41)
+        for bidirectional in (True, False)
+        for far in range(buckets, 200, 3)
+    }
+    assert any(up for up, _ in searched.values()) and any(down for _, down in searched.values())
+    probe = probe_module.Probe(get("t5_relative_bucket"), "t5_relative_bucket", torch.device("cpu"))
+    found = [disagreement(relative, *more) for _, relative, more in chapter.bucket_cases(probe)]
+    assert any(up for up, _ in found) and any(down for _, down in found), found
