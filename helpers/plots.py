@@ -763,20 +763,50 @@ def slowdown_by_pair(
     plt.show()
 
 
-def extrapolation_by_method(accuracy: dict[str, torch.Tensor], trained: int, chance: float, title: str) -> None:
-    """Accuracy at each position, one line per method (mean over the seeds, the band from the
-    worst seed to the best), against the trained length and chance."""
+def extrapolation_by_task(
+    accuracy: dict[str, torch.Tensor], tasks: list[str], trained: int, chance: float, title: str
+) -> None:
+    """Accuracy at each position, one panel per task and one line per method (mean over the
+    seeds, the band from the worst seed to the best), against the trained length and chance.
+    accuracy[method]: (seeds, T, tasks), NaN where a position has no answer or was not scored."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(11, 4.2))
-    for n, (method, runs) in enumerate(accuracy.items()):
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 1.6, 3.2), sharey=True)
+    for column, (ax, task) in enumerate(zip(axes, tasks)):
+        for n, (method, runs) in enumerate(accuracy.items()):
+            runs = runs[..., column].detach().float().cpu()  # (seeds, T)
+            scored = ~runs.isnan().any(0)
+            positions = torch.arange(runs.shape[1])[scored]
+            runs = runs[:, scored]
+            ax.plot(positions, runs.mean(0), color=f"C{n}", linewidth=1.2, label=method)
+            ax.fill_between(positions, runs.min(0).values, runs.max(0).values, color=f"C{n}", alpha=0.15, linewidth=0)
+        ax.axvline(trained - 0.5, color="0.4", linestyle=":", label=f"trained length {trained}")
+        ax.axhline(chance, color="0.3", linestyle="--", linewidth=1, label=f"chance {chance:.3g}")
+        ax.set(title=task, xlabel="position", ylim=(0, 1.05))
+        ax.title.set_fontsize(10)
+    axes[0].set_ylabel("accuracy")
+    axes[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    plt.show()
+
+
+def curves_by_position(
+    curves: dict[str, torch.Tensor], trained: int, ylabel: str, title: str, log: bool = False
+) -> None:
+    """One line per curve (mean over the seeds, the band from the worst seed to the best) against
+    the position: attention entropy or perplexity by position. curves[name]: (seeds, T), NaN where unscored."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    for n, (name, runs) in enumerate(curves.items()):
         runs = runs.detach().float().cpu()
-        positions = torch.arange(1, runs.shape[1])
-        mean, low, high = runs[:, 1:].mean(0), runs[:, 1:].min(0).values, runs[:, 1:].max(0).values
-        ax.plot(positions, mean, color=f"C{n}", linewidth=1.4, label=method)
-        ax.fill_between(positions, low, high, color=f"C{n}", alpha=0.15, linewidth=0)
+        scored = ~runs.isnan().any(0)
+        positions, runs = torch.arange(runs.shape[1])[scored], runs[:, scored]
+        ax.plot(positions, runs.mean(0), color=f"C{n}", linewidth=1.2, label=name)
+        ax.fill_between(positions, runs.min(0).values, runs.max(0).values, color=f"C{n}", alpha=0.15, linewidth=0)
     ax.axvline(trained - 0.5, color="0.4", linestyle=":", label=f"trained length {trained}")
-    ax.axhline(chance, color="0.3", linestyle="--", linewidth=1, label=f"chance {chance:.3g}")
-    ax.set(title=title, xlabel="position in the sequence", ylabel="accuracy", ylim=(0, 1.05))
+    if log:
+        ax.set_yscale("log")
+    ax.set(title=title, xlabel="position in the sequence", ylabel=ylabel)
     ax.title.set_fontsize(10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()

@@ -9,13 +9,14 @@ swapped in for a rope type must drive a real Llama to the library's own logits.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 import pytest
 import torch
 
-from helpers import check, library, probe, reference
+from helpers import check, check_device, library, probe, reference
 from helpers.exercises import ch07_long_context as chapter
 from helpers.exercises import get
 from helpers.library import LibraryUnavailable
@@ -196,3 +197,40 @@ def test_no_message_starts_with_an_identifier_capitalised(exercise):
 def test_wrong_values_reads_the_fastest_pair(exercise, fn, says):
     result = check(exercise, fn)
     assert result.diagnosis == "wrong_values" and says in result.hint, result
+
+
+def notebook_cell(marker: str) -> str:
+    """The code of the one cell of chapter 07's master that contains `marker`."""
+    text = (ROOT / "solutions" / "07_long_context.md").read_text()
+    (cell,) = [c for c in re.findall(r"```\{code-cell\} ipython3\n(.*?)```", text, re.S) if marker in c]
+    return cell
+
+
+def experiment(monkeypatch, model_cell: str) -> dict:
+    """The experiment's model and data cells run with COURSE_DEVICE=meta: what a GPU run would make."""
+    monkeypatch.setenv("COURSE_DEVICE", "meta")
+    # the cell's thread setting is the notebook's, not the tests'
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    namespace = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "math": math, "reference": reference}
+    namespace.update(check_device=check_device, linear=reference.linear_scaling, ntk=reference.ntk_scaling)
+    namespace.update(yarn=reference.yarn_scaling, llama3=reference.llama3_scaling, print=lambda *a, **k: None)
+    exec(model_cell, namespace)
+    exec(notebook_cell("def batch("), namespace)
+    return namespace
+
+
+def test_the_experiment_makes_no_tensor_on_the_cpu_when_its_device_is_another(monkeypatch):
+    """On the meta device a tensor made on the CPU meets the activations and raises, as it would on a GPU;
+    the same cell with its mask made without device= (a real slip) does."""
+    cell = notebook_cell("class RopeModel")
+    ns = experiment(monkeypatch, cell)
+    ids, targets = ns["batch"](2, 40, torch.Generator().manual_seed(0))
+    model = ns["RopeModel"]().to(ns["device"])
+    logits = model(ids, *ns["SCALINGS"]["YaRN"])
+    assert ids.is_meta and targets.is_meta and logits.is_meta and logits.shape == (2, 40, len(ns["TASKS"]), ns["VOCAB"])
+    slip = cell.replace("dtype=torch.bool, device=x.device", "dtype=torch.bool")
+    assert slip != cell
+    ns = experiment(monkeypatch, slip)
+    ids, _ = ns["batch"](2, 40, torch.Generator().manual_seed(0))
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        ns["RopeModel"]().to(ns["device"])(ids, *ns["SCALINGS"]["YaRN"])

@@ -987,9 +987,9 @@ EXERCISES = [
             "trained_length_hard_coded": yarn_trained_length_hard_coded,
             "band_from_stretched_length": yarn_band_from_stretched_length,
         },
-        difficulty=3,
+        difficulty=2,
         importance=3,
-        minutes=25,
+        minutes=15,
         no_device_pass=NO_TENSOR_IN,
     ),
     Exercise(
