@@ -212,6 +212,7 @@ def _yarn(
     inverted: bool = False,
     edges: tuple[float, float] | None = None,
     last: int | None = None,
+    nearest: bool = False,
 ) -> torch.Tensor:
     """YaRN's inv_freq with one slip: no 2π, no truncation, the ramp reversed, θ·s, other edges, or the
     slow edge clamped to `last` instead of d - 1."""
@@ -221,7 +222,9 @@ def _yarn(
         return d * math.log(original_max_len / (turns * turn)) / (2 * math.log(base))
 
     low, high = (pair_with(beta_fast), pair_with(beta_slow)) if edges is None else edges
-    if truncate and edges is None:
+    if nearest:
+        low, high = round(low), round(high)
+    elif truncate and edges is None:
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, d - 1 if last is None else last)
     if low == high:
@@ -393,16 +396,20 @@ yarn_band_from_stretched_length.__doc__ = BAND_FROM_STRETCHED_LENGTH
 
 def yarn_not_truncated(
     d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
-) -> Scaled:
-    """Your ramp starts and ends at fractional pair indices: transformers (truncate=True, its
-    default, as in the YaRN authors' code) rounds the edges outward to whole pairs first.
+) -> list[Scaled]:
+    """Your band edges are not rounded outward to whole pairs (left fractional, or rounded to the
+    nearest pair): transformers (truncate=True, its default, as in the YaRN authors' code) rounds
+    the fast edge down and the slow edge up.
 
     Hint: The edges are rounded away from the band: the fast edge down to the pair below,
     the slow edge up to the pair above, before they are clamped to 0 and d - 1. (A config
     may set truncate=False; this exercise follows the default.)
 
     Fix: `low = max(math.floor(low), 0)` and `high = min(math.ceil(high), d - 1)`."""
-    return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow, truncate=False), temperature(factor)
+    return [
+        (_yarn(d, base, factor, original_max_len, beta_fast, beta_slow, truncate=False), temperature(factor)),
+        (_yarn(d, base, factor, original_max_len, beta_fast, beta_slow, nearest=True), temperature(factor)),
+    ]
 
 
 def yarn_factor_inverted(

@@ -302,6 +302,15 @@ def yarn_fractional_edges(d, base, factor, original_max_len, beta_fast=32.0, bet
     return _yarn_with(d, base, factor, original_max_len, beta_fast, beta_slow, rounding=False)
 
 
+def yarn_rounded_edges(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """round() where floor and ceil belong."""
+    edge = lambda turns: d * math.log(original_max_len / (2 * math.pi * turns)) / (2 * math.log(base))
+    low, high = max(round(edge(beta_fast)), 0), min(round(edge(beta_slow)), d - 1)
+    ramp = ((torch.arange(d // 2).float() - low) / ((high - low) or 0.001)).clamp(0, 1)
+    t = theta(d, base)
+    return t / factor * ramp + t * (1 - ramp), (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+
+
 def yarn_times_factor(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
     return _yarn_with(d, base, factor, original_max_len, beta_fast, beta_slow, times=True)
 
@@ -528,6 +537,7 @@ WRONG = [
     ("yarn_scaling", "trained_length_hard_coded", yarn_llama2_length),
     ("yarn_scaling", "band_from_stretched_length", yarn_stretched_length),
     ("yarn_scaling", "yarn_not_truncated", yarn_fractional_edges),
+    ("yarn_scaling", "yarn_not_truncated", yarn_rounded_edges),
     ("yarn_scaling", "factor_inverted", yarn_times_factor),
     ("yarn_scaling", "missing_temperature", yarn_no_temperature),
     ("yarn_scaling", "wrong_temperature", yarn_temperature_squared),
