@@ -309,7 +309,8 @@ def yarn_edge_clamped_to_half(
     YaRN authors' code clamp it to d - 1. The two differ only when the trained length is so
     long that even i(beta_slow), the pair that makes one turn within L, lies past the middle of
     the head: then the library's ramp never reaches 1, and its slowest pairs are only partly
-    interpolated (Llama 2's head at L = 65,536: the last pair slowed 3.23 times at s = 4, not 4).
+    interpolated (a head of Llama 2's size, d = 128 and base 10,000, trained on 65,536 tokens:
+    its last pair slowed 3.23 times at s = 4, not 4).
 
     Hint: the clamp to d - 1 looks like a slip (d - 1 counts dimensions, not pairs), but it is
     what the library computes, and so what a model whose config says "yarn" runs with. The
