@@ -138,7 +138,15 @@ class Length(int):
 
 # Probe.independent: after these nothing more is run; later ones of these are no new finding.
 STOPS_EVERYTHING = frozenset(
-    {"timeout", "out_of_memory", "not_implemented", "uses_reference", "changed_global_state", "mutated_input"}
+    {
+        "timeout",
+        "out_of_memory",
+        "not_implemented",
+        "uses_reference",
+        "changed_global_state",
+        "mutated_input",
+        "changes_own_weights",  # the tables every later probe reads are no longer the module's own
+    }
 )
 CRASHES = STOPS_EVERYTHING | {"raised", "wrong_type", "forbidden_api", "nan_or_inf"}
 
@@ -276,6 +284,7 @@ class Probe:
         originals = [(name, t) for name, arg in zip(names, args) for t in _tensors_in(arg)]
         originals += [(name, t) for name, arg in kwargs.items() for t in _tensors_in(arg)]
         saved = [t.detach().clone() for _, t in originals]
+        state_before = _own_state(fn)
         watch = _Watch(self.exercise.forbidden)
         state = TorchState.capture()
         session = REMOTE.get()
@@ -338,7 +347,24 @@ class Probe:
                     "mutated_input",
                     f"{what} changed its input `{name}` in place (an `+=`, a `.mul_()`, an assignment into it...).",
                 )
+        self._expect_own_state_kept(fn, state_before, what)
         return result
+
+    def _expect_own_state_kept(self, module: Any, before: dict[str, tuple[torch.Tensor, torch.Tensor]], what: str) -> None:
+        """A module's forward leaves its own parameters and buffers as they were: one that renormalises
+        or clamps its table in place (nn.Embedding(max_norm=...), `.clamp_()`, `.renorm_()`) would be
+        compared against the table as it is after the call, and look right."""
+        for name, (live, snapshot) in before.items():
+            if live.shape != snapshot.shape or torch.equal(live.detach(), snapshot):
+                continue
+            rows = (live.detach() != snapshot).reshape(len(live), -1).any(1).nonzero().flatten().tolist() if live.dim() else []
+            which = f" (rows {', '.join(map(str, rows[:6]))}{', ...' if len(rows) > 6 else ''})" if rows else ""
+            self.fail(
+                "changes_own_weights",
+                f"{what} changed its own `{name}` in place while computing its output{which}: a forward pass must leave "
+                "the module's tables as they are (nn.Embedding(max_norm=...) renormalises the rows it looks up, "
+                "`.clamp_()` or `.renorm_()` on a weight write into it).",
+            )
 
     def _safety_net(self, watch: _Watch, what: str) -> contextlib.ExitStack:
         """Around student code in this process: a time limit, a memory cap, the torch functions
@@ -542,6 +568,14 @@ def describe_difference(
     worst = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
     wrong = int((error > bound).sum())
     return f"{what} differs from the reference in {wrong} of {error.numel()} entries; the worst is at index {list(worst)}: you have {a[worst].item():.6g}, expected {b[worst].item():.6g}."
+
+
+def _own_state(fn: Any) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """A module's parameters and buffers (name -> (the tensor, a copy of its values)), before a call into it."""
+    if not isinstance(fn, torch.nn.Module):
+        return {}
+    tensors = [*fn.named_parameters(), *fn.named_buffers()]
+    return {name: (t, t.detach().clone()) for name, t in tensors if not t.is_meta}
 
 
 def _argument_names(fn: Callable, count: int) -> list[str]:

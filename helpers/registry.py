@@ -35,6 +35,7 @@ DIAGNOSES: dict[str, str] = {
     "changed_global_state": "the code changed torch's global state (default dtype, grad mode, ...)",
     "forbidden_api": "the code used a function this exercise asks you to do without",
     "wrong_values": "the values differ from the reference (no more specific mistake matched)",
+    "changes_own_weights": "the module changes its own weights or tables while computing its output (nn.Embedding(max_norm=...), an in-place clamp or renorm)",
     "uses_reference": "the submission is, wraps or calls the course's own reference",
     # lookup, one_hot_lookup
     "transposed_weight": "the weight was read as (d_model, vocab) instead of (vocab, d_model)",
@@ -183,6 +184,10 @@ GENERIC_ADVICE: dict[str, tuple[str, str]] = {
     "out_of_memory": (
         "The exercise's tensors are small: an allocation this big is a shape mistake (a one-hot of the whole vocabulary per element?).",
         "Print the shape of each tensor you create and build only those the result needs.",
+    ),
+    "changes_own_weights": (
+        "A forward pass computes an output from the weights; changing them is the optimizer's job, in its step. nn.Embedding's max_norm renormalises, in place, every row it looks up.",
+        "Remove max_norm from the nn.Embedding (or the in-place `.clamp_()` / `.renorm_()` on the table); to bound the rows, do it out of place on what you looked up: `rows = rows.clamp(...)`.",
     ),
     "changed_global_state": (
         "torch's global settings (default dtype, grad mode, ...) belong to the whole notebook, not to one function.",

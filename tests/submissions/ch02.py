@@ -865,3 +865,29 @@ INDEPENDENT = {
 ONE_ASPECT = {
     "ScaledEmbedding": "missing_scale, divided_by_scale and wrong_scale are three values of the one factor the rows are multiplied by",
 }
+
+
+# --- issue 32: a forward pass that changes the module's own table ---------------------------
+
+
+class ScaledEmbeddingMaxNorm(ScaledEmbeddingPlain):
+    """nn.Embedding(max_norm=1.0) renormalises, in place, every row it looks up."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__(vocab_size, d_model)
+        self.emb = nn.Embedding(vocab_size, d_model, max_norm=1.0)
+
+
+class ScaledEmbeddingClampsTable(ScaledEmbeddingPlain):
+    """Keeps the table small by clamping it in place before each lookup."""
+
+    def forward(self, ids):
+        with torch.no_grad():
+            self.emb.weight.clamp_(-1.0, 1.0)
+        return self.emb(ids) * math.sqrt(self.d_model)
+
+
+WRONG += [
+    ("ScaledEmbedding", "changes_own_weights", ScaledEmbeddingMaxNorm),
+    ("ScaledEmbedding", "changes_own_weights", ScaledEmbeddingClampsTable),
+]

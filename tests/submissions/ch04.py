@@ -1259,3 +1259,15 @@ ONE_ASPECT = {
     "LearnedPositionalEmbedding": "same_row_every_position, batch_seq_confusion and position_offset are three answers to the one question "
     "'which rows of the table are added': row 0 everywhere, rows along the batch, rows from 1",
 }
+
+
+# --- issue 32: a forward pass that changes the module's own table ---------------------------
+
+
+class LearnedMaxNorm(LearnedEmbeddingLookup):
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.pos = nn.Embedding(max_len, d_model, max_norm=1.0)
+
+
+WRONG += [("LearnedPositionalEmbedding", "changes_own_weights", LearnedMaxNorm)]
