@@ -347,17 +347,21 @@ class Probe:
                     "mutated_input",
                     f"{what} changed its input `{name}` in place (an `+=`, a `.mul_()`, an assignment into it...).",
                 )
-        self._expect_own_state_kept(fn, state_before, what)
+        self._expect_own_state_kept(state_before, what)
         return result
 
-    def _expect_own_state_kept(self, module: Any, before: dict[str, tuple[torch.Tensor, torch.Tensor]], what: str) -> None:
+    def _expect_own_state_kept(self, before: dict[str, tuple[torch.Tensor, torch.Tensor]], what: str) -> None:
         """A module's forward leaves its own parameters and buffers as they were: one that renormalises
         or clamps its table in place (nn.Embedding(max_norm=...), `.clamp_()`, `.renorm_()`) would be
         compared against the table as it is after the call, and look right."""
         for name, (live, snapshot) in before.items():
             if live.shape != snapshot.shape or torch.equal(live.detach(), snapshot):
                 continue
-            rows = (live.detach() != snapshot).reshape(len(live), -1).any(1).nonzero().flatten().tolist() if live.dim() else []
+            rows = (
+                (live.detach() != snapshot).reshape(len(live), -1).any(1).nonzero().flatten().tolist()
+                if live.dim()
+                else []
+            )
             which = f" (rows {', '.join(map(str, rows[:6]))}{', ...' if len(rows) > 6 else ''})" if rows else ""
             self.fail(
                 "changes_own_weights",
