@@ -35,6 +35,7 @@ DIAGNOSES: dict[str, str] = {
     "changed_global_state": "the code changed torch's global state (default dtype, grad mode, ...)",
     "forbidden_api": "the code used a function this exercise asks you to do without",
     "wrong_values": "the values differ from the reference (no more specific mistake matched)",
+    "method_not_used": "the values are right, but not computed the way the exercise asks (indexing for lookup, chapter 03's shift matrix for rope_from_shift_matrix)",
     "changes_own_weights": "the module changes its own weights or tables while computing its output (nn.Embedding(max_norm=...), an in-place clamp or renorm)",
     "uses_reference": "the submission is, wraps or calls the course's own reference",
     # lookup, one_hot_lookup

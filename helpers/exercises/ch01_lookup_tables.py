@@ -12,7 +12,14 @@ import torch
 import torch.nn.functional as F
 
 from helpers import reference
-from helpers.exercises.common import NO_GRADIENT_HINT, backward_reaches, expect_cases, expect_gradient
+from helpers.exercises.common import (
+    MATRIX_PRODUCTS,
+    NO_GRADIENT_HINT,
+    backward_reaches,
+    calls_of,
+    expect_cases,
+    expect_gradient,
+)
 from helpers.probe import Probe
 from helpers.registry import Exercise
 from helpers.safety import Failure
@@ -35,23 +42,6 @@ EMBEDDING_APIS = (
     torch.ops.aten._embedding_bag_forward_only,
     torch.ops.aten._embedding_bag_forward_only.default,
 )
-MATRIX_PRODUCTS = {
-    "matmul",
-    "__matmul__",
-    "__rmatmul__",
-    "mm",
-    "bmm",
-    "mv",
-    "einsum",
-    "tensordot",
-    "linear",
-    "addmm",
-    "baddbmm",
-    "inner",
-    "_sparse_mm",
-    "smm",
-    "hspmm",
-}
 
 
 # --- known mistakes ------------------------------------------------------------
@@ -176,8 +166,24 @@ def lookup_aspects(probe: Probe, fn: Callable[..., Any]) -> dict[str, Callable[[
     }
 
 
+def by_indexing(probe: Probe, fn: Callable[..., Any]) -> None:
+    """lookup's point is indexing: the right rows out of a one-hot product are one_hot_lookup's
+    answer, not this one's; asked only once the values are right."""
+    if not probe.passed("values"):
+        return
+    seen = calls_of(probe, fn, probe.randn(11, 7), probe.randint(11, 3, 5))
+    if seen & (MATRIX_PRODUCTS | {"one_hot"}):
+        probe.fail(
+            "method_not_used",
+            f"`{probe.name}` gives the right rows, but through a matrix product ({', '.join(sorted(seen & (MATRIX_PRODUCTS | {'one_hot'})))}): "
+            "that is the next exercise, `one_hot_lookup`. This one asks for the lookup itself, by indexing.",
+            hint="out[i, j] = W[x[i, j]]: a tensor of ids can index the rows of a table directly, whatever its shape, and nothing is multiplied.",
+            fix="Return `weight[ids]`: advanced indexing with the id tensor gives shape ids.shape + (d,).",
+        )
+
+
 def check_lookup(fn: Callable[..., Any], probe: Probe) -> None:
-    probe.independent(**lookup_aspects(probe, fn))
+    probe.independent(**lookup_aspects(probe, fn), method=lambda: by_indexing(probe, fn))
 
 
 ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
@@ -197,11 +203,7 @@ def matrix_product(probe: Probe, fn: Callable[..., Any]) -> None:
     asked only once the values are right."""
     if not probe.passed("values"):
         return
-    # One call of its own: probe.calls_seen also holds what the probes ran through the
-    # student's output (the gradient probe's own `(out * seed).sum()`).
-    probe.calls_seen.clear()
-    probe.call(fn, probe.randn(11, 7), probe.randint(11, 3, 5))
-    seen = {getattr(f, "__name__", "") for f in probe.calls_seen}
+    seen = calls_of(probe, fn, probe.randn(11, 7), probe.randint(11, 3, 5))
     if seen & MATRIX_PRODUCTS:
         return
     how = (

@@ -517,6 +517,17 @@ def load_pretrained(probe: Probe, module: nn.Module, weights: Weights) -> list[s
     unfilled = [k for k, _ in module.named_parameters() if k not in weights]
     if unfilled:
         fail_state_dict(probe, homeless, unfilled)
+    kept = [k for k in own if k not in weights]  # persistent buffers: the chapter's strict load_state_dict misses them
+    if kept:
+        probe.fail(
+            "state_dict_mismatch",
+            f"`{probe.name}` saves {', '.join(f'`{k}`' for k in kept)} in its state_dict, which the checkpoint does not hold: "
+            f"a strict `load_state_dict` (the chapter's, and PyTorch's default) raises \"Missing key(s) in state_dict: {', '.join(repr(k) for k in kept)}\".",
+            hint="A buffer is saved with the weights unless it is registered as non-persistent. Position ids 0 .. max_len-1 can be rebuilt at any time, "
+            "so transformers (since 4.31) keeps them out of the checkpoint.",
+            fix="Register it with `self.register_buffer('position_ids', torch.arange(max_position_embeddings), persistent=False)`, "
+            "or make the ids in forward on input_ids' device.",
+        )
     # load_state_dict copies into the module's own tensors; a lambda spares
     # probe.call a snapshot of 47 MB of weights that nothing may change.
     probe.call(lambda: module.load_state_dict(weights, strict=False), what=f"`{probe.name}.load_state_dict(...)`")

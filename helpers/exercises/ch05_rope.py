@@ -22,8 +22,10 @@ from torch import Tensor
 from helpers import reference
 from helpers.exercises import oracle, rope
 from helpers.exercises.common import (
+    MATRIX_PRODUCTS,
     TAKES_NO_TENSOR,
     WRONG_BASE,
+    calls_of,
     expect_cases,
     expect_then,
     module_device_pass,
@@ -317,6 +319,19 @@ def shift_matrix_ignores_positions(x: Tensor, positions: Tensor | None = None, b
 
     Fix: build one matrix per given position: `relative_shift_matrix(int(m), d, base) for m in positions`."""
     return rope.rotated(x, positions, base, pairing="adjacent", ignore_positions=True)
+
+
+def shift_matrix_base_not_passed(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> list[Tensor]:
+    """Your rotation ignores the `base` it was given: `relative_shift_matrix(m, d)` is called
+    without it, so every matrix is built with its default, 10000 (or your chapter 03 function
+    writes a base of its own into the formula).
+
+    Hint: the angles m·θ_i depend on the base through θ_i = base^(-2i/d). Llama 3 uses 500000:
+    run yours with base=500000.0 and base=10000.0; do the results differ?
+
+    Fix: pass it on, `relative_shift_matrix(int(m), d, base)`, and inside that function
+    compute the frequencies from its `base` argument."""
+    return [rope.rotated(x, positions, b, pairing="adjacent") for b in rope.OTHER_BASES]
 
 
 # RotaryEmbedding (one tensor at a time: the check applies them to q and to k) --
@@ -683,6 +698,23 @@ def check_rope_interleaved(fn: Callable, probe: Probe) -> None:
     )
 
 
+def check_rope_from_shift_matrix(fn: Callable, probe: Probe) -> None:
+    """rope_interleaved's check, then the exercise's point: the rows turned by a product with
+    chapter 03's (d, d) matrices, not by rope_interleaved's own arithmetic."""
+    check_rope_interleaved(fn, probe)
+    seen = calls_of(probe, fn, probe.randn(2, 3, 5, 8))
+    if not seen & MATRIX_PRODUCTS:
+        probe.fail(
+            "method_not_used",
+            f"`{probe.name}` gives interleaved RoPE, but never multiplies x by a matrix: it turns the pairs some other way "
+            "(your rope_interleaved, complex numbers, cos/sin arithmetic), not with chapter 03's relative_shift_matrix.",
+            hint="The exercise is the identity itself: at position m, RoPE is x @ M_m, with M_m = relative_shift_matrix(m, d, base). "
+            "Building it that way is what shows that chapter 03's shift and RoPE are one rotation.",
+            fix="Stack one matrix per position, `M = torch.stack([relative_shift_matrix(int(m), d, base) for m in positions])` (T, d, d), "
+            "and return `torch.einsum('...ti,tij->...tj', x.float(), M).to(x.dtype)`.",
+        )
+
+
 # RotaryEmbedding --------------------------------------------------------------
 
 
@@ -853,11 +885,12 @@ EXERCISES = [
         points=2,
         kind="function",
         reference=reference.rope_from_shift_matrix,
-        check=check_rope_interleaved,
+        check=check_rope_from_shift_matrix,
         oracle=oracle.interleaved_in_gptj,
         mistakes={
             "rope_sign_flip": shift_matrix_not_transposed,
             "rope_ignores_positions": shift_matrix_ignores_positions,
+            "wrong_base": shift_matrix_base_not_passed,
         },
         difficulty=2,
         importance=1,

@@ -68,6 +68,38 @@ def frequencies(
 
 
 # ---------------------------------------------------------------------------
+# How a result was made: the torch calls of one call into student code
+# ---------------------------------------------------------------------------
+
+MATRIX_PRODUCTS = {  # the names torch gives a product of two matrices
+    "matmul",
+    "__matmul__",
+    "__rmatmul__",
+    "mm",
+    "bmm",
+    "mv",
+    "einsum",
+    "tensordot",
+    "linear",
+    "addmm",
+    "baddbmm",
+    "inner",
+    "_sparse_mm",
+    "smm",
+    "hspmm",
+}
+
+
+def calls_of(probe: Probe, fn: Callable, *args: Any) -> set[str]:
+    """The names of the torch functions one call of `fn` ran: a call of its own, because
+    probe.calls_seen also holds what the probes ran through earlier outputs (a gradient
+    probe's `(out * seed).sum()`)."""
+    probe.calls_seen.clear()
+    probe.call(fn, *args)
+    return {getattr(f, "__name__", "") for f in probe.calls_seen}
+
+
+# ---------------------------------------------------------------------------
 # Tolerances from the dtype and the size of the computation
 # ---------------------------------------------------------------------------
 

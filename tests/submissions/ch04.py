@@ -1271,3 +1271,17 @@ class LearnedMaxNorm(LearnedEmbeddingLookup):
 
 
 WRONG += [("LearnedPositionalEmbedding", "changes_own_weights", LearnedMaxNorm)]
+
+
+# --- issue 32: a module that does not load the real checkpoint strictly ----------------------
+
+
+class BertPersistentPositionIds(BertHFStyle):
+    """transformers before 4.31: the position ids a persistent buffer, saved with the weights."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, *args, **kwargs):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, *args, **kwargs)
+        self.register_buffer("position_ids", torch.arange(max_position_embeddings).expand((1, -1)))
+
+
+WRONG += [("BertEmbeddings", "state_dict_mismatch", BertPersistentPositionIds)]

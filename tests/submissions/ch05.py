@@ -1784,3 +1784,24 @@ INDEPENDENT = {
     # where the turned part sits in the head, and the turn's direction
     "apply_partial_rope": [("partial_rope_last_dims", "rope_sign_flip")],
 }
+
+
+# --- issue 32: the exercise's method skipped; the base not passed on -----------------------------
+
+
+def shift_rope_through_interleaved(x, positions=None, base=10000.0):
+    """Never builds chapter 03's matrix: the right values from the earlier exercise's code."""
+    return interleaved_complex(x, positions, base)
+
+
+def shift_rope_base_not_passed(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = torch.arange(T) if positions is None else positions.cpu()
+    M = torch.stack([my_shift_matrix(int(m), d) for m in positions]).float().to(x.device)  # base left at its default
+    return torch.einsum("...ti,tij->...tj", x.float(), M).to(x.dtype)
+
+
+WRONG += [
+    ("rope_from_shift_matrix", "method_not_used", shift_rope_through_interleaved),
+    ("rope_from_shift_matrix", "wrong_base", shift_rope_base_not_passed),
+]
