@@ -194,7 +194,7 @@ class Probe:
             except Failure as failure:
                 if first is None:
                     first = failure
-                elif failure.code not in codes | {first.code} | CRASHES:
+                elif failure.code not in codes | {first.code} | CRASHES | self.codes_also():
                     self.also.append(f"{failure.code}: {failure.message}")
                 codes.add(failure.code)
             else:
@@ -202,6 +202,10 @@ class Probe:
                     self.aspects_passed.add(name)
         if first is not None:
             raise first
+
+    def codes_also(self) -> set[str]:
+        """The codes listed in `also` so far (a probe may list one itself, as it reads a finding off the output)."""
+        return {finding.split(":", 1)[0] for finding in self.also}
 
     def passed(self, aspect: str) -> bool:
         """Whether the named aspect ran and passed: a gradient probe that only means something once

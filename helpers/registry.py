@@ -87,6 +87,7 @@ DIAGNOSES: dict[str, str] = {
     "unexpected_scale": "the token embeddings are multiplied by sqrt(d_model), which BERT does not do",
     "dropout_rate_ignored": "dropout does not use the hidden_dropout_prob it was given",
     "missing_padding_idx": "the word embedding ignores pad_token_id: the padding row still gets a gradient",
+    "dropout_twice": "dropout applied twice in a row (a reused module's and one's own): the rate is 1 - (1 - p)², not p",
     "dropout_in_eval": "dropout still drops values in eval mode (F.dropout without training=self.training?)",
     # RoPE
     "rope_interleaved_convention": "the adjacent-pair (Meta/GPT-J) layout where half-split is asked",

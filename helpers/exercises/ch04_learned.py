@@ -24,6 +24,7 @@ from helpers.exercises.common import (
     NO_GRADIENT_HINT,
     POSITION_ADDING_MISTAKES,
     dense_grad,
+    drops_in_eval,
     expect_dropout,
     expect_gradient,
     expect_no_dropout_in_eval,
@@ -754,7 +755,7 @@ def bert_dropout(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> None
     """Training mode: dropout at rate hidden_dropout_prob, last, on the module's own eval-mode output (right or not)."""
     module, _ = bert_small_module(probe, cls, inputs)
     expected = probe.call(module, inputs.ids, inputs.types)
-    if not isinstance(expected, torch.Tensor):
+    if drops_in_eval(expected, BERT_SMALL["hidden_dropout_prob"]):
         return
     probe.call(module.train)
     out = probe.call(module, inputs.ids, inputs.types)

@@ -345,14 +345,15 @@ def _pair(
     None if no pair fits."""
     if index is not None and isinstance(out, (tuple, list)):
         out = out[index] if len(out) > index else None
+    matches = lambda faces: any(isinstance(f, torch.Tensor) and close(out, f, atol=1e-4, rtol=1e-4) for f in faces)
+    # A mistake that alone reproduces this output leaves nothing for a second one to explain: on this
+    # input the other cannot show (at k = 0 every base gives the identity; a sin the mistake never reads
+    # is the same negated), so no pair is found with it.
+    alone = {code for code, faces in probe.known_mistakes(*args, index=index)().items() if matches(faces)}
     for other, transform in transforms.items():
         for variant in transform(args):
             for code, faces in probe.known_mistakes(*variant, index=index)().items():
-                if (
-                    code != other
-                    and first in (None, code)
-                    and any(isinstance(f, torch.Tensor) and close(out, f, atol=1e-4, rtol=1e-4) for f in faces)
-                ):
+                if code != other and first in (None, code) and code not in alone and matches(faces):
                     return code, other
     return None
 
@@ -742,7 +743,7 @@ def dropout_rate(out: Any, expected: torch.Tensor) -> float | None:
         return None
     out, expected = out.detach(), expected.detach()
     kept = out != 0
-    sizeable = kept & (expected.abs() > 1e-2)
+    sizeable = kept & (expected.abs() > 1e-2 * expected.abs().max())  # relative: a sum of small weights is dropped too
     if kept.all() or not sizeable.any():
         return None
     scale = float((out[sizeable] / expected[sizeable]).median())
@@ -795,6 +796,15 @@ def expect_dropout(
             advice = [NOT_DROPOUT_HINT, fix]
         probe.fail(code, message, *advice)
     dropped = float((out == 0).float().mean())
+    twice = 1 - (1 - p) ** 2  # two dropouts at rate p in a row: kept with (1 - p)², scaled by 1/(1 - p)²
+    if abs(rate - twice) <= DROPOUT_RATE_TOLERANCE and abs(dropped - twice) <= DROPPED_FRACTION_TOLERANCE and p > 0:
+        probe.fail(
+            "dropout_twice",
+            f"In training mode {what} looks like dropout with p = {rate:.2f} ({dropped:.0%} of the values were zeroed): that is 1 - (1 - {p})², "
+            f"dropout at the module's rate {p} applied twice in a row (a submodule that drops already, and a dropout of your own on top?).",
+            hint="Dropout belongs once, as the last step. A module you reuse (your PositionalEncoding, an nn.TransformerEncoderLayer) may already drop its own output: a second dropout on top drops again.",
+            fix=f"Keep a single dropout. {where} A module you reuse inside gets dropout=0.0.",
+        )
     if abs(rate - p) > DROPOUT_RATE_TOLERANCE or abs(dropped - p) > DROPPED_FRACTION_TOLERANCE:
         argument = next(
             iter(re.findall(r"nn\.Dropout\((\w+)\)", where)), "rate"
@@ -806,6 +816,13 @@ def expect_dropout(
             hint="The rate is an argument of the constructor: a number written into the code, or nn.Dropout's own default, ignores whatever rate the module was built with.",
             fix=f"Keep the rate that __init__ receives and build the dropout from it, `self.dropout = nn.Dropout({argument})`, not `nn.Dropout()` or a fixed number such as 0.1.",
         )
+
+
+def drops_in_eval(eval_out: Any, p: float) -> bool:
+    """An eval-mode output with dropped entries: the inputs are random, so no right output holds so many
+    exact zeros. The training-mode probe cannot then tell a missing dropout (both modes draw the same
+    mask from the restored RNG): dropout_in_eval, the eval-mode probe's finding, says it all."""
+    return not isinstance(eval_out, torch.Tensor) or eval_out.is_meta or float((eval_out == 0).float().mean()) > p / 2
 
 
 def expect_no_dropout_in_eval(probe: Probe, out: Any, expected: torch.Tensor) -> None:

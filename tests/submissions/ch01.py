@@ -557,3 +557,4 @@ def lookup_through_eye(weight, ids):
 
 
 WRONG += [("lookup", "method_not_used", lookup_through_one_hot), ("lookup", "method_not_used", lookup_through_eye)]
+ALSO += [("lookup", "no_gradient", "wrong_device", through_numpy)]  # a trip through NumPy lands on the CPU too

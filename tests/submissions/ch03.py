@@ -1281,3 +1281,36 @@ INDEPENDENT = {
     # the table (its layout, its frequencies) and the token scale
     "TokenAndPositionEmbedding": [("concatenated_halves", "wrong_exponent"), ("sin_cos_swapped", "missing_scale")],
 }
+
+
+# --- issue 32: dropout applied twice ----------------------------------------------------------
+
+
+class TokenAndPositionDropoutTwice(TokenAndPositionComposed):
+    """Reuses its PositionalEncoding, which drops already, and adds a dropout of its own on top."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids):
+        return self.dropout(super().forward(ids))
+
+
+class PositionalEncodingDropoutTwice(PositionalEncodingAnnotated):
+    def forward(self, x):
+        return self.dropout(super().forward(x))
+
+
+WRONG += [
+    ("TokenAndPositionEmbedding", "dropout_twice", TokenAndPositionDropoutTwice),
+    ("PositionalEncoding", "dropout_twice", PositionalEncodingDropoutTwice),
+]
+
+# Wrong submissions above that make a second mistake: no length check in their forward (the x.size(0) of
+# PositionalEncodingSeqFirst is the batch). tests/test_checks.py allows "Also wrong" only for these.
+ALSO += [
+    ("PositionalEncoding", "same_row_every_position", "no_length_check", PositionalEncodingFirstRow),
+    ("PositionalEncoding", "batch_seq_confusion", "no_length_check", PositionalEncodingSeqFirst),
+    ("PositionalEncoding", "sin_cos_swapped", "no_length_check", PositionalEncodingOffsetSwapped),
+]

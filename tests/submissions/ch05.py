@@ -1805,3 +1805,24 @@ WRONG += [
     ("rope_from_shift_matrix", "method_not_used", shift_rope_through_interleaved),
     ("rope_from_shift_matrix", "wrong_base", shift_rope_base_not_passed),
 ]
+
+# Wrong submissions above that make a second mistake: positions past max_len are not refused (one checks no
+# length, the other only T, and ignores the positions). tests/test_checks.py allows "Also wrong" only for these.
+ALSO += [
+    ("RotaryEmbedding", "rope_mixed_pairing", "no_length_check", RotaryHalvesWithRepeatedAngles),
+    ("RotaryEmbedding", "rope_ignores_positions", "no_length_check", RotaryIgnoresPositions),
+]
+
+
+def partial_whole_head_own_tables(q, k, cos, sin, positions=None):
+    """Turns the whole head, with tables rebuilt for head_dim (the given cos and sin are never read)."""
+    T, d = q.shape[-2], q.shape[-1]
+    positions = torch.arange(T, device=q.device) if positions is None else positions
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, device=q.device).float() / d))
+    angles = positions.float()[..., None] * inv_freq
+    c, s = torch.cat([angles, angles], -1).cos(), torch.cat([angles, angles], -1).sin()
+    c, s = (c[:, None], s[:, None]) if c.dim() == 3 else (c, s)
+    return tuple((x.float() * c + rotate_half_hf(x.float()) * s).to(x.dtype) for x in (q, k))
+
+
+WRONG += [("apply_partial_rope", "partial_rope_whole_head", partial_whole_head_own_tables)]
