@@ -284,7 +284,14 @@ class Probe:
         what = what or f"`{self.name}`"
         args = tuple(int(a) if isinstance(a, Length) else a for a in args)  # the student gets plain ints
         kwargs = {k: int(a) if isinstance(a, Length) else a for k, a in kwargs.items()}
-        names = _argument_names(fn, len(args))
+        # A module's inputs by the names the exercise gives them (its reference's forward): the module's own
+        # signature is __call__'s *args, and a graded kernel's mirror knows no more.
+        names = _argument_names(
+            self.exercise.reference.forward
+            if isinstance(fn, torch.nn.Module) and inspect.isclass(self.exercise.reference)
+            else fn,
+            len(args),
+        )
         originals = [(name, t) for name, arg in zip(names, args) for t in _tensors_in(arg)]
         originals += [(name, t) for name, arg in kwargs.items() for t in _tensors_in(arg)]
         saved = [t.detach().clone() for _, t in originals]
@@ -575,7 +582,9 @@ def describe_difference(
     excess = error - bound  # the worst entry is the one furthest past its own tolerance
     worst = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
     wrong = int((error > bound).sum())
-    return f"{what} differs from the reference in {wrong} of {error.numel()} entries; the worst is at index {list(worst)}: you have {a[worst].item():.6g}, expected {b[worst].item():.6g}."
+    # "{what}: n of N entries differ", so the verb agrees with its subject whatever `what` names (the logits, the output)
+    entries = f"{wrong} of {error.numel()} entries {'differs' if wrong == 1 else 'differ'}"
+    return f"{what}: {entries} from the reference; the worst is at index {list(worst)}: you have {a[worst].item():.6g}, expected {b[worst].item():.6g}."
 
 
 def _own_state(fn: Any) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -595,6 +604,7 @@ def _argument_names(fn: Callable, count: int) -> list[str]:
         ]
     except (TypeError, ValueError):
         params = []
+    params = [p for p in params if p != "self"]  # an unbound forward
     return (params + [f"argument {i}" for i in range(len(params), count)])[:count]
 
 

@@ -15,7 +15,10 @@ from helpers.checking import CheckResult
 from helpers.exercises import all_exercises
 from helpers.probe import advice
 from helpers.registry import GENERIC_ADVICE
+from tests.submissions.ch02 import RescalesHiddenInPlace, RescalesLogits
+from tests.submissions.ch03 import PositionalEncodingAnnotated
 from tests.submissions.ch04 import BertPlain
+from tests.submissions.ch05 import RotaryCached, RotaryNoLengthCheck
 from tests.submissions.ch06 import slopes_official
 
 # --- chapter 01 ------------------------------------------------------------------------
@@ -232,6 +235,78 @@ def test_a_length_check_that_raises_index_error_is_told_it_checks():
     result = check("LearnedPositionalEmbedding", LearnedIndexError)
     assert result.diagnosis == "no_length_check", str(result)
     assert "checks the length, but raises IndexError" in result.message and "raise ValueError" in result.fix
+
+
+class LearnedIndexedNoCheck(nn.Module):
+    """No check at all: a Parameter indexed past its end raises torch's own IndexError (review L10)."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(max_len, d_model))
+
+    def forward(self, x):
+        return x + self.table[torch.arange(x.shape[1], device=x.device)]
+
+
+class RotaryChecksTOnly(RotaryCached):
+    """Checks T, never the positions it is given (review R7)."""
+
+    def forward(self, q, k, positions=None):
+        if q.shape[2] > self.max_len:
+            raise ValueError(f"sequence length {q.shape[2]} > max_len {self.max_len}")
+        return RotaryNoLengthCheck.forward(self, q, k, positions)
+
+
+class RotaryLetsMaxLenThrough(RotaryCached):
+    """`>` where `>=` is needed: position max_len passes the check (review R3)."""
+
+    def forward(self, q, k, positions=None):
+        last = q.shape[2] - 1 if positions is None else int(positions.max())
+        if last > self.max_len:
+            raise ValueError(f"position {last} > max_len {self.max_len}")
+        return RotaryNoLengthCheck.forward(self, q, k, positions)
+
+
+@pytest.mark.parametrize(
+    "exercise, fn",
+    [
+        ("LearnedPositionalEmbedding", LearnedIndexedNoCheck),
+        ("RotaryEmbedding", RotaryNoLengthCheck),
+        ("RotaryEmbedding", RotaryChecksTOnly),
+        ("RotaryEmbedding", RotaryLetsMaxLenThrough),
+    ],
+)
+def test_torch_s_own_index_error_is_not_taken_for_a_check(exercise, fn):
+    """torch's IndexError past a table means nothing refused the position: never "your check is in the right place"."""
+    result = check(exercise, fn)
+    assert result.diagnosis == "no_length_check", str(result)
+    assert "checks the length" not in result.message and "right place" not in result.hint, str(result)
+    assert "nothing in your forward refused the position" in result.message, str(result)
+
+
+class PositionalEncodingAddsInPlace(PositionalEncodingAnnotated):
+    def forward(self, x):
+        x += self.pe[:, : x.size(1)]
+        return self.dropout(x)
+
+
+@pytest.mark.parametrize(
+    "exercise, fn, name",
+    [("PositionalEncoding", PositionalEncodingAddsInPlace, "`x`"), ("TiedLMHead", RescalesHiddenInPlace, "`h`")],
+)
+def test_a_module_s_input_is_named_not_numbered(exercise, fn, name):
+    result = check(exercise, fn)
+    assert result.diagnosis == "mutated_input", str(result)
+    assert f"changed its input {name} in place" in result.message and "argument 0" not in result.message
+
+
+def test_the_verb_agrees_with_a_plural_subject():
+    result = check("TiedLMHead", RescalesLogits)
+    assert result.diagnosis == "wrong_values", str(result)
+    assert (
+        "the logits for h of shape (3, 5, 12): " in result.message
+        and " entries differ from the reference" in result.message
+    )
 
 
 # --- chapter 06 ------------------------------------------------------------------------

@@ -659,6 +659,9 @@ def token_table(probe: Probe, module: nn.Module, vocab_size: int, d_model: int) 
 # Probes of a module's behaviour
 # ---------------------------------------------------------------------------
 
+# torch's words for an index past a table: nn.Embedding / F.embedding, then indexing a tensor (table[idx]).
+# An IndexError without them was raised by the student's own code, a check of the wrong type.
+TORCH_LOOKUP_ERRORS = ("out of range in self", "is out of bounds for dimension")
 REFUSE_HINT = "Check the input against the table before you use it: a ValueError that names max_len tells the user what to change; an IndexError, a shape mismatch or, on a GPU, a device-side assert does not."
 
 
@@ -678,9 +681,8 @@ def refuses(
         if failure.code != "raised":
             raise
         error = failure.message.split(" raised ", 1)[-1].rstrip(".")
-        if (
-            error.startswith(("IndexError", "AssertionError")) and "out of range in self" not in error
-        ):  # the student's own check, not torch's lookup
+        torch_lookup = any(words in error for words in TORCH_LOOKUP_ERRORS)
+        if error.startswith(("IndexError", "AssertionError")) and not torch_lookup:  # the student's own check
             probe.fail(
                 "no_length_check",
                 f"For {what}, `{probe.name}` checks the length, but raises {error}: a ValueError is what says that an argument's value (here its length) is wrong, "
@@ -688,9 +690,14 @@ def refuses(
                 hint="Your check is in the right place; only the exception's type is off. The caller passed a sequence that is too long: that is a bad value, not a bad index.",
                 fix="Keep the check and raise the right type: `raise ValueError(f'sequence length {T} > max_len {self.max_len}')` instead of IndexError or assert.",
             )
+        said = (
+            " That is torch's own error, from a lookup past the table's last row: nothing in your forward refused the position before it."
+            if torch_lookup
+            else ""
+        )
         probe.fail(
             "no_length_check",
-            f"For {what}, `{probe.name}` raised {error}, not a ValueError. That is what your users would meet (and with a table lookup on a GPU, "
+            f"For {what}, `{probe.name}` raised {error}, not a ValueError.{said} That is what your users would meet (and with a table lookup on a GPU, "
             "'CUDA error: device-side assert triggered', which breaks the whole process).",
             hint=hint,
             fix=fix,
