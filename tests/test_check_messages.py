@@ -15,7 +15,16 @@ from helpers.checking import CheckResult
 from helpers.exercises import all_exercises
 from helpers.probe import advice
 from helpers.registry import GENERIC_ADVICE
-from tests.submissions.ch02 import RescalesHiddenInPlace, RescalesLogits
+from tests.submissions.ch02 import (
+    ClonedParameter,
+    DataAttribute,
+    LMHeadDataShared,
+    RescalesHiddenInPlace,
+    RescalesLogits,
+    TransposedView,
+    WeightAsBuffer,
+    WrappedInNewParameter,
+)
 from tests.submissions.ch03 import PositionalEncodingAnnotated
 from tests.submissions.ch04 import BertPlain
 from tests.submissions.ch05 import RotaryCached, RotaryNoLengthCheck
@@ -480,3 +489,31 @@ def test_bert_wrong_values_hint_fits_bert():
         and "position 0, one token" not in result.hint + result.fix
         and result.hint != result.fix
     )
+
+
+# --- issue 32 ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn, how",
+    [
+        (WrappedInNewParameter, "a Parameter"),
+        (LMHeadDataShared, "a Parameter"),
+        (DataAttribute, "a plain attribute"),
+        (TransposedView, "a plain attribute"),
+        (WeightAsBuffer, "a buffer"),
+    ],
+)
+def test_a_tie_through_shared_storage_is_told_its_real_faults(fn, how):
+    """.data, a view or a buffer share the numbers: they never drift apart. The split gradient (two Parameters),
+    the double count and the conversion by .to() that leaves them apart are what goes wrong."""
+    result = check("TiedLMHead", fn)
+    assert result.diagnosis == "copy_not_tied", str(result)
+    assert f"{how} over the embedding's own storage" in result.message and "drift apart" not in result.message
+    assert ("splits the gradient" in result.message) == (how == "a Parameter") and "`.to()`" in result.message
+
+
+def test_a_real_copy_is_told_it_drifts_apart():
+    result = check("TiedLMHead", ClonedParameter)
+    assert result.diagnosis == "copy_not_tied" and "drift apart" in result.message, str(result)
+    assert ".data" not in result.message

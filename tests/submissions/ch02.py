@@ -891,3 +891,30 @@ WRONG += [
     ("ScaledEmbedding", "changes_own_weights", ScaledEmbeddingMaxNorm),
     ("ScaledEmbedding", "changes_own_weights", ScaledEmbeddingClampsTable),
 ]
+
+
+# --- issue 32: the embedding's numbers shared without the Parameter (told what really goes wrong) ------
+
+
+class TransposedView(nn.Module):
+    """Keeps a `.T` view of the weight in a plain attribute: the same numbers, but no Parameter of its own."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        with torch.no_grad():
+            self.w_t = embedding.weight.T  # (d, V)
+
+    def forward(self, h):
+        return h @ self.w_t
+
+
+class WeightAsBuffer(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.register_buffer("w", embedding.weight)
+
+    def forward(self, h):
+        return F.linear(h, self.w)
+
+
+WRONG += [("TiedLMHead", "copy_not_tied", TransposedView), ("TiedLMHead", "copy_not_tied", WeightAsBuffer)]
