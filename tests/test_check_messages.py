@@ -25,7 +25,12 @@ from tests.submissions.ch02 import (
     WeightAsBuffer,
     WrappedInNewParameter,
 )
-from tests.submissions.ch03 import PositionalEncodingAnnotated
+from tests.submissions.ch03 import (
+    PositionalEncodingAnnotated,
+    PositionalEncodingFrozenEmbedding,
+    PositionalEncodingFrozenParameter,
+    TokenAndPositionConcatenated,
+)
 from tests.submissions.ch04 import BertPlain
 from tests.submissions.ch05 import RotaryCached, RotaryNoLengthCheck
 from tests.submissions.ch06 import slopes_official
@@ -517,3 +522,17 @@ def test_a_real_copy_is_told_it_drifts_apart():
     result = check("TiedLMHead", ClonedParameter)
     assert result.diagnosis == "copy_not_tied" and "drift apart" in result.message, str(result)
     assert ".data" not in result.message
+
+
+@pytest.mark.parametrize("fn", [PositionalEncodingFrozenParameter, PositionalEncodingFrozenEmbedding])
+def test_a_frozen_table_is_not_told_the_optimizer_trains_it(fn):
+    result = check("PositionalEncoding", fn)
+    assert result.diagnosis == "pe_is_parameter", str(result)
+    assert "nothing trains it now" in result.message and "would train it" not in result.message
+    assert "requires_grad_(True)" in result.message and "register_buffer('pe'" in result.fix
+
+
+def test_a_concatenation_is_not_told_to_drop_its_token_table():
+    result = check("TokenAndPositionEmbedding", TokenAndPositionConcatenated)
+    assert result.diagnosis == "wrong_shape" and "token embedding table" in result.message, str(result)
+    assert "emb.weight (37, 5)" in result.message and "Drop `self.emb`" not in result.fix

@@ -1314,3 +1314,50 @@ ALSO += [
     ("PositionalEncoding", "batch_seq_confusion", "no_length_check", PositionalEncodingSeqFirst),
     ("PositionalEncoding", "sin_cos_swapped", "no_length_check", PositionalEncodingOffsetSwapped),
 ]
+
+
+# --- issue 32: messages true of the module: a frozen Parameter, a concatenation ----------------------
+
+
+class TokenAndPositionConcatenated(nn.Module):
+    """[token (d/2) ; position (d/2)] side by side instead of a sum."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model // 2)
+        self.register_buffer("pe", table_exp_log(max_len, d_model - d_model // 2))
+        self.d_model, self.drop = d_model, nn.Dropout(dropout)
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        tok = self.emb(ids) * math.sqrt(self.d_model)
+        return self.drop(torch.cat([tok, self.pe[:T].expand(ids.shape[0], T, -1)], -1))
+
+
+class PositionalEncodingFrozenParameter(PositionalEncodingAnnotated):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        pe = self.pe
+        del self.pe
+        self.pe = nn.Parameter(pe, requires_grad=False)
+
+
+class PositionalEncodingFrozenEmbedding(nn.Module):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.pos = nn.Embedding.from_pretrained(table_exp_log(max_len, d_model), freeze=True)
+        self.max_len, self.dropout = max_len, nn.Dropout(dropout)
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError("too long")
+        return self.dropout(x + self.pos(torch.arange(T, device=x.device)))
+
+
+WRONG += [
+    ("TokenAndPositionEmbedding", "wrong_shape", TokenAndPositionConcatenated),
+    ("PositionalEncoding", "pe_is_parameter", PositionalEncodingFrozenParameter),
+    ("PositionalEncoding", "pe_is_parameter", PositionalEncodingFrozenEmbedding),
+]
+ALSO += [("TokenAndPositionEmbedding", "wrong_shape", "no_length_check", TokenAndPositionConcatenated)]
