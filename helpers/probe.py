@@ -448,10 +448,18 @@ class Probe:
                 "wrong_shape",
                 f"{what} has shape {tuple(out.shape)}; expected {tuple(expected.shape)}.",
                 hint=hint,
-                fix=fix,
+                fix=fix or self._own_advice("wrong_shape") or _shape_fix(out.shape, expected.shape),
             )
         if out.dtype != expected.dtype:
-            self.fail("wrong_dtype", f"{what} has dtype {out.dtype}; expected {expected.dtype}.")
+            module_fix = (  # a module's output dtype comes from its tables, not from an input (ids are Long)
+                f"Keep the module's tables in {expected.dtype}, the default (no `dtype=` of another precision in __init__), "
+                f"or cast what forward returns with `.to({expected.dtype})`."
+            )
+            self.fail(
+                "wrong_dtype",
+                f"{what} has dtype {out.dtype}; expected {expected.dtype}.",
+                fix=self._own_advice("wrong_dtype") or (module_fix if self.exercise.kind == "module" else ""),
+            )
         if out.device != expected.device:
             self.fail(
                 "wrong_device",
@@ -467,6 +475,10 @@ class Probe:
                 f"{what} holds inf at index {where} (and {int(bad.sum()) - 1} more entries), where the reference has a finite number.",
             )
         self.fail("wrong_values", describe_difference(out, expected, what, rtol, atol), hint=hint, fix=fix)
+
+    def _own_advice(self, code: str) -> str:
+        """The exercise's own fix for a generic code (probe.advice's step 3), which a computed one must not hide."""
+        return self.exercise.advice.get(code, ("", ""))[1]
 
     def _no_nan(self, out: torch.Tensor, expected: torch.Tensor, what: str) -> None:
         """NaN wherever the reference has none is nan_or_inf, before anything else: a NaN
@@ -593,6 +605,22 @@ def _own_state(fn: Any) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         return {}
     tensors = [*fn.named_parameters(), *fn.named_buffers()]
     return {name: (t, t.detach().clone()) for name, t in tensors if not t.is_meta}
+
+
+def _shape_fix(got: torch.Size, expected: torch.Size) -> str:
+    """The fix for a result with axes more or fewer than asked (empty when the count is right: the generic advice)."""
+    extra = len(got) - len(expected)
+    if extra > 0:
+        return (
+            f"Return shape {tuple(expected)}: yours has {extra} axis{'es' if extra > 1 else ''} more (an unsqueeze, a `[None]`, "
+            "a table kept as (1, max_len, d)?). Drop it, or do not add it: index the table as it is, or `.squeeze(0)` a leading 1."
+        )
+    if extra < 0:
+        return (
+            f"Return shape {tuple(expected)}: yours has {-extra} axis{'es' if extra < -1 else ''} fewer. Keep every batch dimension: "
+            "a `.squeeze()`, a `.reshape(-1, d)` or an index `[0]` drops one, and a batch of 1 is still a batch."
+        )
+    return ""
 
 
 def _argument_names(fn: Callable, count: int) -> list[str]:

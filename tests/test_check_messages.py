@@ -32,7 +32,7 @@ from tests.submissions.ch03 import (
     TokenAndPositionConcatenated,
 )
 from tests.submissions.ch04 import BertPlain
-from tests.submissions.ch05 import RotaryCached, RotaryNoLengthCheck
+from tests.submissions.ch05 import RotaryCached, RotaryNoLengthCheck, rope_cache_llama31
 from tests.submissions.ch06 import slopes_official
 
 # --- chapter 01 ------------------------------------------------------------------------
@@ -536,3 +536,42 @@ def test_a_concatenation_is_not_told_to_drop_its_token_table():
     result = check("TokenAndPositionEmbedding", TokenAndPositionConcatenated)
     assert result.diagnosis == "wrong_shape" and "token embedding table" in result.message, str(result)
     assert "emb.weight (37, 5)" in result.message and "Drop `self.emb`" not in result.fix
+
+
+def test_rescaled_frequencies_are_not_told_the_exponent_is_wrong():
+    """Llama 3.1's bands keep some pairs and slow others: no exponent and no base makes that."""
+    result = check("rope_cache", rope_cache_llama31)
+    assert result.diagnosis == "wrong_values", str(result)
+    assert "rescaling" in result.message and "exponent" not in result.hint.lower() + result.fix.lower(), str(result)
+
+
+def sinusoidal_encoding_with_batch_axis(max_len, d_model, base=10000.0):
+    """The Annotated Transformer's table, returned with its leading axis: (1, max_len, d)."""
+    pe = torch.zeros(max_len, d_model)
+    pos = torch.arange(max_len).float()[:, None]
+    angles = pos * torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(base) / d_model))
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)[:, : d_model // 2]
+    return pe.unsqueeze(0)
+
+
+def test_an_extra_axis_is_told_to_drop_it_not_to_keep_batch_dimensions():
+    result = check("sinusoidal_encoding", sinusoidal_encoding_with_batch_axis)
+    assert result.diagnosis == "wrong_shape", str(result)
+    assert "1 axis more" in result.fix and "keep every batch dimension" not in result.fix.lower()
+
+
+class ScaledEmbeddingFloat64(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model, dtype=torch.float64)
+        self.d_model = d_model
+
+    def forward(self, ids):
+        return self.emb(ids) * math.sqrt(self.d_model)
+
+
+def test_a_module_in_the_wrong_dtype_is_not_told_to_copy_its_ids_dtype():
+    """ScaledEmbedding's input is Long ids: `dtype=x.dtype` would be no fix there."""
+    result = check("ScaledEmbedding", ScaledEmbeddingFloat64)
+    assert result.diagnosis == "wrong_dtype", str(result)
+    assert "x.dtype" not in result.fix and "torch.float32" in result.fix

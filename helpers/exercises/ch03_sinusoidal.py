@@ -762,7 +762,7 @@ EXERCISES = [
         mistakes=TABLE_MISTAKES,
         difficulty=2,
         importance=3,
-        minutes=15,
+        minutes=20,
         edges=("lengths",),
         no_device_pass=TAKES_NO_TENSOR,
     ),

@@ -349,7 +349,7 @@ class HandLayerNorm(nn.Module):
 
 
 class BertHandWritten(nn.Module):
-    """Old-HF persistent position_ids buffer, a hand-written LayerNorm, F.dropout, sliced tables."""
+    """A hand-written LayerNorm, F.dropout, sliced tables (no position ids at all)."""
 
     def __init__(
         self,
@@ -367,7 +367,6 @@ class BertHandWritten(nn.Module):
         self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)
         self.LayerNorm = HandLayerNorm(hidden_size, layer_norm_eps)
         self.p = hidden_dropout_prob
-        self.register_buffer("position_ids", torch.arange(max_position_embeddings))
 
     def forward(self, input_ids, token_type_ids=None):
         B, T = input_ids.shape

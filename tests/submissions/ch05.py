@@ -1826,3 +1826,45 @@ def partial_whole_head_own_tables(q, k, cos, sin, positions=None):
 
 
 WRONG += [("apply_partial_rope", "partial_rope_whole_head", partial_whole_head_own_tables)]
+
+
+# --- issue 32: right on a GPU, so right here: the angles built on the CPU and moved back ----------------
+
+
+def interleaved_angles_on_cpu_moved_back(x, positions=None, base=10000.0):
+    """Review I8: everything meets on the CPU (`positions.cpu()`, a CPU arange) and comes back with .to(x.device)."""
+    T, d = x.shape[-2:]
+    t = torch.arange(T) if positions is None else positions.cpu()
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2).double() / d))
+    angles = (t.double()[:, None] * inv_freq).float().to(x.device)  # (T, d/2), moved to x's device
+    x1, x2 = x.float()[..., 0::2], x.float()[..., 1::2]
+    c, s = angles.cos(), angles.sin()
+    return torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2).to(x.dtype)
+
+
+RIGHT["rope_interleaved"].append(interleaved_angles_on_cpu_moved_back)
+
+
+# --- issue 32: a RoPE cache from Llama 3.1's rescaled frequencies: the exponent is right -------------------
+
+
+def llama3_inv_freq(d, base, factor=8.0, low=1.0, high=4.0, original=8192):
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2).float() / d))
+    wavelen = 2 * math.pi / inv_freq
+    low_wl, high_wl = original / low, original / high
+    scaled = torch.where(wavelen > low_wl, inv_freq / factor, inv_freq)
+    smooth = (original / wavelen - low) / (high - low)
+    mid = (1 - smooth) * scaled / factor + smooth * scaled
+    is_mid = (wavelen >= high_wl) & (wavelen <= low_wl)
+    return torch.where(is_mid, mid, scaled)
+
+
+def rope_cache_llama31(head_dim, max_len, base=10000.0):
+    """Llama 3.1's frequencies (its rope_scaling applied), as a model card's code computes them."""
+    inv_freq = llama3_inv_freq(head_dim, base, original=64)
+    angles = torch.arange(max_len).float()[:, None] * inv_freq
+    emb = torch.cat([angles, angles], -1)
+    return emb.cos(), emb.sin()
+
+
+WRONG += [("rope_cache", "wrong_values", rope_cache_llama31)]
