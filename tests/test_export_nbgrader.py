@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 import jupytext
+import nbformat
 import pytest
 
 from helpers import export, release
 from helpers.exercises import all_exercises
+from tests.export_support import exercises_only
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,9 +70,12 @@ def test_nbgrader_generates_and_autogrades_chapter_01(tmp_path):
     chapter = jupytext.read(release.CHAPTERS / f"{name}.md")
     ungraded = lambda nb: [c.source.strip() for c in nb.cells if c.cell_type == "code" and "check(" not in c.source]
     assert ungraded(jupytext.read(released)) == ungraded(chapter)
-    for student, notebook in (("solved", source), ("unfilled", released)):
+    for student, notebook in (("solved", source), ("unfilled", released)):  # their graded cells, as nbgrader made them
         (tmp_path / "submitted" / student / name).mkdir(parents=True)
-        shutil.copy(notebook, tmp_path / "submitted" / student / name / f"{name}.ipynb")
+        nbformat.write(
+            exercises_only(nbformat.read(notebook, as_version=4)),
+            tmp_path / "submitted" / student / name / f"{name}.ipynb",
+        )
     nbgrader("autograde", name)
 
     from nbgrader.api import Gradebook

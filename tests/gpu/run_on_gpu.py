@@ -1,0 +1,89 @@
+"""The course on a GPU: the check suites with every probe's GPU pass, and every solution notebook executed with
+its models and checks on the GPU. `python3 course.py gpu` runs it on a machine with a CUDA (or MPS) torch in
+.venv; `bash .gpu/run` on a lent machine without network (tests/gpu/prepare packs what it lacks).
+
+It prints the versions and the device, pytest's summary, one line per notebook (time, first error) with the
+lines it printed that name a device, and a verdict: every notebook ran, every training chapter trained on the
+GPU, the suites passed. Exit status 0 only then; 2 where there is no GPU to test."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITES = ["tests/test_checks.py", "tests/test_devices.py", "tests/test_check_messages.py", "tests/test_remote.py"]
+SUITES += ["tests/test_oracle.py", "tests/test_long_context.py", "tests/test_library.py"]
+DEVICE_LINE = re.compile(r"\b(cuda|mps|cpu|GPU)\b|trained on|device")
+
+
+def run_notebook(path: Path, timeout: int) -> tuple[float, str, list[str]]:
+    """Execute one notebook in a fresh kernel: seconds, its first error ('' if none), its lines naming a device."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook, start, error = nbformat.read(path, as_version=4), time.perf_counter(), ""
+    try:
+        NotebookClient(
+            notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        ).execute()
+    except Exception as exc:  # nbclient raises at the first failing cell: report it, go on with the next notebook
+        error = f"{type(exc).__name__}: {str(exc)[-800:]}"
+    lines = [
+        line
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        for line in str(output.get("text", "") or "".join(output.get("data", {}).get("text/plain", ""))).splitlines()
+        if DEVICE_LINE.search(line)
+    ]
+    return time.perf_counter() - start, error, lines
+
+
+def notebook_failed(error: str, lines: list[str], device_type: str) -> bool:
+    """A notebook fails on the GPU if it raised, or if a chapter that trains says it trained anywhere else."""
+    return bool(error) or any(device_type not in line for line in lines if "trained on" in line)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for the check suites")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per notebook cell")
+    parser.add_argument("pytest_args", nargs="*", help="what pytest runs instead of the check suites")
+    args = parser.parse_args()
+    os.environ.pop("COURSE_DEVICE", None)  # the device the course would choose for a student
+    import torch
+    import transformers
+
+    from helpers import check_device
+
+    device = check_device()
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, check_device() = {device}", flush=True)
+    if device.type == "cpu":
+        print("No GPU: check_device() answered cpu. Install a CUDA (or MPS) torch into .venv (README, Using a GPU).")
+        return 2
+    if device.type == "cuda":
+        print(f"card: {torch.cuda.get_device_name(device)}", flush=True)
+    tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(args.workers)]
+    suites_failed = subprocess.call([*tests, *(args.pytest_args or SUITES)], cwd=ROOT) != 0
+    failed = []
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        seconds, error, lines = run_notebook(path, args.timeout)
+        if notebook_failed(error, lines, device.type):
+            failed.append(path.name)
+        print(f"== {path.name}: {seconds:.1f} s, {'ERROR ' + error if error else 'ok'}", flush=True)
+        for line in lines:
+            print("   ", line[:200])
+    print(
+        f"check suites: {'FAILED' if suites_failed else 'passed'}; notebooks: "
+        + (", ".join(failed) + " FAILED" if failed else "all ran, every training chapter on the GPU")
+    )
+    return 1 if suites_failed or failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

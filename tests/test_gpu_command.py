@@ -1,0 +1,34 @@
+"""`python3 course.py gpu` (tests/gpu/run_on_gpu.py): what it can be tested for without a GPU."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+from run_on_gpu import notebook_failed  # noqa: E402
+
+
+def test_a_training_chapter_that_trained_on_the_cpu_fails_the_gpu_run():
+    assert notebook_failed("", ["15 models trained on cpu in 17 s"], "cuda")
+    assert notebook_failed("CellExecutionError: boom", [], "cuda")
+    assert not notebook_failed("", ["15 models trained on cuda in 8 s", "device: cuda"], "cuda")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the command runs for real there")
+def test_without_a_gpu_it_says_so_and_runs_nothing():
+    done = subprocess.run(
+        [sys.executable, "tests/gpu/run_on_gpu.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "COURSE_DEVICE": "cuda",
+        },  # an override is ignored: the command tests the real device
+    )
+    assert done.returncode == 2 and "No GPU: check_device() answered cpu" in done.stdout, done.stdout + done.stderr
