@@ -282,6 +282,23 @@ def backward_transposed(
 AUTOGRAD_APIS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 
 
+def backward_result_dropped(
+    grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None
+) -> torch.Tensor:
+    """Your gradient is all zeros: the rows were computed but never stored in
+    it. `grad.index_add(0, ids, rows)` without the trailing underscore (like
+    `scatter_add`, `index_put`) returns a new tensor and leaves `grad` as it
+    was, and that new tensor was dropped.
+
+    Hint: torch's methods without a trailing `_` compute a result and return
+    it; only the `_` versions write into the tensor they are called on. Print
+    your tensor right after the call: did it change?
+
+    Fix: Accumulate in place, `grad.index_add_(0, ids.reshape(-1), rows)`, or
+    keep the result: `grad = grad.index_add(0, ids.reshape(-1), rows)`."""
+    return torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device)
+
+
 def check_embedding_backward(fn: Callable[..., Any], probe: Probe) -> None:
     try:
         backward_probes(fn, probe)
@@ -369,6 +386,7 @@ EXERCISES = [
             "no_accumulation": backward_assigned,
             "padding_row_updated": backward_trains_padding,
             "transposed_weight": backward_transposed,
+            "all_zeros": backward_result_dropped,
         },
         forbidden=EMBEDDING_APIS + AUTOGRAD_APIS,
         difficulty=2,

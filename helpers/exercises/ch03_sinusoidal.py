@@ -132,8 +132,9 @@ def table_wrong_exponent(max_len: int, d_model: int, base: float = 10000.0) -> l
     """Your frequency exponent is off: the frequencies in your columns are
     not base^(-2i/d_model), with i counting the (sin, cos) pairs. The usual
     slips: i/d (the 2 dropped), the column index in place of 2i (so the cos
-    column gets (2i+1)/d), 4i/d, or an integer division that rounds every
-    exponent to 0.
+    column gets (2i+1)/d), 4i/d, the minus sign (or the 1/) dropped, so that
+    pos is multiplied by base^(2i/d) and the pairs speed up instead of slowing
+    down, or an integer division that rounds every exponent to 0.
 
     Hint: Columns 2i and 2i+1 share one frequency. Work out the exponents for
     d_model = 8 by hand: 0, 0.25, 0.5, 0.75, each used by two adjacent
@@ -142,7 +143,7 @@ def table_wrong_exponent(max_len: int, d_model: int, base: float = 10000.0) -> l
     Fix: One frequency per pair, from the even column indices, with true
     division: `omega = base ** (-torch.arange(0, d_model, 2) / d_model)`;
     pair i's sin and cos both use `pos * omega[i]`."""
-    return [mistaken_table(max_len, d_model, base, exponent=e) for e in ("i/d", "column/d", "4i/d", "integer")]
+    return [mistaken_table(max_len, d_model, base, exponent=e) for e in ("i/d", "column/d", "4i/d", "+2i/d", "integer")]
 
 
 def table_all_zeros(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:

@@ -558,3 +558,16 @@ def lookup_through_eye(weight, ids):
 
 WRONG += [("lookup", "method_not_used", lookup_through_one_hot), ("lookup", "method_not_used", lookup_through_eye)]
 ALSO += [("lookup", "no_gradient", "wrong_device", through_numpy)]  # a trip through NumPy lands on the CPU too
+
+
+def backward_index_add_dropped(grad_out, ids, vocab_size, padding_idx=None):
+    """index_add without the underscore: its result is dropped, grad stays zero."""
+    d = grad_out.shape[-1]
+    grad = torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)
+    grad.index_add(0, ids.reshape(-1), grad_out.reshape(-1, d))
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad
+
+
+WRONG += [("embedding_backward", "all_zeros", backward_index_add_dropped)]

@@ -1361,3 +1361,15 @@ WRONG += [
     ("PositionalEncoding", "pe_is_parameter", PositionalEncodingFrozenEmbedding),
 ]
 ALSO += [("TokenAndPositionEmbedding", "wrong_shape", "no_length_check", TokenAndPositionConcatenated)]
+
+
+def table_times_the_power(max_len, d_model, base=10000.0):
+    """pos * base ** (2i/d): the 1/ forgotten, so the pairs speed up (review: named, not read off aliased frequencies)."""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    angles = pos * base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()[:, : d_model // 2]
+    return pe.float()
+
+
+WRONG += [("sinusoidal_encoding", "wrong_exponent", table_times_the_power)]
