@@ -30,6 +30,7 @@ from tests.submissions.ch03 import (
     PositionalEncodingFrozenEmbedding,
     PositionalEncodingFrozenParameter,
     TokenAndPositionConcatenated,
+    shift_abs_k,
 )
 from tests.submissions.ch04 import BertPlain
 from tests.submissions.ch05 import RotaryCached, RotaryNoLengthCheck, rope_cache_llama31
@@ -575,3 +576,10 @@ def test_a_module_in_the_wrong_dtype_is_not_told_to_copy_its_ids_dtype():
     result = check("ScaledEmbedding", ScaledEmbeddingFloat64)
     assert result.diagnosis == "wrong_dtype", str(result)
     assert "x.dtype" not in result.fix and "torch.float32" in result.fix
+
+
+def test_a_shift_matrix_right_for_positive_k_is_told_the_sign_is_lost():
+    """abs(k): only k < 0 is wrong, so "each of your blocks is transposed" would be false for k = 3."""
+    result = check("relative_shift_matrix", shift_abs_k)
+    assert result.diagnosis == "shift_reversed", str(result)
+    assert "right for k = 3" in result.message and "transpose" not in result.message

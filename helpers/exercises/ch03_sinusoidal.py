@@ -426,7 +426,23 @@ def check_relative_shift_matrix(fn: Callable[..., Any], probe: Probe) -> None:
                 lambda raw, args=args, call=call: expect_shift(probe, raw, args, call),
             )
         )
-    expect_cases(probe, runs, {"wrong_base": other_bases})
+    try:
+        expect_cases(probe, runs, {"wrong_base": other_bases})
+    except Failure as failure:
+        right_for_positive_k = close(
+            float64_accepted(runs[0][1]()), reference.relative_shift_matrix(3, 16), **shift_tolerance(3, 16)
+        )
+        if failure.code == "shift_reversed" and right_for_positive_k:  # only the negative k was turned the other way
+            probe.fail(
+                "shift_reversed",
+                "Your matrix is right for k = 3 but, for k = -5, it is the matrix of k = +5: it maps PE[pos] to PE[pos + 5] "
+                "instead of PE[pos - 5]. A negative k loses its sign on the way (an abs(k), or a distance computed without its direction?).",
+                hint="M_k for a negative k moves every position back: its blocks hold sin(k·ω_i) < 0 where M_|k| holds sin(|k|·ω_i) > 0. "
+                "The formula needs no special case for the sign: cos is even, sin is odd.",
+                fix="Use k as it is, sign included, in the angle `k * omega` (no abs(k), no max(k, 0)); print "
+                "`relative_shift_matrix(-1, 2)`: it must be [[cos 1, -sin 1], [sin 1, cos 1]].",
+            )
+        raise
 
 
 def expect_shift(probe: Probe, raw: Any, args: tuple, call: str) -> None:

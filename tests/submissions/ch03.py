@@ -1373,3 +1373,11 @@ def table_times_the_power(max_len, d_model, base=10000.0):
 
 
 WRONG += [("sinusoidal_encoding", "wrong_exponent", table_times_the_power)]
+
+
+def shift_abs_k(k, d_model, base=10000.0):
+    """Right for k >= 0; abs(k) turns a negative shift into a positive one."""
+    return shift_blocks(abs(k), d_model, base)
+
+
+WRONG += [("relative_shift_matrix", "shift_reversed", shift_abs_k)]
