@@ -18,6 +18,7 @@ from helpers.registry import GENERIC_ADVICE
 from tests.submissions.ch02 import (
     ClonedParameter,
     DataAttribute,
+    Float64Table,
     LMHeadDataShared,
     RescalesHiddenInPlace,
     RescalesLogits,
@@ -561,19 +562,9 @@ def test_an_extra_axis_is_told_to_drop_it_not_to_keep_batch_dimensions():
     assert "1 axis more" in result.fix and "keep every batch dimension" not in result.fix.lower()
 
 
-class ScaledEmbeddingFloat64(nn.Module):
-    def __init__(self, vocab_size, d_model):
-        super().__init__()
-        self.emb = nn.Embedding(vocab_size, d_model, dtype=torch.float64)
-        self.d_model = d_model
-
-    def forward(self, ids):
-        return self.emb(ids) * math.sqrt(self.d_model)
-
-
 def test_a_module_in_the_wrong_dtype_is_not_told_to_copy_its_ids_dtype():
     """ScaledEmbedding's input is Long ids: `dtype=x.dtype` would be no fix there."""
-    result = check("ScaledEmbedding", ScaledEmbeddingFloat64)
+    result = check("ScaledEmbedding", Float64Table)
     assert result.diagnosis == "wrong_dtype", str(result)
     assert "x.dtype" not in result.fix and "torch.float32" in result.fix
 
