@@ -156,9 +156,14 @@ class Recording(Probe):
         self.edges_lost: list[str] = []  # tagged inputs that reached student code without one of their edges
         self.built: list[nn.Module] = []  # every module Probe.build made
         self.gradients: list[tuple[torch.Tensor, torch.Tensor]] = []  # (a trained table, the rows its probe used)
+        self.bases: set[float] = set()  # every `base` a call into student code received
 
     def call(self, fn, *args, what=None, **kwargs):
         self.record_edges(args, kwargs)
+        try:
+            self.bases.add(inspect.signature(fn).bind_partial(*args, **kwargs).arguments["base"])
+        except (KeyError, TypeError, ValueError):
+            pass  # no base in this call
         return super().call(fn, *args, what=what, **kwargs)
 
     def build(self, cls, *args, **kwargs):
@@ -263,6 +268,18 @@ def test_every_probe_reaches_the_edges_and_every_trained_table(monkeypatch, exer
     assert result.passed, str(result)
     assert edges_missed(get(exercise), probe) == []
     assert tables_unprobed(get(exercise), probe) == []
+    assert base_never_changed(get(exercise), probe) is None
+
+
+def base_never_changed(exercise, probe: Recording) -> float | None:
+    """An exercise that takes a base with a default must be probed with another one too: code that drops the
+    base it is given (a hard-coded 10000, a base not passed on to a helper) gives the default's values, and
+    only a call with another base tells it apart. The default, when no call gave another; else None."""
+    target = exercise.reference.__init__ if exercise.kind == "module" else exercise.reference
+    default = inspect.signature(target).parameters.get("base", inspect.Parameter("base", 1)).default
+    if default is inspect.Parameter.empty or probe.bases - {default}:
+        return None
+    return default
 
 
 def test_the_edge_test_fails_when_an_edge_is_left_out(monkeypatch):
@@ -308,3 +325,14 @@ def test_the_gradient_test_fails_when_a_table_is_unprobed(monkeypatch):
         patch.setattr(Recording, "record_gradient", Probe.record_gradient)  # the production hook records nothing
         probe, _ = probed(monkeypatch, exercise.id, RIGHT_BY_ID["ScaledEmbedding"])
     assert tables_unprobed(exercise, probe) != []
+
+
+def test_the_base_test_fails_when_no_call_changes_the_base():
+    """The test above can fail: calls that only ever use the default base."""
+    probe = Recording(get("rope_cache"), "x")
+    cache = lambda head_dim, max_len, base=10000.0: None
+    probe.call(cache, 8, 16)
+    probe.call(cache, 8, 16, 10000.0)
+    assert base_never_changed(get("rope_cache"), probe) == 10000.0
+    probe.call(cache, 8, 16, base=500000.0)
+    assert base_never_changed(get("rope_cache"), probe) is None
