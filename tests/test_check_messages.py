@@ -34,7 +34,13 @@ from tests.submissions.ch03 import (
     shift_abs_k,
 )
 from tests.submissions.ch04 import BertPlain
-from tests.submissions.ch05 import RotaryCached, RotaryNoLengthCheck, rope_cache_llama31
+from tests.submissions.ch05 import (
+    RotaryCached,
+    RotaryNoLengthCheck,
+    cache_base_1000,
+    cache_ignores_base,
+    rope_cache_llama31,
+)
 from tests.submissions.ch06 import slopes_official
 
 # --- chapter 01 ------------------------------------------------------------------------
@@ -574,3 +580,13 @@ def test_a_shift_matrix_right_for_positive_k_is_told_the_sign_is_lost():
     result = check("relative_shift_matrix", shift_abs_k)
     assert result.diagnosis == "shift_reversed", str(result)
     assert "right for k = 3" in result.message and "transpose" not in result.message
+
+
+@pytest.mark.parametrize(
+    "fn, says",
+    [(cache_base_1000, "uses base 1000 where the default is 10000"), (cache_ignores_base, "ignores the base")],
+)
+def test_a_wrong_base_is_told_which_base_its_tables_hold(fn, says):
+    result = check("rope_cache", fn)
+    assert result.diagnosis == "wrong_base" and says in result.message, str(result)
+    assert " or a hard-coded" not in result.message

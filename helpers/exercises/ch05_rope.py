@@ -33,8 +33,9 @@ from helpers.exercises.common import (
     says,
 )
 from helpers.exercises.rope import Tables
-from helpers.probe import Probe
+from helpers.probe import Probe, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # --- known mistakes (each one RoPE of helpers.exercises.rope with one knob turned) ---
 
@@ -567,7 +568,22 @@ def check_rope_cache(fn: Callable, probe: Probe) -> None:
         args = (head_dim, probe.length(max_len), *given)
         call = f"rope_cache({', '.join(repr(a) for a in args)})"
         tables = rope.two_tensors(probe, probe.call(fn, *args, what=f"`{call}`"), f"`{call}`", "(cos, sin)")
-        rope.expect_tables(probe, tables, args, call, (*given, 10000.0)[0])
+        try:
+            rope.expect_tables(probe, tables, args, call, (*given, 10000.0)[0])
+        except Failure as failure:
+            held = (
+                10000.0 if given else 1000.0
+            )  # the base a catalogue mistake holds here (the default case passed before)
+            face = rope.cache(head_dim, max_len, held)
+            if failure.code == "wrong_base" and all(close(t, f, atol=1e-4) for t, f in zip(tables, face)):
+                probe.fail(
+                    "wrong_base",
+                    f"`{call}` ignores the base it was given: its tables are those of base 10000 (written into the code, or the argument "
+                    f"not passed on), not of base={given[0]} (Llama 3's)."
+                    if given
+                    else f"`{call}` uses base 1000 where the default is 10000: a typo that popular tutorials carry.",
+                )
+            raise
 
 
 # rotate_half ------------------------------------------------------------------
