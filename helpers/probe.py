@@ -138,7 +138,15 @@ class Length(int):
 
 # Probe.independent: after these nothing more is run; later ones of these are no new finding.
 STOPS_EVERYTHING = frozenset(
-    {"timeout", "out_of_memory", "not_implemented", "uses_reference", "changed_global_state", "mutated_input"}
+    {
+        "timeout",
+        "out_of_memory",
+        "not_implemented",
+        "uses_reference",
+        "changed_global_state",
+        "mutated_input",
+        "changes_own_weights",  # the tables every later probe reads are no longer the module's own
+    }
 )
 CRASHES = STOPS_EVERYTHING | {"raised", "wrong_type", "forbidden_api", "nan_or_inf"}
 
@@ -186,7 +194,7 @@ class Probe:
             except Failure as failure:
                 if first is None:
                     first = failure
-                elif failure.code not in codes | {first.code} | CRASHES:
+                elif failure.code not in codes | {first.code} | CRASHES | self.codes_also():
                     self.also.append(f"{failure.code}: {failure.message}")
                 codes.add(failure.code)
             else:
@@ -194,6 +202,10 @@ class Probe:
                     self.aspects_passed.add(name)
         if first is not None:
             raise first
+
+    def codes_also(self) -> set[str]:
+        """The codes listed in `also` so far (a probe may list one itself, as it reads a finding off the output)."""
+        return {finding.split(":", 1)[0] for finding in self.also}
 
     def passed(self, aspect: str) -> bool:
         """Whether the named aspect ran and passed: a gradient probe that only means something once
@@ -272,10 +284,18 @@ class Probe:
         what = what or f"`{self.name}`"
         args = tuple(int(a) if isinstance(a, Length) else a for a in args)  # the student gets plain ints
         kwargs = {k: int(a) if isinstance(a, Length) else a for k, a in kwargs.items()}
-        names = _argument_names(fn, len(args))
+        # A module's inputs by the names the exercise gives them (its reference's forward): the module's own
+        # signature is __call__'s *args, and a graded kernel's mirror knows no more.
+        names = _argument_names(
+            self.exercise.reference.forward
+            if isinstance(fn, torch.nn.Module) and inspect.isclass(self.exercise.reference)
+            else fn,
+            len(args),
+        )
         originals = [(name, t) for name, arg in zip(names, args) for t in _tensors_in(arg)]
         originals += [(name, t) for name, arg in kwargs.items() for t in _tensors_in(arg)]
         saved = [t.detach().clone() for _, t in originals]
+        state_before = _own_state(fn)
         watch = _Watch(self.exercise.forbidden)
         state = TorchState.capture()
         session = REMOTE.get()
@@ -338,7 +358,28 @@ class Probe:
                     "mutated_input",
                     f"{what} changed its input `{name}` in place (an `+=`, a `.mul_()`, an assignment into it...).",
                 )
+        self._expect_own_state_kept(state_before, what)
         return result
+
+    def _expect_own_state_kept(self, before: dict[str, tuple[torch.Tensor, torch.Tensor]], what: str) -> None:
+        """A module's forward leaves its own parameters and buffers as they were: one that renormalises
+        or clamps its table in place (nn.Embedding(max_norm=...), `.clamp_()`, `.renorm_()`) would be
+        compared against the table as it is after the call, and look right."""
+        for name, (live, snapshot) in before.items():
+            if live.shape != snapshot.shape or torch.equal(live.detach(), snapshot):
+                continue
+            rows = (
+                (live.detach() != snapshot).reshape(len(live), -1).any(1).nonzero().flatten().tolist()
+                if live.dim()
+                else []
+            )
+            which = f" (rows {', '.join(map(str, rows[:6]))}{', ...' if len(rows) > 6 else ''})" if rows else ""
+            self.fail(
+                "changes_own_weights",
+                f"{what} changed its own `{name}` in place while computing its output{which}: a forward pass must leave "
+                "the module's tables as they are (nn.Embedding(max_norm=...) renormalises the rows it looks up, "
+                "`.clamp_()` or `.renorm_()` on a weight write into it).",
+            )
 
     def _safety_net(self, watch: _Watch, what: str) -> contextlib.ExitStack:
         """Around student code in this process: a time limit, a memory cap, the torch functions
@@ -407,10 +448,18 @@ class Probe:
                 "wrong_shape",
                 f"{what} has shape {tuple(out.shape)}; expected {tuple(expected.shape)}.",
                 hint=hint,
-                fix=fix,
+                fix=fix or self._own_advice("wrong_shape") or _shape_fix(out.shape, expected.shape),
             )
         if out.dtype != expected.dtype:
-            self.fail("wrong_dtype", f"{what} has dtype {out.dtype}; expected {expected.dtype}.")
+            module_fix = (  # a module's output dtype comes from its tables, not from an input (ids are Long)
+                f"Keep the module's tables in {expected.dtype}, the default (no `dtype=` of another precision in __init__), "
+                f"or cast what forward returns with `.to({expected.dtype})`."
+            )
+            self.fail(
+                "wrong_dtype",
+                f"{what} has dtype {out.dtype}; expected {expected.dtype}.",
+                fix=self._own_advice("wrong_dtype") or (module_fix if self.exercise.kind == "module" else ""),
+            )
         if out.device != expected.device:
             self.fail(
                 "wrong_device",
@@ -426,6 +475,10 @@ class Probe:
                 f"{what} holds inf at index {where} (and {int(bad.sum()) - 1} more entries), where the reference has a finite number.",
             )
         self.fail("wrong_values", describe_difference(out, expected, what, rtol, atol), hint=hint, fix=fix)
+
+    def _own_advice(self, code: str) -> str:
+        """The exercise's own fix for a generic code (probe.advice's step 3), which a computed one must not hide."""
+        return self.exercise.advice.get(code, ("", ""))[1]
 
     def _no_nan(self, out: torch.Tensor, expected: torch.Tensor, what: str) -> None:
         """NaN wherever the reference has none is nan_or_inf, before anything else: a NaN
@@ -541,7 +594,33 @@ def describe_difference(
     excess = error - bound  # the worst entry is the one furthest past its own tolerance
     worst = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
     wrong = int((error > bound).sum())
-    return f"{what} differs from the reference in {wrong} of {error.numel()} entries; the worst is at index {list(worst)}: you have {a[worst].item():.6g}, expected {b[worst].item():.6g}."
+    # "{what}: n of N entries differ", so the verb agrees with its subject whatever `what` names (the logits, the output)
+    entries = f"{wrong} of {error.numel()} entries {'differs' if wrong == 1 else 'differ'}"
+    return f"{what}: {entries} from the reference; the worst is at index {list(worst)}: you have {a[worst].item():.6g}, expected {b[worst].item():.6g}."
+
+
+def _own_state(fn: Any) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """A module's parameters and buffers (name -> (the tensor, a copy of its values)), before a call into it."""
+    if not isinstance(fn, torch.nn.Module):
+        return {}
+    tensors = [*fn.named_parameters(), *fn.named_buffers()]
+    return {name: (t, t.detach().clone()) for name, t in tensors if not t.is_meta}
+
+
+def _shape_fix(got: torch.Size, expected: torch.Size) -> str:
+    """The fix for a result with axes more or fewer than asked (empty when the count is right: the generic advice)."""
+    extra = len(got) - len(expected)
+    if extra > 0:
+        return (
+            f"Return shape {tuple(expected)}: yours has {extra} axis{'es' if extra > 1 else ''} more (an unsqueeze, a `[None]`, "
+            "a table kept as (1, max_len, d)?). Drop it, or do not add it: index the table as it is, or `.squeeze(0)` a leading 1."
+        )
+    if extra < 0:
+        return (
+            f"Return shape {tuple(expected)}: yours has {-extra} axis{'es' if extra < -1 else ''} fewer. Keep every batch dimension: "
+            "a `.squeeze()`, a `.reshape(-1, d)` or an index `[0]` drops one, and a batch of 1 is still a batch."
+        )
+    return ""
 
 
 def _argument_names(fn: Callable, count: int) -> list[str]:
@@ -553,6 +632,7 @@ def _argument_names(fn: Callable, count: int) -> list[str]:
         ]
     except (TypeError, ValueError):
         params = []
+    params = [p for p in params if p != "self"]  # an unbound forward
     return (params + [f"argument {i}" for i in range(len(params), count)])[:count]
 
 

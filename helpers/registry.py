@@ -35,6 +35,8 @@ DIAGNOSES: dict[str, str] = {
     "changed_global_state": "the code changed torch's global state (default dtype, grad mode, ...)",
     "forbidden_api": "the code used a function this exercise asks you to do without",
     "wrong_values": "the values differ from the reference (no more specific mistake matched)",
+    "method_not_used": "the values are right, but not computed the way the exercise asks (indexing for lookup, chapter 03's shift matrix for rope_from_shift_matrix)",
+    "changes_own_weights": "the module changes its own weights or tables while computing its output (nn.Embedding(max_norm=...), an in-place clamp or renorm)",
     "uses_reference": "the submission is, wraps or calls the course's own reference",
     # lookup, one_hot_lookup
     "transposed_weight": "the weight was read as (d_model, vocab) instead of (vocab, d_model)",
@@ -85,6 +87,7 @@ DIAGNOSES: dict[str, str] = {
     "unexpected_scale": "the token embeddings are multiplied by sqrt(d_model), which BERT does not do",
     "dropout_rate_ignored": "dropout does not use the hidden_dropout_prob it was given",
     "missing_padding_idx": "the word embedding ignores pad_token_id: the padding row still gets a gradient",
+    "dropout_twice": "dropout applied twice in a row (a reused module's and one's own): the rate is 1 - (1 - p)², not p",
     "dropout_in_eval": "dropout still drops values in eval mode (F.dropout without training=self.training?)",
     # RoPE
     "rope_interleaved_convention": "the adjacent-pair (Meta/GPT-J) layout where half-split is asked",
@@ -192,6 +195,10 @@ GENERIC_ADVICE: dict[str, tuple[str, str]] = {
     "out_of_memory": (
         "The exercise's tensors are small: an allocation this big is a shape mistake (a one-hot of the whole vocabulary per element?).",
         "Print the shape of each tensor you create and build only those the result needs.",
+    ),
+    "changes_own_weights": (
+        "A forward pass computes an output from the weights; changing them is the optimizer's job, in its step. nn.Embedding's max_norm renormalises, in place, every row it looks up.",
+        "Remove max_norm from the nn.Embedding (or the in-place `.clamp_()` / `.renorm_()` on the table); to bound the rows, do it out of place on what you looked up: `rows = rows.clamp(...)`.",
     ),
     "changed_global_state": (
         "torch's global settings (default dtype, grad mode, ...) belong to the whole notebook, not to one function.",

@@ -423,6 +423,7 @@ class _FactoriesOnMeta(TorchFunctionMode):
         self.real: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(meta) -> (meta, the real tensor)
 
     MAY_MIX = {"to", "copy_", "__get__", "__set__"}  # moving data between devices is allowed, as on a GPU
+    READ_OUT = {"numpy", "tolist", "item", "__array__"}  # what reads a CPU tensor's values out of torch
 
     def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
@@ -434,6 +435,12 @@ class _FactoriesOnMeta(TorchFunctionMode):
             and not args[0].is_meta
         ):
             args = (args[0], self._real_index(args[1]), *args[2:])
+        elif name in self.READ_OUT and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+            # leaving torch (to NumPy, to Python) from "the CPU" works on a GPU machine: with the real values
+            # where this run kept them, else no verdict from this run (device_pass reads "copy out of meta")
+            args = (self._real_index(args[0]), *args[1:])
+            if args[0].is_meta:
+                raise RuntimeError(f"Cannot copy out of meta tensor ({name}): the device check's stand-in for the CPU")
         elif name not in self.MAY_MIX:
             tensors = [t for t in _tensors_in([args, kwargs]) if t.dim() > 0]
             if any(t.is_meta for t in tensors) and not all(t.is_meta for t in tensors):
@@ -441,13 +448,13 @@ class _FactoriesOnMeta(TorchFunctionMode):
                     f"Expected all tensors to be on the same device, but {name} got a tensor made on the CPU without device= and one on the input's device"
                 )
         result = func(*args, **kwargs)
-        if (
-            name in self.FACTORIES
-            and kwargs.get("device") is None
-            and isinstance(result, torch.Tensor)
-            and result.dim() > 0
-            and not _in_module_init()
-        ):
+        made_on_cpu = name in self.FACTORIES and kwargs.get("device") is None and not _in_module_init()
+        # An explicit .cpu() or .to("cpu") lands on the CPU too: on a GPU it leaves the input's device, as a
+        # factory does. (Not .to(a torch.device): here the CPU stands for the GPU, and .to(x.device) is that.)
+        named_cpu = _moves_to_cpu(name, args, kwargs) and not any(
+            isinstance(a, torch.device) for a in (*args, *kwargs.values())
+        )
+        if (made_on_cpu or named_cpu) and isinstance(result, torch.Tensor) and result.dim() > 0:
             meta = result.to("meta")
             self.real[id(meta)] = (meta, result)
             return meta
@@ -461,6 +468,14 @@ class _FactoriesOnMeta(TorchFunctionMode):
         return index
 
 
+def _moves_to_cpu(name: str, args: tuple, kwargs: dict) -> bool:
+    """`t.cpu()` or `t.to("cpu")` / `t.to(torch.device("cpu"))`: a move to the CPU, asked for by name."""
+    if name == "cpu":
+        return True
+    target = kwargs.get("device", args[1] if len(args) > 1 and isinstance(args[1], (str, torch.device)) else None)
+    return name == "to" and target is not None and torch.device(target).type == "cpu"
+
+
 class _CopiesOffMeta(TorchFunctionMode):
     """While the inputs stand on the meta device for "the GPU", `.cpu()` or `.to("cpu")` in student code
     moves a tensor to the CPU, as it would from a GPU: it gets zeros of its shape there (meta holds no
@@ -471,10 +486,7 @@ class _CopiesOffMeta(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         source = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if source is not None and source.is_meta:
-            target = kwargs.get(
-                "device", args[1] if len(args) > 1 and isinstance(args[1], (str, torch.device)) else None
-            )
-            if name == "cpu" or (name == "to" and target is not None and torch.device(target).type == "cpu"):
+            if _moves_to_cpu(name, args, kwargs):
                 return torch.zeros(source.shape, dtype=kwargs.get("dtype", source.dtype), device="cpu").requires_grad_(
                     source.requires_grad and source.is_floating_point()
                 )

@@ -15,7 +15,32 @@ from helpers.checking import CheckResult
 from helpers.exercises import all_exercises
 from helpers.probe import advice
 from helpers.registry import GENERIC_ADVICE
+from tests.submissions.ch02 import (
+    ClonedParameter,
+    DataAttribute,
+    Float64Table,
+    LMHeadDataShared,
+    RescalesHiddenInPlace,
+    RescalesLogits,
+    TransposedView,
+    WeightAsBuffer,
+    WrappedInNewParameter,
+)
+from tests.submissions.ch03 import (
+    PositionalEncodingAnnotated,
+    PositionalEncodingFrozenEmbedding,
+    PositionalEncodingFrozenParameter,
+    TokenAndPositionConcatenated,
+    shift_abs_k,
+)
 from tests.submissions.ch04 import BertPlain
+from tests.submissions.ch05 import (
+    RotaryCached,
+    RotaryNoLengthCheck,
+    cache_base_1000,
+    cache_ignores_base,
+    rope_cache_llama31,
+)
 from tests.submissions.ch06 import slopes_official
 
 # --- chapter 01 ------------------------------------------------------------------------
@@ -234,6 +259,78 @@ def test_a_length_check_that_raises_index_error_is_told_it_checks():
     assert "checks the length, but raises IndexError" in result.message and "raise ValueError" in result.fix
 
 
+class LearnedIndexedNoCheck(nn.Module):
+    """No check at all: a Parameter indexed past its end raises torch's own IndexError (review L10)."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(max_len, d_model))
+
+    def forward(self, x):
+        return x + self.table[torch.arange(x.shape[1], device=x.device)]
+
+
+class RotaryChecksTOnly(RotaryCached):
+    """Checks T, never the positions it is given (review R7)."""
+
+    def forward(self, q, k, positions=None):
+        if q.shape[2] > self.max_len:
+            raise ValueError(f"sequence length {q.shape[2]} > max_len {self.max_len}")
+        return RotaryNoLengthCheck.forward(self, q, k, positions)
+
+
+class RotaryLetsMaxLenThrough(RotaryCached):
+    """`>` where `>=` is needed: position max_len passes the check (review R3)."""
+
+    def forward(self, q, k, positions=None):
+        last = q.shape[2] - 1 if positions is None else int(positions.max())
+        if last > self.max_len:
+            raise ValueError(f"position {last} > max_len {self.max_len}")
+        return RotaryNoLengthCheck.forward(self, q, k, positions)
+
+
+@pytest.mark.parametrize(
+    "exercise, fn",
+    [
+        ("LearnedPositionalEmbedding", LearnedIndexedNoCheck),
+        ("RotaryEmbedding", RotaryNoLengthCheck),
+        ("RotaryEmbedding", RotaryChecksTOnly),
+        ("RotaryEmbedding", RotaryLetsMaxLenThrough),
+    ],
+)
+def test_torch_s_own_index_error_is_not_taken_for_a_check(exercise, fn):
+    """torch's IndexError past a table means nothing refused the position: never "your check is in the right place"."""
+    result = check(exercise, fn)
+    assert result.diagnosis == "no_length_check", str(result)
+    assert "checks the length" not in result.message and "right place" not in result.hint, str(result)
+    assert "nothing in your forward refused the position" in result.message, str(result)
+
+
+class PositionalEncodingAddsInPlace(PositionalEncodingAnnotated):
+    def forward(self, x):
+        x += self.pe[:, : x.size(1)]
+        return self.dropout(x)
+
+
+@pytest.mark.parametrize(
+    "exercise, fn, name",
+    [("PositionalEncoding", PositionalEncodingAddsInPlace, "`x`"), ("TiedLMHead", RescalesHiddenInPlace, "`h`")],
+)
+def test_a_module_s_input_is_named_not_numbered(exercise, fn, name):
+    result = check(exercise, fn)
+    assert result.diagnosis == "mutated_input", str(result)
+    assert f"changed its input {name} in place" in result.message and "argument 0" not in result.message
+
+
+def test_the_verb_agrees_with_a_plural_subject():
+    result = check("TiedLMHead", RescalesLogits)
+    assert result.diagnosis == "wrong_values", str(result)
+    assert (
+        "the logits for h of shape (3, 5, 12): " in result.message
+        and " entries differ from the reference" in result.message
+    )
+
+
 # --- chapter 06 ------------------------------------------------------------------------
 
 
@@ -405,3 +502,91 @@ def test_bert_wrong_values_hint_fits_bert():
         and "position 0, one token" not in result.hint + result.fix
         and result.hint != result.fix
     )
+
+
+# --- issue 32 ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn, how",
+    [
+        (WrappedInNewParameter, "a Parameter"),
+        (LMHeadDataShared, "a Parameter"),
+        (DataAttribute, "a plain attribute"),
+        (TransposedView, "a plain attribute"),
+        (WeightAsBuffer, "a buffer"),
+    ],
+)
+def test_a_tie_through_shared_storage_is_told_its_real_faults(fn, how):
+    """.data, a view or a buffer share the numbers: they never drift apart. The split gradient (two Parameters),
+    the double count and the conversion by .to() that leaves them apart are what goes wrong."""
+    result = check("TiedLMHead", fn)
+    assert result.diagnosis == "copy_not_tied", str(result)
+    assert f"{how} over the embedding's own storage" in result.message and "drift apart" not in result.message
+    assert ("splits the gradient" in result.message) == (how == "a Parameter") and "`.to()`" in result.message
+
+
+def test_a_real_copy_is_told_it_drifts_apart():
+    result = check("TiedLMHead", ClonedParameter)
+    assert result.diagnosis == "copy_not_tied" and "drift apart" in result.message, str(result)
+    assert ".data" not in result.message
+
+
+@pytest.mark.parametrize("fn", [PositionalEncodingFrozenParameter, PositionalEncodingFrozenEmbedding])
+def test_a_frozen_table_is_not_told_the_optimizer_trains_it(fn):
+    result = check("PositionalEncoding", fn)
+    assert result.diagnosis == "pe_is_parameter", str(result)
+    assert "nothing trains it now" in result.message and "would train it" not in result.message
+    assert "requires_grad_(True)" in result.message and "register_buffer('pe'" in result.fix
+
+
+def test_a_concatenation_is_not_told_to_drop_its_token_table():
+    result = check("TokenAndPositionEmbedding", TokenAndPositionConcatenated)
+    assert result.diagnosis == "wrong_shape" and "token embedding table" in result.message, str(result)
+    assert "emb.weight (37, 5)" in result.message and "Drop `self.emb`" not in result.fix
+
+
+def test_rescaled_frequencies_are_not_told_the_exponent_is_wrong():
+    """Llama 3.1's bands keep some pairs and slow others: no exponent and no base makes that."""
+    result = check("rope_cache", rope_cache_llama31)
+    assert result.diagnosis == "wrong_values", str(result)
+    assert "rescaling" in result.message and "exponent" not in result.hint.lower() + result.fix.lower(), str(result)
+
+
+def sinusoidal_encoding_with_batch_axis(max_len, d_model, base=10000.0):
+    """The Annotated Transformer's table, returned with its leading axis: (1, max_len, d)."""
+    pe = torch.zeros(max_len, d_model)
+    pos = torch.arange(max_len).float()[:, None]
+    angles = pos * torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(base) / d_model))
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)[:, : d_model // 2]
+    return pe.unsqueeze(0)
+
+
+def test_an_extra_axis_is_told_to_drop_it_not_to_keep_batch_dimensions():
+    result = check("sinusoidal_encoding", sinusoidal_encoding_with_batch_axis)
+    assert result.diagnosis == "wrong_shape", str(result)
+    assert "1 axis more" in result.fix and "keep every batch dimension" not in result.fix.lower()
+
+
+def test_a_module_in_the_wrong_dtype_is_not_told_to_copy_its_ids_dtype():
+    """ScaledEmbedding's input is Long ids: `dtype=x.dtype` would be no fix there."""
+    result = check("ScaledEmbedding", Float64Table)
+    assert result.diagnosis == "wrong_dtype", str(result)
+    assert "x.dtype" not in result.fix and "torch.float32" in result.fix
+
+
+def test_a_shift_matrix_right_for_positive_k_is_told_the_sign_is_lost():
+    """abs(k): only k < 0 is wrong, so "each of your blocks is transposed" would be false for k = 3."""
+    result = check("relative_shift_matrix", shift_abs_k)
+    assert result.diagnosis == "shift_reversed", str(result)
+    assert "right for k = 3" in result.message and "transpose" not in result.message
+
+
+@pytest.mark.parametrize(
+    "fn, says",
+    [(cache_base_1000, "uses base 1000 where the default is 10000"), (cache_ignores_base, "ignores the base")],
+)
+def test_a_wrong_base_is_told_which_base_its_tables_hold(fn, says):
+    result = check("rope_cache", fn)
+    assert result.diagnosis == "wrong_base" and says in result.message, str(result)
+    assert " or a hard-coded" not in result.message

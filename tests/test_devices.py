@@ -15,6 +15,7 @@ from helpers import check, checking, exercises
 from helpers.exercises import get
 from helpers.probe import Probe
 from helpers.safety import Failure, TorchState
+from tests.conftest import submission_modules
 
 CUDA = torch.device("cuda")  # a device object only: nothing here allocates on it
 
@@ -104,3 +105,23 @@ def test_a_broken_gpu_state_does_not_break_the_capture(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_rng_state_all", broken)
     assert TorchState.capture().cuda_rng is None
     assert check("lookup", right_lookup).passed
+
+
+# --- the meta emulation against a real GPU (issue 32): run by `course.py gpu`, skipped elsewhere ---------
+
+DEVICE_MISTAKES = [
+    (exercise, fn)
+    for module in submission_modules()
+    for exercise, code, fn in module.WRONG
+    if code in ("wrong_device", "positions_on_cpu")
+]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the meta emulation is compared with a real GPU")
+@pytest.mark.parametrize("exercise, fn", DEVICE_MISTAKES, ids=[f"{ex}-{fn.__name__}" for ex, fn in DEVICE_MISTAKES])
+def test_what_the_emulation_calls_a_device_mistake_fails_on_a_real_gpu(exercise, fn):
+    """On a CPU-only machine the device pass's meta emulation gives these wrong_device; on a GPU they must fail as
+    well (the right submissions, which pass the emulation, pass the GPU pass in test_checks.py): the verdict is
+    the same on every machine."""
+    with pytest.raises(Failure):
+        checking.on_device(get(exercise), fn, fn.__name__, torch.device("cuda"))

@@ -12,7 +12,14 @@ import torch
 import torch.nn.functional as F
 
 from helpers import reference
-from helpers.exercises.common import NO_GRADIENT_HINT, backward_reaches, expect_cases, expect_gradient
+from helpers.exercises.common import (
+    MATRIX_PRODUCTS,
+    NO_GRADIENT_HINT,
+    backward_reaches,
+    calls_of,
+    expect_cases,
+    expect_gradient,
+)
 from helpers.probe import Probe
 from helpers.registry import Exercise
 from helpers.safety import Failure
@@ -35,23 +42,6 @@ EMBEDDING_APIS = (
     torch.ops.aten._embedding_bag_forward_only,
     torch.ops.aten._embedding_bag_forward_only.default,
 )
-MATRIX_PRODUCTS = {
-    "matmul",
-    "__matmul__",
-    "__rmatmul__",
-    "mm",
-    "bmm",
-    "mv",
-    "einsum",
-    "tensordot",
-    "linear",
-    "addmm",
-    "baddbmm",
-    "inner",
-    "_sparse_mm",
-    "smm",
-    "hspmm",
-}
 
 
 # --- known mistakes ------------------------------------------------------------
@@ -176,8 +166,24 @@ def lookup_aspects(probe: Probe, fn: Callable[..., Any]) -> dict[str, Callable[[
     }
 
 
+def by_indexing(probe: Probe, fn: Callable[..., Any]) -> None:
+    """lookup's point is indexing: the right rows out of a one-hot product are one_hot_lookup's
+    answer, not this one's; asked only once the values are right."""
+    if not probe.passed("values"):
+        return
+    seen = calls_of(probe, fn, probe.randn(11, 7), probe.randint(11, 3, 5))
+    if seen & (MATRIX_PRODUCTS | {"one_hot"}):
+        probe.fail(
+            "method_not_used",
+            f"`{probe.name}` gives the right rows, but through a matrix product ({', '.join(sorted(seen & (MATRIX_PRODUCTS | {'one_hot'})))}): "
+            "that is the next exercise, `one_hot_lookup`. This one asks for the lookup itself, by indexing.",
+            hint="out[i, j] = W[x[i, j]]: a tensor of ids can index the rows of a table directly, whatever its shape, and nothing is multiplied.",
+            fix="Return `weight[ids]`: advanced indexing with the id tensor gives shape ids.shape + (d,).",
+        )
+
+
 def check_lookup(fn: Callable[..., Any], probe: Probe) -> None:
-    probe.independent(**lookup_aspects(probe, fn))
+    probe.independent(**lookup_aspects(probe, fn), method=lambda: by_indexing(probe, fn))
 
 
 ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
@@ -197,11 +203,7 @@ def matrix_product(probe: Probe, fn: Callable[..., Any]) -> None:
     asked only once the values are right."""
     if not probe.passed("values"):
         return
-    # One call of its own: probe.calls_seen also holds what the probes ran through the
-    # student's output (the gradient probe's own `(out * seed).sum()`).
-    probe.calls_seen.clear()
-    probe.call(fn, probe.randn(11, 7), probe.randint(11, 3, 5))
-    seen = {getattr(f, "__name__", "") for f in probe.calls_seen}
+    seen = calls_of(probe, fn, probe.randn(11, 7), probe.randint(11, 3, 5))
     if seen & MATRIX_PRODUCTS:
         return
     how = (
@@ -278,6 +280,23 @@ def backward_transposed(
 
 # Autograd would compute the gradient for the student: this exercise is to write its rule.
 AUTOGRAD_APIS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+
+
+def backward_result_dropped(
+    grad_out: torch.Tensor, ids: torch.Tensor, vocab_size: int, padding_idx: int | None = None
+) -> torch.Tensor:
+    """Your gradient is all zeros: the rows were computed but never stored in
+    it. `grad.index_add(0, ids, rows)` without the trailing underscore (like
+    `scatter_add`, `index_put`) returns a new tensor and leaves `grad` as it
+    was, and that new tensor was dropped.
+
+    Hint: torch's methods without a trailing `_` compute a result and return
+    it; only the `_` versions write into the tensor they are called on. Print
+    your tensor right after the call: did it change?
+
+    Fix: Accumulate in place, `grad.index_add_(0, ids.reshape(-1), rows)`, or
+    keep the result: `grad = grad.index_add(0, ids.reshape(-1), rows)`."""
+    return torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device)
 
 
 def check_embedding_backward(fn: Callable[..., Any], probe: Probe) -> None:
@@ -367,6 +386,7 @@ EXERCISES = [
             "no_accumulation": backward_assigned,
             "padding_row_updated": backward_trains_padding,
             "transposed_weight": backward_transposed,
+            "all_zeros": backward_result_dropped,
         },
         forbidden=EMBEDDING_APIS + AUTOGRAD_APIS,
         difficulty=2,

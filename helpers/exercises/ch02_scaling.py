@@ -6,6 +6,7 @@ bias) and return the logits the mistaken head gives."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from helpers.exercises.common import (
     module_device_pass,
     name_of,
     name_the_scale,
+    plain_tensors,
     token_table,
 )
 from helpers.probe import Probe, close
@@ -76,9 +78,9 @@ def head_probabilities(weight: torch.Tensor, h: torch.Tensor, bias: torch.Tensor
 
 def head_copied(weight: torch.Tensor, h: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """Your head does not use the embedding's Parameter itself but a copy of
-    it (made by .clone(), .detach(), .data, .T, nn.Parameter(...) around the
-    weight, or copy_ into a new nn.Linear...). A copy is two matrices that
-    start equal and then drift apart: training updates one, not the other.
+    it (made by .clone(), .detach().clone(), copy_ into a new nn.Linear,
+    torch.tensor(...)...). A copy is two matrices that start equal and then
+    drift apart: training updates one, not the other.
 
     Hint: Tying means ONE Parameter object reachable under two names. A plain
     assignment shares the object; every operation that computes, copies or
@@ -349,9 +351,68 @@ def expect_embedding_untouched(
         )
 
 
+def sharing_storage(probe: Probe, tied: TiedHead) -> list[tuple[str, str]]:
+    """(name, how it is kept) of the head's tensors, other than the embedding's Parameter itself, that follow
+    the embedding's weight when it changes in place: the same storage under another tensor (a new
+    nn.Parameter around `.data`, a `.T` view, a buffer). Read by behaviour, so a graded kernel's mirror,
+    brought up to date by the call, shows it too."""
+    head, weight = tied.head, tied.weight
+    held = [(n, t, "Parameter") for n, t in tied.parameters if t is not weight]
+    held += [(n, t, "buffer") for n, t in head.named_buffers()]
+    held += [
+        (f"{prefix}.{n}".lstrip("."), getattr(sub, n), "plain attribute")
+        for prefix, sub in head.named_modules()
+        for n in plain_tensors(sub)
+    ]
+    held = [(n, t, how) for n, t, how in held if t.numel() == weight.numel() and not t.is_meta]
+    if not held:
+        return []
+    with torch.no_grad():
+        weight.copy_(probe.randn(*weight.shape))
+    try:
+        with contextlib.suppress(Failure):  # (a view made under no_grad refuses to run now: its values still tell)
+            call_head(probe, head, tied.h, weight)  # brings a graded kernel's tensors, mirrored here, up to date
+        new = weight.detach()
+        return [
+            (n, how)
+            for n, t, how in held
+            if any(t.shape == w.shape and torch.equal(t.detach(), w) for w in (new, new.T))
+        ]
+    finally:
+        with torch.no_grad():
+            weight.copy_(tied.values)
+
+
+def shares_without_tying(probe: Probe, tied: TiedHead) -> None:
+    """The head computes with the embedding's numbers, through another tensor over the same storage: copy_not_tied,
+    told what really goes wrong (the values never drift apart)."""
+    shared = sharing_storage(probe, tied)
+    if not shared:
+        return
+    name, how = shared[0]
+    if how == "Parameter":
+        faults = (
+            f"Training splits the gradient: the lookup's part reaches `embedding.weight`, the logits' part reaches `{name}`, and neither holds their sum; "
+            "an optimizer handed both keeps two states for one matrix (with Adam, each part is normalised on its own, which is not the tied update); "
+            "parameters() and state_dict() list the matrix twice; and `.to()`, `.half()` or `.cuda()` converts the two Parameters separately, after which they share nothing."
+        )
+    else:
+        faults = (
+            "But it is no Parameter: `.to()`, `.half()` or `.cuda()` converts the embedding's Parameter and your buffer separately, after which they share nothing; and state_dict() saves the matrix twice."
+            if how == "buffer"
+            else f"But it is no Parameter: `.to()`, `.half()` or `.cuda()` converts the embedding's Parameter and never a plain attribute, so your head goes on with a stale `{name}` (the old dtype, device and numbers)."
+        )
+    probe.fail(
+        "copy_not_tied",
+        f"Your head computes with `{name}`, a {how} over the embedding's own storage, not with `embedding.weight` itself. "
+        f"Its values stay equal to the embedding's, since the numbers are shared. {faults}",
+    )
+
+
 def tied_to_embedding(probe: Probe, tied: TiedHead) -> None:
     """One matrix under two names: the embedding's Parameter is the head's, by identity and by behaviour, and no other."""
     if not any(p is tied.weight for _, p in tied.parameters):
+        shares_without_tying(probe, tied)
         held = ", ".join(f"{name} {tuple(p.shape)}" for name, p in tied.parameters) or "none"
         probe.fail(
             "copy_not_tied",

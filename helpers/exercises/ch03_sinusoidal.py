@@ -132,8 +132,9 @@ def table_wrong_exponent(max_len: int, d_model: int, base: float = 10000.0) -> l
     """Your frequency exponent is off: the frequencies in your columns are
     not base^(-2i/d_model), with i counting the (sin, cos) pairs. The usual
     slips: i/d (the 2 dropped), the column index in place of 2i (so the cos
-    column gets (2i+1)/d), 4i/d, or an integer division that rounds every
-    exponent to 0.
+    column gets (2i+1)/d), 4i/d, the minus sign (or the 1/) dropped, so that
+    pos is multiplied by base^(2i/d) and the pairs speed up instead of slowing
+    down, or an integer division that rounds every exponent to 0.
 
     Hint: Columns 2i and 2i+1 share one frequency. Work out the exponents for
     d_model = 8 by hand: 0, 0.25, 0.5, 0.75, each used by two adjacent
@@ -142,7 +143,7 @@ def table_wrong_exponent(max_len: int, d_model: int, base: float = 10000.0) -> l
     Fix: One frequency per pair, from the even column indices, with true
     division: `omega = base ** (-torch.arange(0, d_model, 2) / d_model)`;
     pair i's sin and cos both use `pos * omega[i]`."""
-    return [mistaken_table(max_len, d_model, base, exponent=e) for e in ("i/d", "column/d", "4i/d", "integer")]
+    return [mistaken_table(max_len, d_model, base, exponent=e) for e in ("i/d", "column/d", "4i/d", "+2i/d", "integer")]
 
 
 def table_all_zeros(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
@@ -425,7 +426,23 @@ def check_relative_shift_matrix(fn: Callable[..., Any], probe: Probe) -> None:
                 lambda raw, args=args, call=call: expect_shift(probe, raw, args, call),
             )
         )
-    expect_cases(probe, runs, {"wrong_base": other_bases})
+    try:
+        expect_cases(probe, runs, {"wrong_base": other_bases})
+    except Failure as failure:
+        right_for_positive_k = close(
+            float64_accepted(runs[0][1]()), reference.relative_shift_matrix(3, 16), **shift_tolerance(3, 16)
+        )
+        if failure.code == "shift_reversed" and right_for_positive_k:  # only the negative k was turned the other way
+            probe.fail(
+                "shift_reversed",
+                "Your matrix is right for k = 3 but, for k = -5, it is the matrix of k = +5: it maps PE[pos] to PE[pos + 5] "
+                "instead of PE[pos - 5]. A negative k loses its sign on the way (an abs(k), or a distance computed without its direction?).",
+                hint="M_k for a negative k moves every position back: its blocks hold sin(k·ω_i) < 0 where M_|k| holds sin(|k|·ω_i) > 0. "
+                "The formula needs no special case for the sign: cos is even, sin is odd.",
+                fix="Use k as it is, sign included, in the angle `k * omega` (no abs(k), no max(k, 0)); print "
+                "`relative_shift_matrix(-1, 2)`: it must be [[cos 1, -sin 1], [sin 1, cos 1]].",
+            )
+        raise
 
 
 def expect_shift(probe: Probe, raw: Any, args: tuple, call: str) -> None:
@@ -592,7 +609,9 @@ class BuiltWithTokens(Built):
 def build_token_and_position(cls: type[nn.Module], probe: Probe) -> BuiltWithTokens:
     V, d, max_len, p = 37, 10, 30, 0.2  # sqrt(10) is no integer, and differs from sqrt(V) and sqrt(d/2)
     module = probe.build(cls, V, d, max_len, p)
-    found = stored_table(module, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d))  # not the token table
+    found = stored_table(
+        module, max_len, d, exclude=lambda t: V in t.shape
+    )  # a token table, of any width, holds no positions
     ids = probe.sequence(probe.ids(V, 3, 7), max_len)  # (B=3, T=7), ids 0 and V - 1 among them
     random_tokens = probe.randn(V, d)
 
@@ -730,9 +749,7 @@ def check_token_and_position(cls: type[nn.Module], probe: Probe) -> None:
     all_positions = torch.zeros(1, max_len, dtype=torch.long, device=probe.device)
     total = "self.embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]"
     probe.independent(
-        storage=lambda: expect_table_storage(
-            probe, module, built.found, max_len, d, exclude=lambda t: tuple(t.shape) == (V, d)
-        ),
+        storage=lambda: expect_table_storage(probe, module, built.found, max_len, d, exclude=lambda t: V in t.shape),
         table=lambda: expect_table(
             probe,
             built.table,
@@ -762,7 +779,7 @@ EXERCISES = [
         mistakes=TABLE_MISTAKES,
         difficulty=2,
         importance=3,
-        minutes=15,
+        minutes=20,
         edges=("lengths",),
         no_device_pass=TAKES_NO_TENSOR,
     ),

@@ -22,8 +22,10 @@ from torch import Tensor
 from helpers import reference
 from helpers.exercises import oracle, rope
 from helpers.exercises.common import (
+    MATRIX_PRODUCTS,
     TAKES_NO_TENSOR,
     WRONG_BASE,
+    calls_of,
     expect_cases,
     expect_then,
     module_device_pass,
@@ -31,8 +33,9 @@ from helpers.exercises.common import (
     says,
 )
 from helpers.exercises.rope import Tables
-from helpers.probe import Probe
+from helpers.probe import Probe, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # --- known mistakes (each one RoPE of helpers.exercises.rope with one knob turned) ---
 
@@ -319,6 +322,19 @@ def shift_matrix_ignores_positions(x: Tensor, positions: Tensor | None = None, b
     return rope.rotated(x, positions, base, pairing="adjacent", ignore_positions=True)
 
 
+def shift_matrix_base_not_passed(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> list[Tensor]:
+    """Your rotation ignores the `base` it was given: `relative_shift_matrix(m, d)` is called
+    without it, so every matrix is built with its default, 10000 (or your chapter 03 function
+    writes a base of its own into the formula).
+
+    Hint: the angles m·θ_i depend on the base through θ_i = base^(-2i/d). Llama 3 uses 500000:
+    run yours with base=500000.0 and base=10000.0; do the results differ?
+
+    Fix: pass it on, `relative_shift_matrix(int(m), d, base)`, and inside that function
+    compute the frequencies from its `base` argument."""
+    return [rope.rotated(x, positions, b, pairing="adjacent") for b in rope.OTHER_BASES]
+
+
 # RotaryEmbedding (one tensor at a time: the check applies them to q and to k) --
 
 
@@ -552,7 +568,22 @@ def check_rope_cache(fn: Callable, probe: Probe) -> None:
         args = (head_dim, probe.length(max_len), *given)
         call = f"rope_cache({', '.join(repr(a) for a in args)})"
         tables = rope.two_tensors(probe, probe.call(fn, *args, what=f"`{call}`"), f"`{call}`", "(cos, sin)")
-        rope.expect_tables(probe, tables, args, call, (*given, 10000.0)[0])
+        try:
+            rope.expect_tables(probe, tables, args, call, (*given, 10000.0)[0])
+        except Failure as failure:
+            held = (
+                10000.0 if given else 1000.0
+            )  # the base a catalogue mistake holds here (the default case passed before)
+            face = rope.cache(head_dim, max_len, held)
+            if failure.code == "wrong_base" and all(close(t, f, atol=1e-4) for t, f in zip(tables, face)):
+                probe.fail(
+                    "wrong_base",
+                    f"`{call}` ignores the base it was given: its tables are those of base 10000 (written into the code, or the argument "
+                    f"not passed on), not of base={given[0]} (Llama 3's)."
+                    if given
+                    else f"`{call}` uses base 1000 where the default is 10000: a typo that popular tutorials carry.",
+                )
+            raise
 
 
 # rotate_half ------------------------------------------------------------------
@@ -681,6 +712,23 @@ def check_rope_interleaved(fn: Callable, probe: Probe) -> None:
     probe.device_pass(
         lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0)
     )
+
+
+def check_rope_from_shift_matrix(fn: Callable, probe: Probe) -> None:
+    """rope_interleaved's check, then the exercise's point: the rows turned by a product with
+    chapter 03's (d, d) matrices, not by rope_interleaved's own arithmetic."""
+    check_rope_interleaved(fn, probe)
+    seen = calls_of(probe, fn, probe.randn(2, 3, 5, 8))
+    if not seen & MATRIX_PRODUCTS:
+        probe.fail(
+            "method_not_used",
+            f"`{probe.name}` gives interleaved RoPE, but never multiplies x by a matrix: it turns the pairs some other way "
+            "(your rope_interleaved, complex numbers, cos/sin arithmetic), not with chapter 03's relative_shift_matrix.",
+            hint="The exercise is the identity itself: at position m, RoPE is x @ M_m, with M_m = relative_shift_matrix(m, d, base). "
+            "Building it that way is what shows that chapter 03's shift and RoPE are one rotation.",
+            fix="Stack one matrix per position, `M = torch.stack([relative_shift_matrix(int(m), d, base) for m in positions])` (T, d, d), "
+            "and return `torch.einsum('...ti,tij->...tj', x.float(), M).to(x.dtype)`.",
+        )
 
 
 # RotaryEmbedding --------------------------------------------------------------
@@ -824,40 +872,18 @@ EXERCISES = [
         edges=("positions", "lengths"),
     ),
     Exercise(
-        id="RotaryEmbedding",
-        advice=APPLY_ROPE_HELP,
-        chapter=5,
-        points=3,
-        kind="module",
-        reference=reference.RotaryEmbedding,
-        check=check_rotary_embedding,
-        oracle=oracle.rotary_module_in_llama,
-        mistakes={
-            "rope_interleaved_convention": rotary_interleaved,
-            "rope_sign_flip": rotary_sign_flip,
-            "rope_mixed_pairing": rotary_mixed_pairing,
-            "rope_ignores_positions": rotary_ignores_positions,
-            "wrong_base": rotary_wrong_base,
-            "wrong_exponent": rotary_wrong_exponent,
-            "low_precision_angles": rotary_low_precision,
-        },
-        difficulty=2,
-        importance=3,
-        minutes=20,
-        edges=("positions", "lengths"),
-    ),
-    Exercise(
         id="rope_from_shift_matrix",
         advice=INTERLEAVED_HELP,
         chapter=5,
         points=2,
         kind="function",
         reference=reference.rope_from_shift_matrix,
-        check=check_rope_interleaved,
+        check=check_rope_from_shift_matrix,
         oracle=oracle.interleaved_in_gptj,
         mistakes={
             "rope_sign_flip": shift_matrix_not_transposed,
             "rope_ignores_positions": shift_matrix_ignores_positions,
+            "wrong_base": shift_matrix_base_not_passed,
         },
         difficulty=2,
         importance=1,
@@ -886,6 +912,29 @@ EXERCISES = [
         difficulty=2,
         importance=2,
         minutes=10,
+        edges=("positions", "lengths"),
+    ),
+    Exercise(
+        id="RotaryEmbedding",
+        advice=APPLY_ROPE_HELP,
+        chapter=5,
+        points=3,
+        kind="module",
+        reference=reference.RotaryEmbedding,
+        check=check_rotary_embedding,
+        oracle=oracle.rotary_module_in_llama,
+        mistakes={
+            "rope_interleaved_convention": rotary_interleaved,
+            "rope_sign_flip": rotary_sign_flip,
+            "rope_mixed_pairing": rotary_mixed_pairing,
+            "rope_ignores_positions": rotary_ignores_positions,
+            "wrong_base": rotary_wrong_base,
+            "wrong_exponent": rotary_wrong_exponent,
+            "low_precision_angles": rotary_low_precision,
+        },
+        difficulty=2,
+        importance=3,
+        minutes=20,
         edges=("positions", "lengths"),
     ),
 ]

@@ -68,6 +68,38 @@ def frequencies(
 
 
 # ---------------------------------------------------------------------------
+# How a result was made: the torch calls of one call into student code
+# ---------------------------------------------------------------------------
+
+MATRIX_PRODUCTS = {  # the names torch gives a product of two matrices
+    "matmul",
+    "__matmul__",
+    "__rmatmul__",
+    "mm",
+    "bmm",
+    "mv",
+    "einsum",
+    "tensordot",
+    "linear",
+    "addmm",
+    "baddbmm",
+    "inner",
+    "_sparse_mm",
+    "smm",
+    "hspmm",
+}
+
+
+def calls_of(probe: Probe, fn: Callable, *args: Any) -> set[str]:
+    """The names of the torch functions one call of `fn` ran: a call of its own, because
+    probe.calls_seen also holds what the probes ran through earlier outputs (a gradient
+    probe's `(out * seed).sum()`)."""
+    probe.calls_seen.clear()
+    probe.call(fn, *args)
+    return {getattr(f, "__name__", "") for f in probe.calls_seen}
+
+
+# ---------------------------------------------------------------------------
 # Tolerances from the dtype and the size of the computation
 # ---------------------------------------------------------------------------
 
@@ -313,14 +345,15 @@ def _pair(
     None if no pair fits."""
     if index is not None and isinstance(out, (tuple, list)):
         out = out[index] if len(out) > index else None
+    matches = lambda faces: any(isinstance(f, torch.Tensor) and close(out, f, atol=1e-4, rtol=1e-4) for f in faces)
+    # A mistake that alone reproduces this output leaves nothing for a second one to explain: on this
+    # input the other cannot show (at k = 0 every base gives the identity; a sin the mistake never reads
+    # is the same negated), so no pair is found with it.
+    alone = {code for code, faces in probe.known_mistakes(*args, index=index)().items() if matches(faces)}
     for other, transform in transforms.items():
         for variant in transform(args):
             for code, faces in probe.known_mistakes(*variant, index=index)().items():
-                if (
-                    code != other
-                    and first in (None, code)
-                    and any(isinstance(f, torch.Tensor) and close(out, f, atol=1e-4, rtol=1e-4) for f in faces)
-                ):
+                if code != other and first in (None, code) and code not in alone and matches(faces):
                     return code, other
     return None
 
@@ -626,6 +659,9 @@ def token_table(probe: Probe, module: nn.Module, vocab_size: int, d_model: int) 
 # Probes of a module's behaviour
 # ---------------------------------------------------------------------------
 
+# torch's words for an index past a table: nn.Embedding / F.embedding, then indexing a tensor (table[idx]).
+# An IndexError without them was raised by the student's own code, a check of the wrong type.
+TORCH_LOOKUP_ERRORS = ("out of range in self", "is out of bounds for dimension")
 REFUSE_HINT = "Check the input against the table before you use it: a ValueError that names max_len tells the user what to change; an IndexError, a shape mismatch or, on a GPU, a device-side assert does not."
 
 
@@ -645,9 +681,8 @@ def refuses(
         if failure.code != "raised":
             raise
         error = failure.message.split(" raised ", 1)[-1].rstrip(".")
-        if (
-            error.startswith(("IndexError", "AssertionError")) and "out of range in self" not in error
-        ):  # the student's own check, not torch's lookup
+        torch_lookup = any(words in error for words in TORCH_LOOKUP_ERRORS)
+        if error.startswith(("IndexError", "AssertionError")) and not torch_lookup:  # the student's own check
             probe.fail(
                 "no_length_check",
                 f"For {what}, `{probe.name}` checks the length, but raises {error}: a ValueError is what says that an argument's value (here its length) is wrong, "
@@ -655,9 +690,14 @@ def refuses(
                 hint="Your check is in the right place; only the exception's type is off. The caller passed a sequence that is too long: that is a bad value, not a bad index.",
                 fix="Keep the check and raise the right type: `raise ValueError(f'sequence length {T} > max_len {self.max_len}')` instead of IndexError or assert.",
             )
+        said = (
+            " That is torch's own error, from a lookup past the table's last row: nothing in your forward refused the position before it."
+            if torch_lookup
+            else ""
+        )
         probe.fail(
             "no_length_check",
-            f"For {what}, `{probe.name}` raised {error}, not a ValueError. That is what your users would meet (and with a table lookup on a GPU, "
+            f"For {what}, `{probe.name}` raised {error}, not a ValueError.{said} That is what your users would meet (and with a table lookup on a GPU, "
             "'CUDA error: device-side assert triggered', which breaks the whole process).",
             hint=hint,
             fix=fix,
@@ -710,7 +750,7 @@ def dropout_rate(out: Any, expected: torch.Tensor) -> float | None:
         return None
     out, expected = out.detach(), expected.detach()
     kept = out != 0
-    sizeable = kept & (expected.abs() > 1e-2)
+    sizeable = kept & (expected.abs() > 1e-2 * expected.abs().max())  # relative: a sum of small weights is dropped too
     if kept.all() or not sizeable.any():
         return None
     scale = float((out[sizeable] / expected[sizeable]).median())
@@ -763,6 +803,15 @@ def expect_dropout(
             advice = [NOT_DROPOUT_HINT, fix]
         probe.fail(code, message, *advice)
     dropped = float((out == 0).float().mean())
+    twice = 1 - (1 - p) ** 2  # two dropouts at rate p in a row: kept with (1 - p)², scaled by 1/(1 - p)²
+    if abs(rate - twice) <= DROPOUT_RATE_TOLERANCE and abs(dropped - twice) <= DROPPED_FRACTION_TOLERANCE and p > 0:
+        probe.fail(
+            "dropout_twice",
+            f"In training mode {what} looks like dropout with p = {rate:.2f} ({dropped:.0%} of the values were zeroed): that is 1 - (1 - {p})², "
+            f"dropout at the module's rate {p} applied twice in a row (a submodule that drops already, and a dropout of your own on top?).",
+            hint="Dropout belongs once, as the last step. A module you reuse (your PositionalEncoding, an nn.TransformerEncoderLayer) may already drop its own output: a second dropout on top drops again.",
+            fix=f"Keep a single dropout. {where} A module you reuse inside gets dropout=0.0.",
+        )
     if abs(rate - p) > DROPOUT_RATE_TOLERANCE or abs(dropped - p) > DROPPED_FRACTION_TOLERANCE:
         argument = next(
             iter(re.findall(r"nn\.Dropout\((\w+)\)", where)), "rate"
@@ -774,6 +823,13 @@ def expect_dropout(
             hint="The rate is an argument of the constructor: a number written into the code, or nn.Dropout's own default, ignores whatever rate the module was built with.",
             fix=f"Keep the rate that __init__ receives and build the dropout from it, `self.dropout = nn.Dropout({argument})`, not `nn.Dropout()` or a fixed number such as 0.1.",
         )
+
+
+def drops_in_eval(eval_out: Any, p: float) -> bool:
+    """An eval-mode output with dropped entries: the inputs are random, so no right output holds so many
+    exact zeros. The training-mode probe cannot then tell a missing dropout (both modes draw the same
+    mask from the restored RNG): dropout_in_eval, the eval-mode probe's finding, says it all."""
+    return not isinstance(eval_out, torch.Tensor) or eval_out.is_meta or float((eval_out == 0).float().mean()) > p / 2
 
 
 def expect_no_dropout_in_eval(probe: Probe, out: Any, expected: torch.Tensor) -> None:

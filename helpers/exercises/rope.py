@@ -300,8 +300,9 @@ def angles_precision_first(
 
 
 ANGLES_PRECISION_HINT = (
-    "float32 keeps 24 bits, float16 11 and bfloat16 8. A cos/sin table stored in float16 is off by up to 5e-4 even at position 0, and an angle "
-    "m·θ rounded in half precision is off by more and more as m grows (float16 cannot even hold the integers past 2048). Turned in float32, "
+    "float32 keeps 24 bits, float16 11 and bfloat16 8. A cos/sin table stored in float16 is off by up to 5e-4 as soon as its entries are "
+    "neither 0 nor 1 (only position 0 is exact), and an angle m·θ rounded in half precision is off by more and more as m grows (float16 "
+    "holds every integer only up to 2048, bfloat16 up to 256). Turned in float32, "
     "such a result still looks float32, but it carries the half-precision error."
 )
 ANGLES_PRECISION_FIX = (

@@ -19,6 +19,7 @@ from torch import nn
 from helpers import reference
 from helpers.exercises.common import (
     angle_tolerance,
+    drops_in_eval,
     expect_dropout,
     expect_then,
     frequencies,
@@ -178,6 +179,23 @@ def expect_table_storage(
             fix="In __init__, build the (max_len, d_model) table and register it, `self.register_buffer('pe', table)`; in forward, add its first T rows: `x + self.pe[:T]`.",
         )
     name, how = found.name, found.how
+    frozen = how == "parameter" and not module.get_parameter(name).requires_grad
+    if frozen:  # nothing trains it today: what is wrong is what a Parameter is
+        owner = name.rsplit(".", 1)[0] if "." in name else None
+        kept = (
+            f"an nn.Embedding, `self.{owner}`, frozen"
+            if owner
+            else f"`{name}`, an nn.Parameter with requires_grad=False"
+        )
+        probe.fail(
+            "pe_is_parameter",
+            f"`{probe.name}` keeps its sinusoidal table in {kept}: nothing trains it now, but it is still a Parameter. "
+            "It is listed in parameters() and so handed to every optimizer built from them, and any `model.requires_grad_(True)` "
+            "(as fine-tuning code often calls) unfreezes it, after which the fixed formula drifts away.",
+            hint=BUFFER_HINT,
+            fix="Register the table as a buffer, `self.register_buffer('pe', table)`, and add `self.pe[:T]` in forward"
+            + (f" instead of looking it up in `self.{owner}`." if owner else "."),
+        )
     if how == "parameter" and "." in name:  # a submodule's weight: an nn.Embedding, chapter 04's learned table
         owner = name.rsplit(".", 1)[0]
         probe.fail(
@@ -243,7 +261,7 @@ def expect_dropout_of_own_output(
     is the eval-mode probe's to name."""
     probe.call(module.eval)
     eval_out = probe.call(module, *inputs)
-    if not isinstance(eval_out, torch.Tensor) or eval_out.is_meta or float((eval_out == 0).float().mean()) > p / 2:
+    if drops_in_eval(eval_out, p):
         return
     probe.call(module.train)
     expect_trained_dropout(probe, probe.call(module, *inputs), eval_out.detach(), p, what, total)

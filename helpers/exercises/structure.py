@@ -52,6 +52,16 @@ def frequency_finding(
         return "wrong_base", f"{said}: every one is {float(ratio[0]):.4g} times the right one."
     if abs(found[0] - expected[0]) < TOLERANCE * expected[0]:
         slope = _log_slope(found[readable], readable.nonzero().flatten())
+        if slope is None and bool((ratio <= 1 + TOLERANCE).all()):
+            # No exponent makes frequencies that fall unevenly, some pairs kept and others slowed: a rescaling of a
+            # right set (Llama 3.1's bands, position interpolation on some pairs), not another exponent or base.
+            factors = ", ".join(f"{r:.3g}" for r in ratio[:6].tolist())
+            return (
+                "wrong_values",
+                f"{said}: pair by pair, they are the right ones times {factors}{', ...' if len(ratio) > 6 else ''}: "
+                "some pairs slowed, others kept, as a context-extension rescaling does (Llama 3.1's rope_scaling, position interpolation). "
+                "No base and no exponent gives that; this exercise asks for the plain θ_i = base^(-2i/d), unscaled.",
+            )
         implied = math.exp(-slope * d / 2) if slope is not None else None
         other = (
             f" (they fall like a base of {implied:.4g} instead of {base:g})" if implied and 1 < implied < 1e12 else ""
@@ -281,5 +291,7 @@ def name_what_is_wrong(probe: Probe, failure: Failure, findings: list[tuple[str,
     if failure.code != "wrong_values" or not findings:
         return
     (code, message), *others = findings
-    probe.also.extend(f"{other}: {said}" for other, said in others)
+    probe.also.extend(
+        f"{other}: {said}" for other, said in others if other != "wrong_values"
+    )  # no code: no finding of its own
     probe.fail(code, f"{message} ({failure.message})")

@@ -51,7 +51,7 @@ def one_hot_dot_float(weight, ids):
 
 
 RIGHT = {
-    "lookup": [lookup_indexing, lookup_index_select, lookup_loop, one_hot_matmul],
+    "lookup": [lookup_indexing, lookup_index_select, lookup_loop],
     "one_hot_lookup": [one_hot_matmul, one_hot_einsum, one_hot_eye_rows, one_hot_float_then_moved, one_hot_dot_float],
 }
 
@@ -543,3 +543,31 @@ INDEPENDENT = {
     # the sum over a repeated id's uses, and the padding row zeroed (transposed_weight: the whole result's layout, which hides both)
     "embedding_backward": [("no_accumulation", "padding_row_updated")],
 }
+
+
+# --- issue 32: lookup asks for indexing; a one-hot product is the next exercise -----------------
+
+
+def lookup_through_one_hot(weight, ids):
+    return F.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight
+
+
+def lookup_through_eye(weight, ids):
+    return torch.einsum("...v,vd->...d", torch.eye(weight.shape[0], device=weight.device)[ids], weight)
+
+
+WRONG += [("lookup", "method_not_used", lookup_through_one_hot), ("lookup", "method_not_used", lookup_through_eye)]
+ALSO += [("lookup", "no_gradient", "wrong_device", through_numpy)]  # a trip through NumPy lands on the CPU too
+
+
+def backward_index_add_dropped(grad_out, ids, vocab_size, padding_idx=None):
+    """index_add without the underscore: its result is dropped, grad stays zero."""
+    d = grad_out.shape[-1]
+    grad = torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)
+    grad.index_add(0, ids.reshape(-1), grad_out.reshape(-1, d))
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad
+
+
+WRONG += [("embedding_backward", "all_zeros", backward_index_add_dropped)]

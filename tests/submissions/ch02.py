@@ -865,3 +865,56 @@ INDEPENDENT = {
 ONE_ASPECT = {
     "ScaledEmbedding": "missing_scale, divided_by_scale and wrong_scale are three values of the one factor the rows are multiplied by",
 }
+
+
+# --- issue 32: a forward pass that changes the module's own table ---------------------------
+
+
+class ScaledEmbeddingMaxNorm(ScaledEmbeddingPlain):
+    """nn.Embedding(max_norm=1.0) renormalises, in place, every row it looks up."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__(vocab_size, d_model)
+        self.emb = nn.Embedding(vocab_size, d_model, max_norm=1.0)
+
+
+class ScaledEmbeddingClampsTable(ScaledEmbeddingPlain):
+    """Keeps the table small by clamping it in place before each lookup."""
+
+    def forward(self, ids):
+        with torch.no_grad():
+            self.emb.weight.clamp_(-1.0, 1.0)
+        return self.emb(ids) * math.sqrt(self.d_model)
+
+
+WRONG += [
+    ("ScaledEmbedding", "changes_own_weights", ScaledEmbeddingMaxNorm),
+    ("ScaledEmbedding", "changes_own_weights", ScaledEmbeddingClampsTable),
+]
+
+
+# --- issue 32: the embedding's numbers shared without the Parameter (told what really goes wrong) ------
+
+
+class TransposedView(nn.Module):
+    """Keeps a `.T` view of the weight in a plain attribute: the same numbers, but no Parameter of its own."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        with torch.no_grad():
+            self.w_t = embedding.weight.T  # (d, V)
+
+    def forward(self, h):
+        return h @ self.w_t
+
+
+class WeightAsBuffer(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.register_buffer("w", embedding.weight)
+
+    def forward(self, h):
+        return F.linear(h, self.w)
+
+
+WRONG += [("TiedLMHead", "copy_not_tied", TransposedView), ("TiedLMHead", "copy_not_tied", WeightAsBuffer)]

@@ -1281,3 +1281,103 @@ INDEPENDENT = {
     # the table (its layout, its frequencies) and the token scale
     "TokenAndPositionEmbedding": [("concatenated_halves", "wrong_exponent"), ("sin_cos_swapped", "missing_scale")],
 }
+
+
+# --- issue 32: dropout applied twice ----------------------------------------------------------
+
+
+class TokenAndPositionDropoutTwice(TokenAndPositionComposed):
+    """Reuses its PositionalEncoding, which drops already, and adds a dropout of its own on top."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids):
+        return self.dropout(super().forward(ids))
+
+
+class PositionalEncodingDropoutTwice(PositionalEncodingAnnotated):
+    def forward(self, x):
+        return self.dropout(super().forward(x))
+
+
+WRONG += [
+    ("TokenAndPositionEmbedding", "dropout_twice", TokenAndPositionDropoutTwice),
+    ("PositionalEncoding", "dropout_twice", PositionalEncodingDropoutTwice),
+]
+
+# Wrong submissions above that make a second mistake: no length check in their forward (the x.size(0) of
+# PositionalEncodingSeqFirst is the batch). tests/test_checks.py allows "Also wrong" only for these.
+ALSO += [
+    ("PositionalEncoding", "same_row_every_position", "no_length_check", PositionalEncodingFirstRow),
+    ("PositionalEncoding", "batch_seq_confusion", "no_length_check", PositionalEncodingSeqFirst),
+    ("PositionalEncoding", "sin_cos_swapped", "no_length_check", PositionalEncodingOffsetSwapped),
+]
+
+
+# --- issue 32: messages true of the module: a frozen Parameter, a concatenation ----------------------
+
+
+class TokenAndPositionConcatenated(nn.Module):
+    """[token (d/2) ; position (d/2)] side by side instead of a sum."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model // 2)
+        self.register_buffer("pe", table_exp_log(max_len, d_model - d_model // 2))
+        self.d_model, self.drop = d_model, nn.Dropout(dropout)
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        tok = self.emb(ids) * math.sqrt(self.d_model)
+        return self.drop(torch.cat([tok, self.pe[:T].expand(ids.shape[0], T, -1)], -1))
+
+
+class PositionalEncodingFrozenParameter(PositionalEncodingAnnotated):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        pe = self.pe
+        del self.pe
+        self.pe = nn.Parameter(pe, requires_grad=False)
+
+
+class PositionalEncodingFrozenEmbedding(nn.Module):
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.pos = nn.Embedding.from_pretrained(table_exp_log(max_len, d_model), freeze=True)
+        self.max_len, self.dropout = max_len, nn.Dropout(dropout)
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError("too long")
+        return self.dropout(x + self.pos(torch.arange(T, device=x.device)))
+
+
+WRONG += [
+    ("TokenAndPositionEmbedding", "wrong_shape", TokenAndPositionConcatenated),
+    ("PositionalEncoding", "pe_is_parameter", PositionalEncodingFrozenParameter),
+    ("PositionalEncoding", "pe_is_parameter", PositionalEncodingFrozenEmbedding),
+]
+ALSO += [("TokenAndPositionEmbedding", "wrong_shape", "no_length_check", TokenAndPositionConcatenated)]
+
+
+def table_times_the_power(max_len, d_model, base=10000.0):
+    """pos * base ** (2i/d): the 1/ forgotten, so the pairs speed up (review: named, not read off aliased frequencies)."""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    angles = pos * base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()[:, : d_model // 2]
+    return pe.float()
+
+
+WRONG += [("sinusoidal_encoding", "wrong_exponent", table_times_the_power)]
+
+
+def shift_abs_k(k, d_model, base=10000.0):
+    """Right for k >= 0; abs(k) turns a negative shift into a positive one."""
+    return shift_blocks(abs(k), d_model, base)
+
+
+WRONG += [("relative_shift_matrix", "shift_reversed", shift_abs_k)]

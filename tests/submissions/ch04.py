@@ -349,7 +349,7 @@ class HandLayerNorm(nn.Module):
 
 
 class BertHandWritten(nn.Module):
-    """Old-HF persistent position_ids buffer, a hand-written LayerNorm, F.dropout, sliced tables."""
+    """A hand-written LayerNorm, F.dropout, sliced tables (no position ids at all)."""
 
     def __init__(
         self,
@@ -367,7 +367,6 @@ class BertHandWritten(nn.Module):
         self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)
         self.LayerNorm = HandLayerNorm(hidden_size, layer_norm_eps)
         self.p = hidden_dropout_prob
-        self.register_buffer("position_ids", torch.arange(max_position_embeddings))
 
     def forward(self, input_ids, token_type_ids=None):
         B, T = input_ids.shape
@@ -1259,3 +1258,29 @@ ONE_ASPECT = {
     "LearnedPositionalEmbedding": "same_row_every_position, batch_seq_confusion and position_offset are three answers to the one question "
     "'which rows of the table are added': row 0 everywhere, rows along the batch, rows from 1",
 }
+
+
+# --- issue 32: a forward pass that changes the module's own table ---------------------------
+
+
+class LearnedMaxNorm(LearnedEmbeddingLookup):
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.pos = nn.Embedding(max_len, d_model, max_norm=1.0)
+
+
+WRONG += [("LearnedPositionalEmbedding", "changes_own_weights", LearnedMaxNorm)]
+
+
+# --- issue 32: a module that does not load the real checkpoint strictly ----------------------
+
+
+class BertPersistentPositionIds(BertHFStyle):
+    """transformers before 4.31: the position ids a persistent buffer, saved with the weights."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, *args, **kwargs):
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, *args, **kwargs)
+        self.register_buffer("position_ids", torch.arange(max_position_embeddings).expand((1, -1)))
+
+
+WRONG += [("BertEmbeddings", "state_dict_mismatch", BertPersistentPositionIds)]

@@ -1784,3 +1784,87 @@ INDEPENDENT = {
     # where the turned part sits in the head, and the turn's direction
     "apply_partial_rope": [("partial_rope_last_dims", "rope_sign_flip")],
 }
+
+
+# --- issue 32: the exercise's method skipped; the base not passed on -----------------------------
+
+
+def shift_rope_through_interleaved(x, positions=None, base=10000.0):
+    """Never builds chapter 03's matrix: the right values from the earlier exercise's code."""
+    return interleaved_complex(x, positions, base)
+
+
+def shift_rope_base_not_passed(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = torch.arange(T) if positions is None else positions.cpu()
+    M = torch.stack([my_shift_matrix(int(m), d) for m in positions]).float().to(x.device)  # base left at its default
+    return torch.einsum("...ti,tij->...tj", x.float(), M).to(x.dtype)
+
+
+WRONG += [
+    ("rope_from_shift_matrix", "method_not_used", shift_rope_through_interleaved),
+    ("rope_from_shift_matrix", "wrong_base", shift_rope_base_not_passed),
+]
+
+# Wrong submissions above that make a second mistake: positions past max_len are not refused (one checks no
+# length, the other only T, and ignores the positions). tests/test_checks.py allows "Also wrong" only for these.
+ALSO += [
+    ("RotaryEmbedding", "rope_mixed_pairing", "no_length_check", RotaryHalvesWithRepeatedAngles),
+    ("RotaryEmbedding", "rope_ignores_positions", "no_length_check", RotaryIgnoresPositions),
+]
+
+
+def partial_whole_head_own_tables(q, k, cos, sin, positions=None):
+    """Turns the whole head, with tables rebuilt for head_dim (the given cos and sin are never read)."""
+    T, d = q.shape[-2], q.shape[-1]
+    positions = torch.arange(T, device=q.device) if positions is None else positions
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, device=q.device).float() / d))
+    angles = positions.float()[..., None] * inv_freq
+    c, s = torch.cat([angles, angles], -1).cos(), torch.cat([angles, angles], -1).sin()
+    c, s = (c[:, None], s[:, None]) if c.dim() == 3 else (c, s)
+    return tuple((x.float() * c + rotate_half_hf(x.float()) * s).to(x.dtype) for x in (q, k))
+
+
+WRONG += [("apply_partial_rope", "partial_rope_whole_head", partial_whole_head_own_tables)]
+
+
+# --- issue 32: right on a GPU, so right here: the angles built on the CPU and moved back ----------------
+
+
+def interleaved_angles_on_cpu_moved_back(x, positions=None, base=10000.0):
+    """Review I8: everything meets on the CPU (`positions.cpu()`, a CPU arange) and comes back with .to(x.device)."""
+    T, d = x.shape[-2:]
+    t = torch.arange(T) if positions is None else positions.cpu()
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2).double() / d))
+    angles = (t.double()[:, None] * inv_freq).float().to(x.device)  # (T, d/2), moved to x's device
+    x1, x2 = x.float()[..., 0::2], x.float()[..., 1::2]
+    c, s = angles.cos(), angles.sin()
+    return torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2).to(x.dtype)
+
+
+RIGHT["rope_interleaved"].append(interleaved_angles_on_cpu_moved_back)
+
+
+# --- issue 32: a RoPE cache from Llama 3.1's rescaled frequencies: the exponent is right -------------------
+
+
+def llama3_inv_freq(d, base, factor=8.0, low=1.0, high=4.0, original=8192):
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2).float() / d))
+    wavelen = 2 * math.pi / inv_freq
+    low_wl, high_wl = original / low, original / high
+    scaled = torch.where(wavelen > low_wl, inv_freq / factor, inv_freq)
+    smooth = (original / wavelen - low) / (high - low)
+    mid = (1 - smooth) * scaled / factor + smooth * scaled
+    is_mid = (wavelen >= high_wl) & (wavelen <= low_wl)
+    return torch.where(is_mid, mid, scaled)
+
+
+def rope_cache_llama31(head_dim, max_len, base=10000.0):
+    """Llama 3.1's frequencies (its rope_scaling applied), as a model card's code computes them."""
+    inv_freq = llama3_inv_freq(head_dim, base, original=64)
+    angles = torch.arange(max_len).float()[:, None] * inv_freq
+    emb = torch.cat([angles, angles], -1)
+    return emb.cos(), emb.sin()
+
+
+WRONG += [("rope_cache", "wrong_values", rope_cache_llama31)]
