@@ -131,3 +131,15 @@ def test_course_py_lab_opens_chapter_01_as_root_and_headless(monkeypatch, root, 
     assert command[1:4] == ["-m", "jupyter", "lab"] and "chapters/01_lookup_tables.ipynb" in command
     assert ("--allow-root" in command) == root  # Jupyter refuses root without it
     assert ("--no-browser" in command) == (not display and sys.platform.startswith("linux"))  # headless: print the URL
+
+
+@pytest.mark.parametrize("master", [m for m in SOLUTIONS if "def train(" in m.read_text()], ids=lambda m: m.name)
+def test_a_chapter_that_trains_does_so_on_the_checks_device(master):
+    """Its device is check_device() (CUDA when there is one, COURSE_DEVICE overrides), said as it is, never as a
+    fixed string. That its model makes no tensor on the CPU is run on the meta device: chapters 02 and 06 in a
+    cell of their own (nbval runs it), chapter 07 in tests/test_long_context.py (its model and data cells)."""
+    source = master.read_text()
+    assert "check_device()" in source, "train on check_device(), as the checks do"
+    assert not re.search(r"on the CPU in \{", source), "say the device it trained on, not a fixed string"
+    if "07_" not in master.name:
+        assert re.search(r'\.to\("meta"\)\(.*device="meta"', source), "run the model once on the meta device"
