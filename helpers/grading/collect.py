@@ -83,6 +83,33 @@ def detect_chapters(sources: list[str], filename: str, exercises: list[ExerciseI
     return chapters
 
 
+def class_chapters(submissions: list[Found], exercises: list[ExerciseInfo]) -> set[int]:
+    """The chapters a class's notebooks show: those the most notebooks show (on a tie, all the tied
+    ones). Every notebook that shows others gets a note: one that pastes an earlier chapter's
+    solved cells is graded for the assignment, not for that chapter too."""
+    shown: dict[int, frozenset[int]] = {}
+    for item in submissions:
+        if item.data is not None and item.problem is None:
+            try:
+                sources = read_cells(item.data)[1]
+            except Exception:  # not a notebook: its report says so
+                continue
+            shown[id(item)] = frozenset(detect_chapters(sources, item.path.name, exercises))
+    counts = collections.Counter(shown.values())
+    if not counts:
+        return {e.chapter for e in exercises}
+    most = max(counts.values())
+    chosen = set().union(*(chapters for chapters, count in counts.items() if count == most))
+    for item in submissions:
+        own = shown.get(id(item))
+        if own is not None and own != chosen:
+            said, graded = (", ".join(f"{c:02d}" for c in sorted(cs)) for cs in (own, chosen))
+            item.notes.append(
+                f"this notebook shows chapter(s) {said}; the class shows {graded}: graded for {graded} (--chapter chooses)"
+            )
+    return chosen
+
+
 def suspicious(cells: list[tuple[int, str]]) -> list[dict[str, Any]]:
     return [
         {"cell": index, "message": f"this cell {what}; that earns nothing in grading, but look at it by hand"}
