@@ -80,6 +80,7 @@ def once_per_run(tmp_path_factory: Any, name: str, compute: Callable[[Path], dic
             result.write_text(json.dumps(compute(folder)))
     return json.loads(result.read_text())
 
+
 # A notebook's last cell that forges its kernel's replies (issue 34): a ScaledEmbedding that forgets
 # sqrt(d_model), whose server reports each table divided by sqrt(d) and each gradient times sqrt(d), so
 # that a grader computing its reference from what the kernel reports would find nothing wrong.

@@ -79,9 +79,16 @@ async def grade_notebook_async(
     copy = (re.sub(r"[^A-Za-z0-9._-]+", "_", path.name).lstrip(".")[-100:] or "submission") + (
         "" if path.name.endswith(".ipynb") else ".ipynb"
     )
-    limits = {"cell_timeout": cell_timeout, "notebook_timeout": notebook_timeout, "memory_mb": memory_mb}
     submission = Submission(
-        cells, selected, **limits, sandboxed=sandbox, notebook_name=copy, data=found.data or b"", cpus=cpus
+        cells,
+        selected,
+        cell_timeout=cell_timeout,
+        notebook_timeout=notebook_timeout,
+        memory_mb=memory_mb,
+        sandboxed=sandbox,
+        notebook_name=copy,
+        data=found.data or b"",
+        cpus=cpus,
     )
     graded = True
     try:
@@ -169,7 +176,9 @@ async def grade_many(
     names = report_names([s.path for s in submissions])
     suffix, render = RENDER[fmt]
     single_gradescope = fmt == "gradescope" and len(submissions) == 1  # what a Gradescope autograder expects
-    slots = asyncio.Queue()  # each sandbox gets cores of its own: a busy loop slows only its own notebook
+    slots: asyncio.Queue[list[int] | None] = (
+        asyncio.Queue()
+    )  # each sandbox gets cores of its own: a busy loop slows only its own notebook
     for slot in range(max(1, jobs)):
         slots.put_nowait(cpu_share(slot, max(1, jobs)))
     cwd = Path.cwd()
@@ -180,17 +189,35 @@ async def grade_many(
 
     async def one(found: Found, name: str) -> dict[str, Any]:
         cpus = await slots.get()
-        arguments = dict(name=shown(found.path), chapters=chapters, exercises=exercises, found=found)
-        limits = dict(cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, memory_mb=memory_mb)
+        name_shown, seconds = shown(found.path), deadline(notebook_timeout)
         try:
-            seconds = deadline(notebook_timeout)
             report, why = await graded_apart(
-                seconds, path=found.path, sandbox=sandbox, cpus=cpus, **arguments, **limits
+                seconds,
+                path=found.path,
+                name=name_shown,
+                chapters=chapters,
+                exercises=exercises,
+                found=found,
+                sandbox=sandbox,
+                cpus=cpus,
+                cell_timeout=cell_timeout,
+                notebook_timeout=notebook_timeout,
+                memory_mb=memory_mb,
             )
         finally:
             slots.put_nowait(cpus)
         if report is None:  # the worker was stopped: the submission scores nothing, the batch goes on
-            report = not_graded(found.path, "GraderLimit", why, started=time.monotonic() - seconds, **arguments)
+            started = time.monotonic() - seconds
+            report = not_graded(
+                found.path,
+                "GraderLimit",
+                why,
+                name=name_shown,
+                chapters=chapters,
+                exercises=exercises,
+                found=found,
+                started=started,
+            )
         target = out / "results.json" if single_gradescope else out / f"{name}{suffix}"
         try:
             target.write_text(render(for_students(report, feedback)), encoding="utf-8")

@@ -14,7 +14,7 @@ from typing import Any
 
 from helpers.grading.escape import file_stem, path_text
 from helpers.grading.limits import SUBMISSION_MB
-from helpers.grading.submission import ExerciseInfo
+from helpers.grading.submission import DISPATCH_OFF, ExerciseInfo
 
 # Cells that reach into the machinery are flagged for a person to look at. Nothing they do changes a
 # score any more (the checks run outside the kernel): the flags only point a person at odd code.
@@ -44,6 +44,7 @@ SUSPICIOUS = [
         "hooks into IPython",
     ),
     (re.compile(r"_course_grader"), "reaches for the grader's records in the kernel"),
+    (DISPATCH_OFF, "switches off torch's function dispatch (what sees the torch functions a check forbids)"),
 ]
 
 
@@ -148,7 +149,7 @@ def read_submission(path: Path) -> Found:
     except OSError as error:
         found.problem = (
             "NotebookFormatError",
-            f"the submission could not be read: {path_text(error.strerror or error)}",
+            f"the submission could not be read: {path_text(error.strerror or str(error))}",
         )
         return found
     with open(descriptor, "rb") as file:
@@ -240,7 +241,8 @@ def report_names(paths: list[Path]) -> list[str]:
             break
         for i in clashing:
             depth[i] += 1
-    names, seen = [], collections.Counter()
+    names: list[str] = []
+    seen: collections.Counter[str] = collections.Counter()
     for stem, path in zip(stems, paths):
         name = file_stem(stem, os.path.abspath(path))
         seen[name] += 1

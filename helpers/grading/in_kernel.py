@@ -13,7 +13,7 @@ from helpers import safety  # the safety net, imported before any cell runs
 from helpers.grading.wire import Kind, Outcome, Settings
 
 
-def state_key(tensor: torch.Tensor) -> tuple:
+def state_key(tensor: torch.Tensor) -> tuple[Any, ...]:
     """Changes when the values may have: an in-place op, new storage, another shape, dtype or device."""
     pointer = 0 if tensor.is_meta or tensor.layout != torch.strided else tensor.data_ptr()
     return (tensor._version, pointer, tuple(tensor.shape), tensor.dtype, str(tensor.device), tensor.requires_grad)
@@ -32,7 +32,9 @@ def put(target: torch.Tensor, values: torch.Tensor) -> None:
             target.data = values
 
 
-def run_student_code(fn: Any, args: list, kwargs: dict, settings: Settings) -> tuple[Outcome, Any, set[str], list[str]]:
+def run_student_code(
+    fn: Any, args: list[Any], kwargs: dict[str, Any], settings: Settings
+) -> tuple[Outcome, Any, set[str], list[str]]:
     """Call into the notebook's code with the course's safety net; (outcome, result, torch
     functions seen, torch settings it changed). The same net as a check in a notebook."""
     forbidden = tuple(f for f in (safety.from_torch_path(path) for path in settings.forbidden) if f is not None)
@@ -45,7 +47,7 @@ def run_student_code(fn: Any, args: list, kwargs: dict, settings: Settings) -> t
                 safety.time_limit(settings.timeout),
                 safety.memory_cap(settings.memory_mb, torch.device(settings.device)),
                 watch,
-                safety._FactoriesOnMeta()
+                safety._FactoriesOnMeta()  # type: ignore[no-untyped-call]  # the framework is not strict
                 if settings.factories_on_meta
                 else safety._CopiesOffMeta()
                 if settings.copies_off_meta

@@ -34,7 +34,7 @@ class Mirroring:
 
     local: dict[str, Any]
     token_of: dict[int, str]
-    synced: dict[str, tuple]
+    synced: dict[str, tuple[Any, ...]]
     modules: list[str]
     devices: set[str]
     owned: dict[str, torch.Tensor]
@@ -129,7 +129,7 @@ class Mirroring:
         local = local if local is not None else self.local.get(token)
         if not isinstance(local, nn.Module):
             cls = mirror_class(desc.get("class"))
-            local = cls.__new__(cls)
+            local = nn.Module.__new__(cls)
             nn.Module.__init__(local)
             local.__dict__.update(_course_session=self, _course_token=token)
             self.local[token], self.token_of[id(local)] = local, token

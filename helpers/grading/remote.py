@@ -90,12 +90,12 @@ class Session(Mirroring):
         """Between two exercises: the kernel forgets the last check's objects, and so do we."""
         self.local: dict[str, Any] = {}  # token -> local tensor or module
         self.token_of: dict[int, str] = {}  # id(local object) -> token
-        self.synced: dict[str, tuple] = {}  # token -> state key when the kernel last had its values
+        self.synced: dict[str, tuple[Any, ...]] = {}  # token -> state key when the kernel last had its values
         self.modules: list[str] = []  # tokens of the modules the kernel reports after every call
         self.owned: dict[str, torch.Tensor] = {}  # token -> the grader's copy of the values it sent
         self.kept: set[str] = set()  # Parameters whose values only the grader writes (mirror.Mirroring)
         self.findings: list[str] = []  # what the kernel said of the grader's tensors that contradicts them
-        self.backwards = 0  # gradients the kernel computed (autograd ran there: its word)
+        self.autograd = 0  # outputs the kernel tied to autograd, and gradients it gave: its word
         self.budget = wire.Budget(wire.CHECK_BUDGET, self.deadline)
 
     @contextlib.contextmanager
@@ -116,7 +116,7 @@ class Session(Mirroring):
         timeout: float,
         memory_mb: int,
         device: str,
-        forbidden: list,
+        forbidden: list[str],
         factories_on_meta: bool,
         copies_off_meta: bool,
     ) -> Iterator[None]:
@@ -191,7 +191,7 @@ class Session(Mirroring):
         return type(identifier(found.type_name, "object"), (Opaque,), {})()
 
     # ---- calls -------------------------------------------------------------
-    def call(self, target: dict[str, str], method: str, args: tuple, kwargs: dict) -> Any:
+    def call(self, target: dict[str, str], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         tensors: dict[str, torch.Tensor] = {}
         leaves: list[tuple[str, torch.Tensor]] = []
         request = wire.Call(
@@ -209,6 +209,7 @@ class Session(Mirroring):
         value = self.value(reply.value, decoder)
         if reply.graph is None or not torch.is_grad_enabled():
             return value
+        self.autograd += 1
         return self.connect(value, reply.graph, leaves)
 
     def loading(self, module: nn.Module, state: dict[str, Any]) -> None:
@@ -240,7 +241,9 @@ class Session(Mirroring):
             raise StudentExit(outcome.line)
         raise StudentError(outcome.line, outcome.oom)
 
-    def backward(self, graph: int, grads: tuple, leaves: list[str]) -> list[torch.Tensor | None]:
+    def backward(
+        self, graph: int, grads: tuple[torch.Tensor | None, ...], leaves: list[str]
+    ) -> list[torch.Tensor | None]:
         tensors: dict[str, torch.Tensor] = {}
         entries = [
             None if g is None else wire.tensor_entry(g, f"d{i}", tensors, token=f"d{graph}.{i}")
@@ -249,7 +252,7 @@ class Session(Mirroring):
         request = wire.Backward(graph, entries, leaves, self.request_settings(), self.sync(tensors))
         reply, decoder = self.ask(request, tensors)
         self.outcome(reply)
-        self.backwards += 1
+        self.autograd += 1
         got = reply.grads or ()
         if len(got) != len(leaves):
             raise wire.ProtocolError("gradients for the wrong number of tensors")
@@ -263,7 +266,7 @@ class Session(Mirroring):
             self.token_of[id(obj)], self.local[token] = token, obj
         return token
 
-    def encode(self, value: Any, tensors: dict, leaves: list) -> Any:
+    def encode(self, value: Any, tensors: dict[str, torch.Tensor], leaves: list[tuple[str, torch.Tensor]]) -> Any:
         """A value the grader sends: plain data, tensors by token, torch.nn modules by their parts."""
 
         def refuse(other: Any) -> Any:
@@ -276,7 +279,9 @@ class Session(Mirroring):
             other=refuse,
         )
 
-    def send_tensor(self, value: torch.Tensor, tensors: dict, leaves: list) -> dict[str, Any]:
+    def send_tensor(
+        self, value: torch.Tensor, tensors: dict[str, torch.Tensor], leaves: list[tuple[str, torch.Tensor]]
+    ) -> dict[str, Any]:
         """A tensor of the grader's: its values only when the kernel does not have them yet."""
         token = self.token(value)
         if value.requires_grad:
@@ -287,7 +292,9 @@ class Session(Mirroring):
             self.owned[token] = value.detach().clone()
         return wire.tensor_entry(value, token, tensors, token=token, data=fresh)
 
-    def encode_module(self, module: nn.Module, tensors: dict, leaves: list, depth: int) -> dict:
+    def encode_module(
+        self, module: nn.Module, tensors: dict[str, torch.Tensor], leaves: list[tuple[str, torch.Tensor]], depth: int
+    ) -> dict[str, Any]:
         if isinstance(module, Mirror):
             return {"module": module._course_token}
         if type(module).__module__.split(".")[:2] != ["torch", "nn"]:
@@ -302,7 +309,10 @@ class Session(Mirroring):
             and k != "training"
             and (v is None or isinstance(v, (bool, int, float, str, tuple)))
         }
-        tensor = lambda t: None if t is None else self.send_tensor(t, tensors, leaves)
+
+        def tensor(value: torch.Tensor | None) -> dict[str, Any] | None:
+            return None if value is None else self.send_tensor(value, tensors, leaves)
+
         return {
             "nn": type(module).__name__,
             "token": token,
@@ -317,7 +327,7 @@ class Session(Mirroring):
             },
         }
 
-    def sync(self, tensors: dict) -> list[dict[str, Any]]:
+    def sync(self, tensors: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
         """Values the grader changed in place (a check writes its own table into a module's)
         go with the next request; whatever is sent counts as the kernel's from then on."""
         entries = []

@@ -42,7 +42,7 @@ class Scratch:
         data: bytes,
         sandboxed: bool,
         cpus: list[int] | None = None,
-        graded: set[str] = frozenset(),
+        graded: frozenset[str] | set[str] = frozenset(),
     ):
         self.root = Path(tempfile.mkdtemp(prefix="grade-"))
         self.work, self.ipc, self.notebook = (
@@ -84,7 +84,7 @@ class Scratch:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def reference_stand_in(graded: set[str]) -> str:
+def reference_stand_in(graded: frozenset[str] | set[str]) -> str:
     """helpers/reference.py for one sandbox: the reference of each exercise it grades removed,
     text and all, and a stub that raises in its place; the rest stays, for the cells that draw or
     train with it (chapter 06 trains on the sinusoidal table while its ALiBi is graded)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import inspect
 from typing import Any
 
@@ -37,7 +38,7 @@ class Server:
         """Forget everything the last exercise's check made (one check at a time)."""
         self.objects: dict[str, Any] = {}  # token -> tensor or module the grader knows about
         self.tokens: dict[int, str] = {}  # id(object) -> its token
-        self.sent: dict[str, tuple] = {}  # token -> the state key of the values the grader has
+        self.sent: dict[str, tuple[Any, ...]] = {}  # token -> the state key of the values the grader has
         self.roots: list[str] = []  # modules whose state goes with every reply
         self.graphs: dict[int, list[torch.Tensor]] = {}  # the outputs of a call that need a gradient
         self.holders: dict[bytes, str] = {}  # digest of a large tensor the grader sent -> its token
@@ -64,7 +65,7 @@ class Server:
             reply, out = Reply(Outcome(Kind.RAISED, line)), {}
         return wire.pack(wire.reply_tree(reply), out)
 
-    def handle(self, request: wire.Request, decoder: wire.Decoder, out: dict) -> Reply:
+    def handle(self, request: wire.Request, decoder: wire.Decoder, out: dict[str, torch.Tensor]) -> Reply:
         if isinstance(request, Release):
             self.release()
             return Reply()
@@ -77,25 +78,23 @@ class Server:
             return self.call(request, decoder, out)
         return self.backward(request, decoder, out)
 
-    def describe_name(self, name: str, out: dict) -> Reply:
+    def describe_name(self, name: str, out: dict[str, torch.Tensor]) -> Reply:
         if name not in self.namespace:
             return Reply(found="missing")
         value = self.namespace[name]
-        kind = type(value)
-        found = {"type_name": kind.__name__, "name": str(getattr(value, "__name__", kind.__name__))[:200]}
+        what = type(value).__name__
+        said = functools.partial(Reply, type_name=what, name=str(getattr(value, "__name__", what))[:200])
         if value is None:
-            return Reply(found="none", **found)
+            return said(found="none")
         if isinstance(value, nn.Module):
-            return Reply(found="module", value=self.encode(value, out), state=self.state(out), **found)
+            return said(found="module", value=self.encode(value, out), state=self.state(out))
         if inspect.isclass(value):
-            return Reply(
-                found="class", module_class=issubclass(value, nn.Module), params=self.parameters(value), **found
-            )
+            return said(found="class", module_class=issubclass(value, nn.Module), params=self.parameters(value))
         if callable(value):
-            return Reply(found="function", params=self.parameters(value), **found)
-        return Reply(found="object", **found)
+            return said(found="function", params=self.parameters(value))
+        return said(found="object")
 
-    def call(self, request: Call, decoder: wire.Decoder, out: dict) -> Reply:
+    def call(self, request: Call, decoder: wire.Decoder, out: dict[str, torch.Tensor]) -> Reply:
         target = (
             self.objects[request.target["token"]]
             if "token" in request.target
@@ -114,7 +113,7 @@ class Server:
             value, graph = self.encode(result, out), self.keep_graph(result)
         return Reply(outcome, tuple(sorted(seen)), tuple(changed), value, graph, state=self.state(out))
 
-    def backward(self, request: Backward, decoder: wire.Decoder, out: dict) -> Reply:
+    def backward(self, request: Backward, decoder: wire.Decoder, out: dict[str, torch.Tensor]) -> Reply:
         outputs = self.graphs[request.graph]
         grads = [None if g is None else self.decode(g, decoder) for g in request.grads]
         pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None]
@@ -138,14 +137,14 @@ class Server:
 
     # ---- values ----------------------------------------------------------
     @staticmethod
-    def parameters(value: Any) -> list[str]:
+    def parameters(value: Any) -> tuple[str, ...]:
         try:
             target = value.__init__ if inspect.isclass(value) else value
             params = inspect.signature(target).parameters.values()
-            names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            names = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
             return names[1:] if inspect.isclass(value) else names
         except (TypeError, ValueError):
-            return []
+            return ()
 
     def token(self, value: Any, prefix: str = "k") -> str:
         token = self.tokens.get(id(value))
@@ -160,7 +159,7 @@ class Server:
         if token not in self.roots:
             self.roots.append(token)
 
-    def encode(self, value: Any, out: dict) -> Any:
+    def encode(self, value: Any, out: dict[str, torch.Tensor]) -> Any:
         return wire.encode(
             value,
             tensor=lambda t: self.tensor(t, out),
@@ -168,7 +167,7 @@ class Server:
             other=lambda v: {"object": type(v).__name__},
         )
 
-    def tensor(self, value: torch.Tensor, out: dict) -> dict:
+    def tensor(self, value: torch.Tensor, out: dict[str, torch.Tensor]) -> dict[str, Any]:
         token = self.token(value)
         key = state_key(value)
         fresh = self.sent.get(token) != key
@@ -201,7 +200,7 @@ class Server:
             module=lambda desc, depth: self.received_module(desc, decoder, depth),
         )
 
-    def received_tensor(self, entry: dict, decoder: wire.Decoder) -> torch.Tensor:
+    def received_tensor(self, entry: dict[str, Any], decoder: wire.Decoder) -> torch.Tensor:
         token = entry["token"]
         known = self.objects.get(token)
         values = decoder.tensor(entry)
@@ -223,7 +222,7 @@ class Server:
             self.remember(token, known)
         return known
 
-    def received_module(self, desc: dict, decoder: wire.Decoder, depth: int) -> nn.Module:
+    def received_module(self, desc: dict[str, Any], decoder: wire.Decoder, depth: int) -> nn.Module:
         """A module of the student's the grader names, or one of torch.nn's own modules, made by the
         grader (TiedLMHead is handed an nn.Embedding)."""
         token = desc["module"] if "module" in desc else desc["token"]
@@ -251,7 +250,7 @@ class Server:
         return module
 
     # ---- the state of the modules the grader holds -----------------------
-    def state(self, out: dict) -> State:
+    def state(self, out: dict[str, torch.Tensor]) -> State:
         """Every module the grader holds, and every tensor it sent or got whose values changed."""
         modules = {token: self.describe(self.objects[token], out, 0) for token in self.roots}
         changed = {
@@ -261,7 +260,7 @@ class Server:
         }
         return State(modules, changed)
 
-    def describe(self, module: nn.Module, out: dict, depth: int) -> dict:
+    def describe(self, module: nn.Module, out: dict[str, torch.Tensor], depth: int) -> dict[str, Any]:
         if depth > wire.MAX_DEPTH:
             raise wire.ProtocolError("a module tree nested too deeply")
         attrs, plain = {}, {}

@@ -100,7 +100,7 @@ def text(value: Any, limit: int = MAX_TEXT) -> str:
 
 
 def items(value: Any, kind: type = list) -> Any:
-    if not isinstance(value, kind) or len(value) > MAX_ITEMS:
+    if not isinstance(value, kind) or len(value) > MAX_ITEMS:  # type: ignore[arg-type]  # a list or a dict
         raise ProtocolError(f"expected a {kind.__name__} of at most {MAX_ITEMS} entries")
     return value
 
@@ -539,7 +539,7 @@ def _named(name: str, fields: tuple[str, ...]) -> type:
     if (name, fields) not in _NAMED:
         if len(_NAMED) > 1000:
             _NAMED.clear()
-        _NAMED[name, fields] = namedtuple(name, fields, rename=True)  # type: ignore[misc]
+        _NAMED[name, fields] = namedtuple(name, fields, rename=True)
     return _NAMED[name, fields]
 
 

@@ -72,5 +72,5 @@ async def graded_apart(
         loop.remove_reader(results.fileno())
         results.close()
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(worker.pid, signal.SIGKILL)  # the worker, and any kernel it left
+            os.killpg(worker.pid or 0, signal.SIGKILL)  # the worker, and any kernel it left
         await asyncio.to_thread(worker.join)
