@@ -194,8 +194,31 @@ for _ in range(8):
 }
 ATTACKED = {"forged_scale": "ScaledEmbedding"}  # the exercise an attack is after; lookup where not named
 # Attacks that cut their own kernel off from the grader, or slow their own kernel (on cores of its own:
-# its classmates run beside it on others), or answer every call with nonsense: they may lose more.
-LOSE_MORE = ("hook_user_expressions", "busy_neighbour", "names_a_sent_tensor_again", "lays_out_again")
+# its classmates run beside it on others), or forge every reply, or hide every torch call: they may lose more.
+LOSE_MORE = (
+    "hook_user_expressions",
+    "busy_neighbour",
+    "names_a_sent_tensor_again",
+    "lays_out_again",
+    "dispatch_off",
+    "forged_scale",
+)
+# The honest classmate's other exercises of chapters 01 and 02: full marks.
+RIGHT_BACKWARD = """\
+def embedding_backward(grad_out, ids, vocab_size, padding_idx=None):
+    grad = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device)
+    grad.index_add_(0, ids.flatten(), grad_out.reshape(-1, grad_out.shape[-1]))
+    if padding_idx is not None:
+        grad[padding_idx] = 0.0
+    return grad"""
+RIGHT_HEAD = """\
+class TiedLMHead(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.weight = embedding.weight
+
+    def forward(self, h):
+        return F.linear(h, self.weight)"""
 # Names that must not break or deceive the batch: escapes, Markdown, HTML, a formula, a reserved
 # name, a classmate's name in another folder, a non-UTF-8 byte and a name near the file system's limit.
 ODD_NAMES = {
@@ -213,7 +236,14 @@ def grade_the_attacks(root: Path) -> dict:
     (folder / "other").mkdir(parents=True)
     write_notebook(
         folder / "classmate.ipynb",
-        [HEAD, "def lookup(weight, ids):\n    return weight[ids]", RIGHT_ONE_HOT, RIGHT_SCALE],
+        [
+            HEAD,
+            "def lookup(weight, ids):\n    return weight[ids]",
+            RIGHT_ONE_HOT,
+            RIGHT_BACKWARD,
+            RIGHT_SCALE,
+            RIGHT_HEAD,
+        ],
     )
     for name, attack in ATTACKS.items():
         write_notebook(folder / f"{name}.ipynb", [HEAD, WRONG_LOOKUP, RIGHT_ONE_HOT, attack])
@@ -268,6 +298,7 @@ def test_the_honest_classmate_scores_as_alone(batch):
     classmate = by_id(batch["reports"]["class__classmate.json"])  # other/classmate.ipynb is another
     assert classmate["lookup"]["passed"] and classmate["one_hot_lookup"]["passed"]
     assert classmate["ScaledEmbedding"]["passed"] and classmate["ScaledEmbedding"]["score"] == 2
+    assert batch["reports"]["class__classmate.json"]["score"] == batch["reports"]["class__classmate.json"]["max_score"]
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))

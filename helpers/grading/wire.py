@@ -412,7 +412,7 @@ class Decoder:
         self, tensors: dict[str, torch.Tensor], devices: set[str], budgets: list[Budget], held: dict[str, torch.Tensor]
     ):
         self.tensors, self.devices, self.budgets, self.held = tensors, devices, budgets, held
-        self.used: set[str] = set()
+        self.used: set[tuple[str, str]] = set()  # ("values", a key of `tensors`) or ("same_as", a token of `held`)
         self.nodes = 0
 
     def spend(self, count: int, what: str) -> None:
@@ -442,11 +442,11 @@ class Decoder:
         key = text(entry.get("tensor"), 40)
         size = _numel(dims) * torch.empty((), dtype=kind).element_size() * (2 if is_complex else 1)
         if key:
-            values = self.once(key, self.tensors)
+            values = self.once(key, self.tensors, "values")
             if values.dtype != kind or list(values.shape) != ([*dims, 2] if is_complex else dims):
                 raise ProtocolError("a tensor whose values do not match its description")
         elif "same_as" in entry:  # values the grader holds already (serve.Server.remember): a copy of its own
-            twin = self.once(text(entry["same_as"], 40), self.held)
+            twin = self.once(text(entry["same_as"], 40), self.held, "same_as")
             if (twin.dtype, list(twin.shape), is_complex, twin.is_meta) != (kind, dims, False, False):
                 raise ProtocolError("a tensor said to equal one the grader does not hold")
             self.spend(size, "a copy of a tensor the grader sent")
@@ -463,11 +463,11 @@ class Decoder:
             self.spend(size, "a tensor moved to a device")
         return values.to(place)
 
-    def once(self, key: str, where: dict[str, torch.Tensor]) -> torch.Tensor:
+    def once(self, key: str, where: dict[str, torch.Tensor], how: str) -> torch.Tensor:
         """Each value of a message is used at most once: a second entry naming it is refused."""
-        if key in self.used or key not in where:
+        if (how, key) in self.used or key not in where:
             raise ProtocolError("a reply that names one tensor twice, or one the grader never sent")
-        self.used.add(key)
+        self.used.add((how, key))
         return where[key]
 
     def value(

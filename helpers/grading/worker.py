@@ -1,7 +1,7 @@
 """Each submission graded in a process of its own, under a memory limit and a deadline of the grader's.
 
 The grader's own work for a submission (its kernel's replies decoded, its checks) runs in a worker
-forked from a server that has imported torch and the catalogue once: a reply that costs more than it
+forked from the grader, torch and the catalogue imported already: a reply that costs more than it
 weighs, or a check that never ends, costs that submission its score, never the batch or a classmate.
 The worker's memory limit is RLIMIT_DATA, soft (the kernel it starts raises it back: helpers.grading.serve).
 """
@@ -20,8 +20,8 @@ from typing import Any
 
 from helpers.grading.limits import GRADER_MEMORY_MB, STARTUP_TIMEOUT, WORKER_GRACE
 
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["helpers.grading.batch", "helpers.exercises"])
+# Forked, not spawned: a worker starts in milliseconds, with the grader's settings as they are.
+_CONTEXT = multiprocessing.get_context("fork")
 
 
 def data_mb() -> float:
@@ -34,8 +34,13 @@ def data_mb() -> float:
 
 
 def _work(results: Connection, memory_mb: int, kwargs: dict[str, Any]) -> None:
+    import torch
+
     from helpers.grading.batch import grade_notebook_async
 
+    # OpenMP's threads do not survive a fork: a parallel region in the child of a process that ran one
+    # waits for them for ever. One thread each: the checks are small, and --jobs runs workers side by side.
+    torch.set_num_threads(1)
     os.setsid()  # a process group of its own: an unsandboxed kernel it starts is killed with it
     limit = int((data_mb() + memory_mb) * 2**20)
     hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
