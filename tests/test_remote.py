@@ -75,6 +75,11 @@ def test_every_forbidden_function_is_found_again_in_a_kernel():
 # ---- the wire: data only, checked before it is used -------------------------------------
 
 
+def decoded(entry: dict, tensors: dict, devices: set[str]) -> torch.Tensor | None:
+    """One tensor of a message, as the grader reads it."""
+    return wire.Decoder(tensors, devices, [wire.Budget(wire.REPLY_BUDGET)], {}).tensor(entry)
+
+
 def test_values_travel_as_they_are():
     tensors: dict[str, torch.Tensor] = {}
     sent = {
@@ -86,12 +91,10 @@ def test_values_travel_as_they_are():
     entries = {name: wire.tensor_entry(t, name, tensors, token=name) for name, t in sent.items()}
     tree, got = wire.unpack(wire.pack(entries, tensors))
     for name, tensor in sent.items():
-        back = wire.tensor_from(tree[name], got, {"cpu", "meta"})
+        back = decoded(tree[name], got, {"cpu", "meta"})
         assert (back.shape, back.dtype, back.device) == (tensor.shape, tensor.dtype, tensor.device)
         assert tensor.is_meta or torch.equal(back, tensor)
-    assert (
-        wire.tensor_from(tree["transposed"], got, {"cpu"}).stride() == sent["transposed"].stride()
-    )  # views fail or copy alike
+    assert decoded(tree["transposed"], got, {"cpu"}).stride() == sent["transposed"].stride()  # views fail or copy alike
 
 
 def test_expanded_tensors_travel_contiguous():
@@ -124,9 +127,9 @@ def test_a_tensor_that_is_not_what_it_claims_is_refused():
         {"dtype": "float32", "shape": [3], "stride": [0]},
     ):
         with pytest.raises(wire.ProtocolError):
-            wire.tensor_from({"tensor": "x", "device": "cpu", **lie}, tensors, {"cpu"})
+            decoded({"tensor": "x", "device": "cpu", **lie}, tensors, {"cpu"})
     with pytest.raises(wire.ProtocolError):  # a device the grader does not use
-        wire.tensor_from({"tensor": "x", "device": "cuda:7", "dtype": "float32", "shape": [3]}, tensors, {"cpu"})
+        decoded({"tensor": "x", "device": "cuda:7", "dtype": "float32", "shape": [3]}, tensors, {"cpu"})
 
 
 def test_a_reply_that_lies_costs_the_submission_not_the_grader():

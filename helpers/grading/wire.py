@@ -590,11 +590,6 @@ def tensor_entry(
     return entry
 
 
-def tensor_from(entry: dict[str, Any], tensors: dict[str, torch.Tensor], devices: set[str]) -> torch.Tensor | None:
-    """One tensor of a message (within the default budget): see Decoder.tensor."""
-    return Decoder(tensors, devices, [Budget(REPLY_BUDGET)], {}).tensor(record(entry))
-
-
 def digest(tensor: torch.Tensor, smallest: int = 2**20) -> bytes | None:
     """A fingerprint of a large tensor's values (dtype, shape, bytes); None below `smallest` bytes."""
     import hashlib
