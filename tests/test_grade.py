@@ -220,8 +220,19 @@ def test_a_notebook_that_pastes_another_chapter_is_graded_for_the_class_chapter(
     """Without --chapter, a batch grades what the class's majority shows: a pasted chapter adds no points."""
     report = batch["reports"]["pastes_another_chapter"]
     assert report["chapters"] == [1] and [ex["id"] for ex in report["exercises"]] == CHAPTER_1, report
-    assert any("shows chapter(s) 01, 02; the class shows 01" in w["message"] for w in report["warnings"])
+    assert any("shows chapter(s) 01, 02; most of the class shows 01" in w["message"] for w in report["warnings"])
     assert batch["reports"]["right"]["chapters"] == [1] and not batch["reports"]["right"]["warnings"]
+
+
+def test_without_a_majority_each_notebook_is_graded_for_what_it_shows(tmp_path):
+    """A folder of several assignments (no chapter shown by more than half): each notebook as it stands."""
+    paths = [
+        write_notebook(tmp_path / f"{n}.ipynb", cells) for n, cells in (("a", [RIGHT_LOOKUP]), ("b", [RIGHT_SCALE]))
+    ]
+    found = [grade.read_submission(p) for p in paths]
+    assert grade.class_chapters(found, grade.exercise_table()) is None and not any(f.notes for f in found)
+    found.append(grade.read_submission(write_notebook(tmp_path / "c.ipynb", [RIGHT_LOOKUP, RIGHT_ONE_HOT])))
+    assert grade.class_chapters(found, grade.exercise_table()) == {1} and found[1].notes
 
 
 def test_the_graders_own_work_for_a_submission_has_a_deadline_and_a_memory_limit(tmp_path):

@@ -171,7 +171,7 @@ async def grade_many(
 
     out.mkdir(parents=True, exist_ok=True)
     exercises = exercise_table()
-    if chapters is None and len(submissions) > 1:  # one assignment: what the class's majority shows
+    if chapters is None and len(submissions) > 1:  # one assignment: what most of the class shows
         chapters = class_chapters(submissions, exercises)
     names = report_names([s.path for s in submissions])
     suffix, render = RENDER[fmt]

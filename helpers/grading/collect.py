@@ -84,29 +84,29 @@ def detect_chapters(sources: list[str], filename: str, exercises: list[ExerciseI
     return chapters
 
 
-def class_chapters(submissions: list[Found], exercises: list[ExerciseInfo]) -> set[int]:
-    """The chapters a class's notebooks show: those the most notebooks show (on a tie, all the tied
-    ones). Every notebook that shows others gets a note: one that pastes an earlier chapter's
-    solved cells is graded for the assignment, not for that chapter too."""
-    shown: dict[int, frozenset[int]] = {}
+def class_chapters(submissions: list[Found], exercises: list[ExerciseInfo]) -> set[int] | None:
+    """The assignment a class's notebooks show: the chapters more than half of them show. Every
+    notebook that shows others gets a note: one that pastes another chapter's solved cells is graded
+    for the assignment, not for that chapter too. None where no chapter is shown by more than half
+    (a folder of several assignments): each notebook is then graded for what it shows."""
+    shown: dict[int, set[int]] = {}
     for item in submissions:
         if item.data is not None and item.problem is None:
             try:
                 sources = read_cells(item.data)[1]
             except Exception:  # not a notebook: its report says so
                 continue
-            shown[id(item)] = frozenset(detect_chapters(sources, item.path.name, exercises))
-    counts = collections.Counter(shown.values())
-    if not counts:
-        return {e.chapter for e in exercises}
-    most = max(counts.values())
-    chosen = set().union(*(chapters for chapters, count in counts.items() if count == most))
+            shown[id(item)] = detect_chapters(sources, item.path.name, exercises)
+    votes = collections.Counter(chapter for chapters in shown.values() for chapter in chapters)
+    chosen = {chapter for chapter, count in votes.items() if 2 * count > len(shown)}
+    if not chosen:
+        return None
     for item in submissions:
         own = shown.get(id(item))
         if own is not None and own != chosen:
             said, graded = (", ".join(f"{c:02d}" for c in sorted(cs)) for cs in (own, chosen))
             item.notes.append(
-                f"this notebook shows chapter(s) {said}; the class shows {graded}: graded for {graded} (--chapter chooses)"
+                f"this notebook shows chapter(s) {said}; most of the class shows {graded}: graded for {graded} (--chapter chooses)"
             )
     return chosen
 

@@ -39,7 +39,6 @@ METHODS = (
     "__call__", "train", "eval", "to", "cpu", "cuda", "float", "double", "half", "bfloat16",
     "load_state_dict", "state_dict", "requires_grad_",
 )  # fmt: skip
-CONVERSIONS = ("to", "cpu", "cuda", "float", "double", "half", "bfloat16")  # they change dtype or device, no value
 DTYPES = {
     str(dtype).removeprefix("torch."): dtype
     for dtype in (
