@@ -220,7 +220,7 @@ def test_a_notebook_that_pastes_another_chapter_is_graded_for_the_class_chapter(
     """Without --chapter, a batch grades what the class's majority shows: a pasted chapter adds no points."""
     report = batch["reports"]["pastes_another_chapter"]
     assert report["chapters"] == [1] and [ex["id"] for ex in report["exercises"]] == CHAPTER_1, report
-    assert any("shows chapter(s) 01, 02; most of the class shows 01" in w["message"] for w in report["warnings"])
+    assert any("shows chapter(s) 02; most of the class shows 01" in w["message"] for w in report["warnings"])
     assert batch["reports"]["right"]["chapters"] == [1] and not batch["reports"]["right"]["warnings"]
 
 
@@ -243,7 +243,7 @@ def test_the_graders_own_work_for_a_submission_has_a_deadline_and_a_memory_limit
     report, why = asyncio.run(graded_apart(4, path=path, found=found, cell_timeout=60, sandbox=False))
     assert report is None and "ran past its 4 s limit" in why
     report, why = asyncio.run(graded_apart(60, grader_mb=0, path=path, found=found, sandbox=False))
-    assert report is None or report["errors"][0]["message"].startswith("MemoryError"), report
+    assert report is None or report["errors"][0]["type"] == "GraderError", report  # it ran out at once
 
 
 def test_a_perfect_tiny_notebook_scores_full_marks(batch):
@@ -316,14 +316,16 @@ def test_submissions_are_never_written(batch):
 def test_summary_shows_scores_pass_rates_and_the_common_mistake(batch):
     out = Path(batch["out"])
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["submissions"] == 10 and len(summary["students"]) == 10
+    assert summary["submissions"] == 11 and len(summary["students"]) == 11
     lookup = next(e for e in summary["exercises"] if e["id"] == "lookup")
-    assert (lookup["submissions"], lookup["passed"], lookup["pass_rate"]) == (10, 3, 0.3)
+    assert (lookup["submissions"], lookup["passed"]) == (11, 4) and lookup["pass_rate"] == pytest.approx(
+        4 / 11, abs=0.01
+    )
     assert lookup["most_common_diagnosis"] == "transposed_weight"  # 3 notebooks make that mistake
     text = (out / "summary.md").read_text()
     assert "transposed_weight" in text and "tamper_shadow" in text
     rows = (out / "summary.csv").read_text().splitlines()
-    assert rows[0] == ",".join(["submission", "score", "max_score", "errors", *CHAPTER_1]) and len(rows) == 11
+    assert rows[0] == ",".join(["submission", "score", "max_score", "errors", *CHAPTER_1]) and len(rows) == 12
 
 
 def test_endless_cells_are_interrupted_or_killed_and_gradescope_output(tmp_path, monkeypatch):
