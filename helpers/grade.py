@@ -5,7 +5,7 @@ import sys
 
 from helpers.grading.__main__ import main, parse_chapters
 from helpers.grading.batch import grade_many, grade_notebook, grade_notebook_async
-from helpers.grading.collect import Found, collect, detect_chapters, read_submission, report_names
+from helpers.grading.collect import Found, class_chapters, collect, detect_chapters, read_submission, report_names
 from helpers.grading.limits import FILE_MB, PROCESS_LIMIT
 from helpers.grading.reports import (
     RENDER,
@@ -22,7 +22,7 @@ from helpers.grading.submission import ExerciseInfo, Submission, exercise_table
 
 __all__ = [
     "FILE_MB", "PACKAGE_DIR", "PROCESS_LIMIT", "RENDER", "ExerciseInfo", "Found", "Scratch", "Submission", "bwrap_command",
-    "collect", "detect_chapters", "exercise_table", "for_students", "grade_many", "grade_notebook", "grade_notebook_async",
+    "class_chapters", "collect", "detect_chapters", "exercise_table", "for_students", "grade_many", "grade_notebook", "grade_notebook_async",
     "main", "parse_chapters", "read_submission", "report_gradescope", "report_markdown", "report_names", "sandbox_problem",
     "summarize", "summary_csv", "summary_markdown", "summary_text",
 ]  # fmt: skip

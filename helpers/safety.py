@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -131,7 +131,7 @@ def time_limit(seconds: float) -> Iterator[None]:
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
         expired = False
 
-        def keep_stopping(frame: FrameType | None, event: str, arg: Any):
+        def keep_stopping(frame: FrameType | None, event: str, arg: Any) -> Any:
             """After the deadline, raise again at the next line of student code:
             a CheckTimeout caught by `except:` is raised anew in the handler's
             body, which no `except` of the same `try` covers. (CPython drops
@@ -140,7 +140,7 @@ def time_limit(seconds: float) -> Iterator[None]:
                 raise CheckTimeout
             return keep_stopping
 
-        def on_alarm(signum: int, frame: FrameType | None):
+        def on_alarm(signum: int, frame: FrameType | None) -> None:
             nonlocal expired
             if not active:  # a signal that came just before the finally below, handled just after it began
                 return  # re-armed now, it would fire after SIGALRM's previous action (the default: exit) is back
@@ -241,7 +241,8 @@ class _ReferenceWatch:
     source text, and it costs nothing per call."""
 
     def __init__(self, what: str):
-        self.what, self.saved = what, {}
+        self.what = what
+        self.saved: dict[Callable, tuple] = {}
 
     def __enter__(self) -> None:
         _REACHED.clear()
@@ -250,7 +251,7 @@ class _ReferenceWatch:
             function.__defaults__, function.__kwdefaults__ = None, None
             function.__code__ = _tripwire.__code__.replace(co_name=function.__name__, co_qualname=name)
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         for function, (code, defaults, kwdefaults) in self.saved.items():
             function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, kwdefaults
         if _REACHED:  # whatever the block raised or returned: the result is not the student's
@@ -316,7 +317,7 @@ class _Watch(TorchFunctionMode):
 
     def __init__(self, forbidden: tuple[Callable, ...]):
         super().__init__()
-        self.forbidden, self.seen = forbidden, set()
+        self.forbidden, self.seen = forbidden, set()  # type: tuple[Callable, ...], set[Callable]
 
     def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
         if func in self.forbidden:
@@ -494,7 +495,7 @@ class _CopiesOffMeta(TorchFunctionMode):
 
 
 def _in_module_init() -> bool:
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_name == "__init__" and isinstance(frame.f_locals.get("self"), torch.nn.Module):
             return True

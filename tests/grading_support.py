@@ -79,3 +79,50 @@ def once_per_run(tmp_path_factory: Any, name: str, compute: Callable[[Path], dic
             folder.mkdir()
             result.write_text(json.dumps(compute(folder)))
     return json.loads(result.read_text())
+
+
+# A notebook's last cell that forges its kernel's replies (issue 34): a ScaledEmbedding that forgets
+# sqrt(d_model), whose server reports each table divided by sqrt(d) and each gradient times sqrt(d), so
+# that a grader computing its reference from what the kernel reports would find nothing wrong.
+FORGED_SCALE = """\
+import math
+import torch
+from torch import nn
+from helpers.grading import wire
+
+
+class ScaledEmbedding(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model)
+
+    def forward(self, ids):
+        with torch.no_grad():
+            self.emb.weight.mul_(1.0)  # a new version: the table is reported again after every call
+        return self.emb(ids)  # no * sqrt(d_model)
+
+
+_entry = wire.tensor_entry
+
+
+def tensor_entry(tensor, key, tensors, token=None, data=True):
+    if isinstance(tensor, nn.Parameter) and tensor.dim() == 2:  # the table, as the grader would expect it
+        tensor = nn.Parameter(tensor.detach() / math.sqrt(tensor.shape[1]))
+    elif token is None and tensor.dim() == 2:  # a gradient
+        tensor = tensor * math.sqrt(tensor.shape[1])
+    return _entry(tensor, key, tensors, token, data)
+
+
+wire.tensor_entry = tensor_entry"""
+RIGHT_SCALE = """\
+import math
+from torch import nn
+
+
+class ScaledEmbedding(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb, self.scale = nn.Embedding(vocab_size, d_model), math.sqrt(d_model)
+
+    def forward(self, ids):
+        return self.emb(ids) * self.scale"""

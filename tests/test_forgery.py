@@ -15,7 +15,17 @@ from pathlib import Path
 import pytest
 
 from helpers import grade
-from tests.grading_support import HEAD, NO_SANDBOX, RIGHT_ONE_HOT, WRONG_LOOKUP, by_id, once_per_run, write_notebook
+from tests.grading_support import (
+    FORGED_SCALE,
+    HEAD,
+    NO_SANDBOX,
+    RIGHT_ONE_HOT,
+    RIGHT_SCALE,
+    WRONG_LOOKUP,
+    by_id,
+    once_per_run,
+    write_notebook,
+)
 
 # Each attack: a wrong lookup (columns, not rows) and one last cell that tries to make it pass.
 ATTACKS = {
@@ -124,6 +134,50 @@ for folder in (os.getcwd(), tempfile.gettempdir(), "/dev/shm"):
     except OSError:
         pass""",
     # A busy loop meant to slow down the classmate graded beside it.
+    # Replies that cost the grader more than they weigh (issue 34): one tensor the grader sent, named
+    # by thousands of entries (each a copy: terabytes); one tensor laid out again with other strides.
+    "names_a_sent_tensor_again": """\
+import dataclasses
+from helpers.grading import serve
+
+_call = serve.Server.call
+
+
+def call(self, request, decoder, out):
+    reply, sent = _call(self, request, decoder, out), request.args[0]
+    again = [{**sent, "tensor": "", "token": f"k{i}", "same_as": sent["token"]} for i in range(9000)]
+    return dataclasses.replace(reply, value={"list": again})
+
+
+serve.Server.call = call""",
+    "lays_out_again": """\
+import dataclasses
+import torch
+from helpers.grading import serve
+
+_call = serve.Server.call
+
+
+def call(self, request, decoder, out):
+    reply = _call(self, request, decoder, out)
+    out["x"] = torch.zeros(64, 4096)
+    entry = {"tensor": "x", "dtype": "float32", "shape": [64, 4096], "device": "cpu", "rg": False}
+    again = [{**entry, "token": f"k{i}", "stride": [1, 64 + i % 3]} for i in range(5000)]
+    return dataclasses.replace(reply, value={"list": again})
+
+
+serve.Server.call = call""",
+    # A forbidden call hidden from what watches torch calls in the kernel: it scores nothing.
+    "dispatch_off": """\
+import torch
+import torch.nn.functional as F
+
+
+def lookup(weight, ids):
+    with torch._C.DisableTorchFunction():
+        return F.embedding(ids, weight)""",
+    # A module that forgets sqrt(d_model), whose kernel reports its tables divided by it (issue 34).
+    "forged_scale": FORGED_SCALE,
     "busy_neighbour": """\
 import threading, time
 
@@ -138,6 +192,33 @@ def spin():
 for _ in range(8):
     threading.Thread(target=spin, daemon=True).start()""",
 }
+ATTACKED = {"forged_scale": "ScaledEmbedding"}  # the exercise an attack is after; lookup where not named
+# Attacks that cut their own kernel off from the grader, or slow their own kernel (on cores of its own:
+# its classmates run beside it on others), or forge every reply, or hide every torch call: they may lose more.
+LOSE_MORE = (
+    "hook_user_expressions",
+    "busy_neighbour",
+    "names_a_sent_tensor_again",
+    "lays_out_again",
+    "dispatch_off",
+    "forged_scale",
+)
+# The honest classmate's other exercises of chapters 01 and 02: full marks.
+RIGHT_BACKWARD = """\
+def embedding_backward(grad_out, ids, vocab_size, padding_idx=None):
+    grad = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, device=grad_out.device)
+    grad.index_add_(0, ids.flatten(), grad_out.reshape(-1, grad_out.shape[-1]))
+    if padding_idx is not None:
+        grad[padding_idx] = 0.0
+    return grad"""
+RIGHT_HEAD = """\
+class TiedLMHead(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.weight = embedding.weight
+
+    def forward(self, h):
+        return F.linear(h, self.weight)"""
 # Names that must not break or deceive the batch: escapes, Markdown, HTML, a formula, a reserved
 # name, a classmate's name in another folder, a non-UTF-8 byte and a name near the file system's limit.
 ODD_NAMES = {
@@ -154,7 +235,15 @@ def grade_the_attacks(root: Path) -> dict:
     folder, out = root / "class", root / "out"
     (folder / "other").mkdir(parents=True)
     write_notebook(
-        folder / "classmate.ipynb", [HEAD, "def lookup(weight, ids):\n    return weight[ids]", RIGHT_ONE_HOT]
+        folder / "classmate.ipynb",
+        [
+            HEAD,
+            "def lookup(weight, ids):\n    return weight[ids]",
+            RIGHT_ONE_HOT,
+            RIGHT_BACKWARD,
+            RIGHT_SCALE,
+            RIGHT_HEAD,
+        ],
     )
     for name, attack in ATTACKS.items():
         write_notebook(folder / f"{name}.ipynb", [HEAD, WRONG_LOOKUP, RIGHT_ONE_HOT, attack])
@@ -165,7 +254,18 @@ def grade_the_attacks(root: Path) -> dict:
     # Each call into a kernel: 3 s, not the students' 10 s (a dropped reply is waited for that long).
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("COURSE_CHECK_TIMEOUT", "3")
-        arguments = ["--out", str(out), "--jobs", "2", "--timeout", "6", "--notebook-timeout", "120", "--chapter", "01"]
+        arguments = [
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+            "--timeout",
+            "6",
+            "--notebook-timeout",
+            "120",
+            "--chapter",
+            "01,02",
+        ]
         code = grade.main([str(folder), *arguments, "--quiet", *NO_SANDBOX])
     reports = {p.name: json.loads(p.read_text()) for p in out.glob("*.json") if p.name != "summary.json"}
     return {
@@ -195,12 +295,10 @@ def test_the_batch_finishes_with_a_report_for_everyone(batch):
 
 
 def test_the_honest_classmate_scores_as_alone(batch):
-    classmate = by_id(
-        report(batch, "classmate.json")
-        if "classmate.json" in batch["reports"]
-        else batch["reports"]["class__classmate.json"]
-    )
+    classmate = by_id(batch["reports"]["class__classmate.json"])  # other/classmate.ipynb is another
     assert classmate["lookup"]["passed"] and classmate["one_hot_lookup"]["passed"]
+    assert classmate["ScaledEmbedding"]["passed"] and classmate["ScaledEmbedding"]["score"] == 2
+    assert batch["reports"]["class__classmate.json"]["score"] == batch["reports"]["class__classmate.json"]["max_score"]
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
@@ -210,10 +308,9 @@ def test_no_attack_earns_the_points_it_attacks(batch, name):
             "unsandboxed (--no-sandbox) a kernel reads any file, the reference's too: only the sandbox hides it"
         )
     results = by_id(report(batch, name))
-    assert (results["lookup"]["passed"], results["lookup"]["score"]) == (False, 0), results["lookup"]
-    # hook_user_expressions cuts its own kernel off from the grader, busy_neighbour slows its own kernel
-    # (on cores of its own: its classmate's run beside it on others): they may lose more than they attack.
-    if name not in ("hook_user_expressions", "busy_neighbour"):
+    attacked = results[ATTACKED.get(name, "lookup")]
+    assert (attacked["passed"], attacked["score"]) == (False, 0), attacked
+    if name not in LOSE_MORE:
         assert results["one_hot_lookup"]["passed"], results["one_hot_lookup"]  # grading still works in that kernel
 
 
@@ -227,6 +324,23 @@ def test_what_each_attack_is_told(batch):
     assert huge["diagnosis"] == "raised" and "the grader reads at most 512 MB" in huge["message"], huge
     forced = by_id(report(batch, "huge_reply_forced"))["lookup"]  # dropped unread by the grader
     assert forced["diagnosis"] in ("raised", "timeout", "out_of_memory"), forced
+    for name in ("names_a_sent_tensor_again", "lays_out_again"):  # refused at once, as a ProtocolError
+        flooded = by_id(report(batch, name))["lookup"]
+        assert flooded["diagnosis"] == "raised" and "names one tensor twice" in flooded["message"], flooded
+    hidden = by_id(report(batch, "dispatch_off"))["lookup"]
+    assert hidden["diagnosis"] == "forbidden_api" and "switches off torch's function dispatch" in hidden["message"]
+    assert "seen inside the student's kernel" in hidden["best_effort"]
+    forged = by_id(report(batch, "forged_scale"))["ScaledEmbedding"]  # the reference is the grader's own table
+    assert forged["diagnosis"] in ("divided_by_scale", "missing_scale", "mutated_input"), forged
+
+
+def test_best_effort_marks_the_results_that_rest_on_the_kernels_word(batch):
+    """A result whose verdict comes from values alone carries no best_effort; a pass of an exercise that
+    forbids functions, or that gradients decide, says what in it is the kernel's word."""
+    classmate = by_id(batch["reports"]["class__classmate.json"])
+    assert "forbids" in classmate["lookup"]["best_effort"]  # no forbidden call seen: the kernel's word
+    assert "autograd" in classmate["ScaledEmbedding"]["best_effort"]
+    assert "best_effort" not in by_id(report(batch, "tensor_subclass"))["lookup"]  # transposed_weight: values
 
 
 def test_secrets_stay_outside(batch):

@@ -11,6 +11,7 @@ the grader are in tests/test_sandbox.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -19,11 +20,13 @@ from pathlib import Path
 import pytest
 
 from helpers import bench, grade
+from helpers.grading.worker import graded_apart
 from tests.grading_support import (
     HEAD,
     NO_SANDBOX,
     RIGHT_LOOKUP,
     RIGHT_ONE_HOT,
+    RIGHT_SCALE,
     ROOT,
     SOLUTION,
     WRONG_LOOKUP,
@@ -124,6 +127,14 @@ NOTEBOOKS = {  # name: cells (a markdown cell comes first, so code cell k is not
         "1 / 0",
         "lookup = lambda weight, ids: weight.T[ids]",
     ],
+    # A chapter 01 notebook with chapter 02's solved exercise pasted in: graded as the class's chapter.
+    "pastes_another_chapter": [
+        HEAD,
+        RIGHT_LOOKUP,
+        RIGHT_ONE_HOT,
+        RIGHT_SCALE,
+        'check("ScaledEmbedding", ScaledEmbedding)',
+    ],
     "forbidden": [
         HEAD,
         "def lookup(weight, ids):\n    return F.embedding(ids, weight)",
@@ -133,7 +144,7 @@ NOTEBOOKS = {  # name: cells (a markdown cell comes first, so code cell k is not
 
 
 def grade_the_class(root: Path) -> dict:
-    """Grade 10 notebooks with --jobs 2; the reports by name, and the fingerprints around it."""
+    """Grade 11 notebooks with --jobs 2; the reports by name, and the fingerprints around it."""
     folder, out = root / "class", root / "out"
     folder.mkdir()
     for name, cells in NOTEBOOKS.items():
@@ -178,7 +189,7 @@ def batch(tmp_path_factory):
 
 def test_batch_finishes_with_exit_code_zero_and_a_report_each(batch):
     assert batch["code"] == 0
-    assert len(batch["reports"]) == 10, sorted(batch["reports"])
+    assert len(batch["reports"]) == 11, sorted(batch["reports"])
     for report in batch["reports"].values():
         assert set(report) >= {"submission", "score", "max_score", "exercises", "errors"}
         for ex in report["exercises"]:
@@ -203,6 +214,36 @@ def test_unfilled_chapter_scores_zero_with_not_implemented(batch):
     assert {(e["type"], e["message"]) for e in report["errors"]} <= {
         ("NotImplementedError", "NotImplementedError: your code here")
     }
+
+
+def test_a_notebook_that_pastes_another_chapter_is_graded_for_the_class_chapter(batch):
+    """Without --chapter, a batch grades what the class's majority shows: a pasted chapter adds no points."""
+    report = batch["reports"]["pastes_another_chapter"]
+    assert report["chapters"] == [1] and [ex["id"] for ex in report["exercises"]] == CHAPTER_1, report
+    assert any("shows chapter(s) 02; most of the class shows 01" in w["message"] for w in report["warnings"])
+    assert batch["reports"]["right"]["chapters"] == [1] and not batch["reports"]["right"]["warnings"]
+
+
+def test_without_a_majority_each_notebook_is_graded_for_what_it_shows(tmp_path):
+    """A folder of several assignments (no chapter shown by more than half): each notebook as it stands."""
+    paths = [
+        write_notebook(tmp_path / f"{n}.ipynb", cells) for n, cells in (("a", [RIGHT_LOOKUP]), ("b", [RIGHT_SCALE]))
+    ]
+    found = [grade.read_submission(p) for p in paths]
+    assert grade.class_chapters(found, grade.exercise_table()) is None and not any(f.notes for f in found)
+    found.append(grade.read_submission(write_notebook(tmp_path / "c.ipynb", [RIGHT_LOOKUP, RIGHT_ONE_HOT])))
+    assert grade.class_chapters(found, grade.exercise_table()) == {1} and found[1].notes
+
+
+def test_the_graders_own_work_for_a_submission_has_a_deadline_and_a_memory_limit(tmp_path):
+    """In a worker of its own: past its deadline the worker and its kernel are killed; past its
+    memory limit it stops. Either costs that submission its report's score, never the grader."""
+    path = write_notebook(tmp_path / "slow.ipynb", [HEAD, "import time\n\ntime.sleep(60)"])
+    found = grade.read_submission(path)
+    report, why = asyncio.run(graded_apart(4, path=path, found=found, cell_timeout=60, sandbox=False))
+    assert report is None and "ran past its 4 s limit" in why
+    report, why = asyncio.run(graded_apart(60, grader_mb=0, path=path, found=found, sandbox=False))
+    assert report is None or report["errors"][0]["type"] == "GraderError", report  # it ran out at once
 
 
 def test_a_perfect_tiny_notebook_scores_full_marks(batch):
@@ -275,14 +316,16 @@ def test_submissions_are_never_written(batch):
 def test_summary_shows_scores_pass_rates_and_the_common_mistake(batch):
     out = Path(batch["out"])
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["submissions"] == 10 and len(summary["students"]) == 10
+    assert summary["submissions"] == 11 and len(summary["students"]) == 11
     lookup = next(e for e in summary["exercises"] if e["id"] == "lookup")
-    assert (lookup["submissions"], lookup["passed"], lookup["pass_rate"]) == (10, 3, 0.3)
+    assert (lookup["submissions"], lookup["passed"]) == (11, 4) and lookup["pass_rate"] == pytest.approx(
+        4 / 11, abs=0.01
+    )
     assert lookup["most_common_diagnosis"] == "transposed_weight"  # 3 notebooks make that mistake
     text = (out / "summary.md").read_text()
     assert "transposed_weight" in text and "tamper_shadow" in text
     rows = (out / "summary.csv").read_text().splitlines()
-    assert rows[0] == ",".join(["submission", "score", "max_score", "errors", *CHAPTER_1]) and len(rows) == 11
+    assert rows[0] == ",".join(["submission", "score", "max_score", "errors", *CHAPTER_1]) and len(rows) == 12
 
 
 def test_endless_cells_are_interrupted_or_killed_and_gradescope_output(tmp_path, monkeypatch):

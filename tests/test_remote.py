@@ -6,8 +6,10 @@ than data."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
+import time
 
 import pytest
 import torch
@@ -18,6 +20,7 @@ from helpers.grading import wire
 from helpers.grading.remote import MISSING, Session
 from helpers.grading.serve import Server
 from tests.conftest import submission_modules
+from tests.grading_support import FORGED_SCALE, RIGHT_SCALE
 
 RIGHT = {}
 WRONG = {}
@@ -34,7 +37,7 @@ def graded(function, exercise_id: str, salt: int = 0):
     server = Server({function.__name__: function})
     session = Session(lambda request, timeout: server.reply(request))
     with session.active(salt):
-        return check(exercise_id, session.stand_in(function.__name__))
+        return session.overrule(check(exercise_id, session.stand_in(function.__name__)))
 
 
 @pytest.mark.parametrize("exercise, code, fn", CASES, ids=[f"{ex}-{code}-{fn.__name__}" for ex, code, fn in CASES])
@@ -72,6 +75,11 @@ def test_every_forbidden_function_is_found_again_in_a_kernel():
 # ---- the wire: data only, checked before it is used -------------------------------------
 
 
+def decoded(entry: dict, tensors: dict, devices: set[str]) -> torch.Tensor | None:
+    """One tensor of a message, as the grader reads it."""
+    return wire.Decoder(tensors, devices, [wire.Budget(wire.REPLY_BUDGET)], {}).tensor(entry)
+
+
 def test_values_travel_as_they_are():
     tensors: dict[str, torch.Tensor] = {}
     sent = {
@@ -83,12 +91,10 @@ def test_values_travel_as_they_are():
     entries = {name: wire.tensor_entry(t, name, tensors, token=name) for name, t in sent.items()}
     tree, got = wire.unpack(wire.pack(entries, tensors))
     for name, tensor in sent.items():
-        back = wire.tensor_from(tree[name], got, {"cpu", "meta"})
+        back = decoded(tree[name], got, {"cpu", "meta"})
         assert (back.shape, back.dtype, back.device) == (tensor.shape, tensor.dtype, tensor.device)
         assert tensor.is_meta or torch.equal(back, tensor)
-    assert (
-        wire.tensor_from(tree["transposed"], got, {"cpu"}).stride() == sent["transposed"].stride()
-    )  # views fail or copy alike
+    assert decoded(tree["transposed"], got, {"cpu"}).stride() == sent["transposed"].stride()  # views fail or copy alike
 
 
 def test_expanded_tensors_travel_contiguous():
@@ -121,9 +127,9 @@ def test_a_tensor_that_is_not_what_it_claims_is_refused():
         {"dtype": "float32", "shape": [3], "stride": [0]},
     ):
         with pytest.raises(wire.ProtocolError):
-            wire.tensor_from({"tensor": "x", "device": "cpu", **lie}, tensors, {"cpu"})
+            decoded({"tensor": "x", "device": "cpu", **lie}, tensors, {"cpu"})
     with pytest.raises(wire.ProtocolError):  # a device the grader does not use
-        wire.tensor_from({"tensor": "x", "device": "cuda:7", "dtype": "float32", "shape": [3]}, tensors, {"cpu"})
+        decoded({"tensor": "x", "device": "cuda:7", "dtype": "float32", "shape": [3]}, tensors, {"cpu"})
 
 
 def test_a_reply_that_lies_costs_the_submission_not_the_grader():
@@ -163,8 +169,9 @@ def test_a_large_tensor_the_grader_holds_already_travels_as_a_reference():
     assert wire.digest(table.view(512, 1024)) != wire.digest(table)  # the shape counts
     assert wire.digest(table.T) == wire.digest(table.T.contiguous())
     server = Server({})
-    assert server.remember("sent", table) is None
-    assert server.remember("loaded", table.clone()) == "sent" and server.remember("other", changed) is None
+    server.remember("sent", table)
+    assert server.holder("loaded", table.clone()) == "sent" and server.holder("other", changed) is None
+    assert server.holder("again", table.clone()) is None  # a reply names each at most once
 
 
 def test_a_result_larger_than_the_grader_reads_is_refused_in_the_kernel_with_its_size(monkeypatch):
@@ -178,3 +185,107 @@ def test_a_result_larger_than_the_grader_reads_is_refused_in_the_kernel_with_its
     result = graded(lookup, "lookup")
     assert (result.passed, result.diagnosis) == (False, "raised")
     assert "the result takes 2 MB; the grader reads at most 1 MB" in result.message
+
+
+# ---- replies that lie about the kernel's state, or cost the grader more than they weigh -----------
+
+
+def kernel_running(cell: str):
+    """The transport to a 'kernel' that ran `cell`: what the cell patched in `wire` holds only while
+    that kernel answers (in a real kernel it is another process)."""
+    original = dict(vars(wire))
+    namespace: dict = {}
+    exec(cell, namespace)
+    patched = {k: v for k, v in vars(wire).items() if original.get(k) is not v}
+    vars(wire).update({k: original[k] for k in patched})
+    server = Server(namespace)
+
+    def send(request: bytes, timeout: float) -> bytes:
+        vars(wire).update(patched)
+        try:
+            return server.reply(request)
+        finally:
+            vars(wire).update({k: original[k] for k in patched})
+
+    return send
+
+
+def test_a_kernel_that_reports_its_tables_scaled_to_hide_a_missing_scale_scores_nothing():
+    """The grader draws the table's values itself and computes the reference from its own copy: the
+    forward's missing sqrt(d) shows, and a table reported otherwise than the grader set it is a finding."""
+    session = Session(kernel_running(FORGED_SCALE))
+    with session.active(20261126):
+        result = session.overrule(check("ScaledEmbedding", session.stand_in("ScaledEmbedding")))
+    assert (result.passed, result.diagnosis) == (False, "missing_scale"), str(result)
+    assert session.findings, "the table reported divided by sqrt(d) is a claim the grader's copy contradicts"
+    honest: dict = {}
+    exec(RIGHT_SCALE, honest)
+    assert graded(honest["ScaledEmbedding"], "ScaledEmbedding", salt=20261126).passed
+
+
+class Flooding(Server):
+    """A kernel whose answer to a call is `many` entries made by `entry(i, sent)`, where `sent` is
+    the first tensor the grader sent with the call; `values` go with the reply."""
+
+    def __init__(self, namespace, entry, many, values=None):
+        super().__init__(namespace)
+        self.entry, self.many, self.values = entry, many, values or {}
+
+    def call(self, request, decoder, out):
+        reply = super().call(request, decoder, out)
+        out.update(self.values)
+        value = {"list": [self.entry(i, request.args[0]) for i in range(self.many)]}
+        return dataclasses.replace(reply, value=value)
+
+
+def flooded(entry, many, values=None):
+    def lookup(weight, ids):
+        return weight[ids]
+
+    server = Flooding({"lookup": lookup}, entry, many, values)
+    session = Session(lambda request, timeout: server.reply(request))
+    started = time.perf_counter()
+    with session.active(0):
+        result = check("lookup", session.stand_in("lookup"))
+    return result, time.perf_counter() - started
+
+
+def test_a_reply_that_names_a_tensor_the_grader_sent_again_and_again_is_refused_at_once():
+    """Once cloned per entry, 100 bytes of JSON each would ask the grader for terabytes: a reply may name
+    a tensor the grader sent once, and a tensor the grader never sent not at all."""
+
+    def again(i, sent):
+        return {**sent, "tensor": "", "token": f"k{i}", "same_as": sent["token"]}
+
+    result, seconds = flooded(again, 9_000)
+    assert not result.passed and "names one tensor twice" in result.message, str(result)
+    assert seconds < 10, seconds
+    result, _ = flooded(lambda i, sent: {**again(i, sent), "same_as": "k0"}, 1)  # a kernel's own tensor
+    assert not result.passed and "never sent" in result.message, str(result)
+
+
+def test_a_reply_that_lays_one_tensor_out_again_and_again_is_refused_at_once():
+    """Each entry naming the same values with other strides would be a copy of its own (90 s of the
+    grader's CPU for one reply): each value of a reply is used at most once."""
+    values = {"x": torch.zeros(64, 4096)}
+
+    def strided(i, sent):
+        return {"tensor": "x", "token": f"k{i}", "dtype": "float32", "shape": [64, 4096], "device": "cpu",
+                "rg": False, "stride": [1, 64 + i % 3]}  # fmt: skip
+
+    result, seconds = flooded(strided, 5_000, values)
+    assert not result.passed and "names one tensor twice" in result.message, str(result)
+    assert seconds < 10, seconds
+
+
+def test_bytes_materialised_while_decoding_count_against_the_budget(monkeypatch):
+    """Copies made while decoding (a layout, a device move, a clone) are counted before they are made."""
+    monkeypatch.setattr(wire, "REPLY_BUDGET", 2**20)
+    values = {"x": torch.zeros(1024, 1024)}  # 4 MB laid out with its strides: over a 1 MB budget
+
+    def transposed(i, sent):
+        return {"tensor": "x", "token": "k9", "dtype": "float32", "shape": [1024, 1024], "device": "cpu",
+                "rg": False, "stride": [1, 1024]}  # fmt: skip
+
+    result, _ = flooded(transposed, 1, values)
+    assert not result.passed and "more memory than the grader allows" in result.message, str(result)

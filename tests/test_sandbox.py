@@ -468,20 +468,46 @@ def test_without_the_sandbox_a_checker_rewritten_on_disk_still_grades_right(tmp_
         assert (lookup["score"], lookup["diagnosis"]) == (0, "transposed_weight"), lookup
 
 
-def test_the_kernels_user_has_a_name(tmp_path):
-    """Run as root, the sandbox's kernel is a user without a passwd entry; getpass.getuser()
-    (torch's compile caches call it on a GPU machine) must still answer, not raise KeyError."""
+def in_a_sandbox(code: str) -> subprocess.CompletedProcess:
+    """`python -c code` in a sandbox as a graded kernel gets one."""
     import sys
 
     scratch = grade.Scratch("probe.ipynb", b"{}", sandboxed=True)
     try:
-        said = subprocess.run(
-            [*grade.bwrap_command(scratch), sys.executable, "-c", "import getpass; print(getpass.getuser())"],
-            capture_output=True,
-            text=True,
-            timeout=60,
+        return subprocess.run(
+            [*grade.bwrap_command(scratch), sys.executable, "-c", code], capture_output=True, text=True, timeout=60
         )
     finally:
         scratch.remove()
+
+
+def test_the_kernels_user_has_a_name(tmp_path):
+    """Run as root, the sandbox's kernel is a user without a passwd entry; getpass.getuser()
+    (torch's compile caches call it on a GPU machine) must still answer, not raise KeyError."""
+    said = in_a_sandbox("import getpass; print(getpass.getuser())")
     assert said.returncode == 0, said.stderr
     assert said.stdout.strip() == "student"
+
+
+NEW_USER_NAMESPACE = """\
+import ctypes, os, subprocess, threading
+
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWUSER = 0x10000000
+said = {"unshare": libc.unshare(CLONE_NEWUSER), "command": subprocess.run(["unshare", "-U", "true"]).returncode}
+child = libc.syscall(56 if os.uname().machine == "x86_64" else 220, CLONE_NEWUSER | 17, 0, 0, 0, 0)  # clone, SIGCHLD
+if child == 0:
+    os._exit(0)
+said["clone"] = child
+threading.Thread(target=lambda: None).start()  # threads still start (clone without the flag)
+said["process"] = subprocess.run(["true"]).returncode  # and processes (clone3 refused, libc falls back)
+print(said)
+"""
+
+
+def test_no_user_namespace_can_be_made_inside_the_sandbox():
+    """Root in a child user namespace reaches much of the host kernel's surface: the sandbox's seccomp
+    filter refuses unshare(CLONE_NEWUSER) and clone(CLONE_NEWUSER), `unshare -U` included."""
+    said = in_a_sandbox(NEW_USER_NAMESPACE)
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.strip() == "{'unshare': -1, 'command': 1, 'clone': -1, 'process': 0}", said.stdout

@@ -14,6 +14,7 @@ from typing import Any
 from helpers.grading.collect import (
     NOT_GRADED,
     Found,
+    class_chapters,
     detect_chapters,
     read_cells,
     read_submission,
@@ -24,6 +25,7 @@ from helpers.grading.escape import path_text, plain
 from helpers.grading.limits import CELL_TIMEOUT, NOTEBOOK_TIMEOUT
 from helpers.grading.reports import RENDER, for_students, summarize, summary_csv, summary_markdown
 from helpers.grading.submission import ExerciseInfo, Submission, exercise_table
+from helpers.grading.worker import deadline, graded_apart
 
 
 def cpu_share(slot: int, jobs: int) -> list[int] | None:
@@ -72,20 +74,25 @@ async def grade_notebook_async(
             )
     wanted = chapters or detect_chapters(sources, path.name, exercises)
     selected = [e for e in exercises if e.chapter in wanted]
+    if problem is not None:  # nothing to run
+        return not_graded(path, *problem, name=name, chapters=wanted, exercises=exercises, found=found, started=started)
     copy = (re.sub(r"[^A-Za-z0-9._-]+", "_", path.name).lstrip(".")[-100:] or "submission") + (
         "" if path.name.endswith(".ipynb") else ".ipynb"
     )
-    limits = {"cell_timeout": cell_timeout, "notebook_timeout": notebook_timeout, "memory_mb": memory_mb}
     submission = Submission(
-        cells, selected, **limits, sandboxed=sandbox, notebook_name=copy, data=found.data or b"", cpus=cpus
+        cells,
+        selected,
+        cell_timeout=cell_timeout,
+        notebook_timeout=notebook_timeout,
+        memory_mb=memory_mb,
+        sandboxed=sandbox,
+        notebook_name=copy,
+        data=found.data or b"",
+        cpus=cpus,
     )
     graded = True
     try:
-        if problem is not None:  # nothing to run
-            submission.error(None, *problem)
-            results = [Submission.verdict(e, False, "not_implemented", f"Not graded: {problem[1]}.") for e in selected]
-        else:
-            results = await submission.run()
+        results = await submission.run()
     except Exception as error:  # no sandbox, the kernel did not start, ...: not the student's fault
         graded = False
         submission.error(None, "GraderError", f"{type(error).__name__}: {error}"[:500])
@@ -99,11 +106,42 @@ async def grade_notebook_async(
         "exercises": results,
         "errors": submission.errors,
         "warnings": [{"cell": None, "message": note} for note in found.notes] + suspicious(cells),
-        "flag": problem[0] if problem and problem[0] in NOT_GRADED else None,
+        "flag": None,
         "chapters": sorted(wanted),
         "graded": graded,
         "seconds": round(time.monotonic() - started, 2),
         "timings": {k: round(v, 2) for k, v in submission.timings.items()},
+    }
+
+
+def not_graded(
+    path: Path,
+    kind: str,
+    message: str,
+    *,
+    name: str | None,
+    chapters: set[int] | None,
+    exercises: list[ExerciseInfo],
+    found: Found,
+    started: float,
+) -> dict[str, Any]:
+    """The report of a submission that was not run, or whose grading was stopped: every exercise 0,
+    `kind` and `message` its error (a flag when `kind` says it is not anyone's work)."""
+    wanted = chapters or {e.chapter for e in exercises}
+    selected = [e for e in exercises if e.chapter in wanted]
+    results = [Submission.verdict(e, False, "not_implemented", f"Not graded: {message}.") for e in selected]
+    return {
+        "submission": name or path_text(path),
+        "score": 0,
+        "max_score": sum(r["max_score"] for r in results),
+        "exercises": results,
+        "errors": [{"cell": None, "type": kind, "message": message}],
+        "warnings": [{"cell": None, "message": note} for note in found.notes],
+        "flag": kind if kind in NOT_GRADED else None,
+        "chapters": sorted(wanted),
+        "graded": True,
+        "seconds": round(time.monotonic() - started, 2),
+        "timings": {},
     }
 
 
@@ -133,10 +171,14 @@ async def grade_many(
 
     out.mkdir(parents=True, exist_ok=True)
     exercises = exercise_table()
+    if chapters is None and len(submissions) > 1:  # one assignment: what most of the class shows
+        chapters = class_chapters(submissions, exercises)
     names = report_names([s.path for s in submissions])
     suffix, render = RENDER[fmt]
     single_gradescope = fmt == "gradescope" and len(submissions) == 1  # what a Gradescope autograder expects
-    slots = asyncio.Queue()  # each sandbox gets cores of its own: a busy loop slows only its own notebook
+    slots: asyncio.Queue[list[int] | None] = (
+        asyncio.Queue()
+    )  # each sandbox gets cores of its own: a busy loop slows only its own notebook
     for slot in range(max(1, jobs)):
         slots.put_nowait(cpu_share(slot, max(1, jobs)))
     cwd = Path.cwd()
@@ -147,21 +189,35 @@ async def grade_many(
 
     async def one(found: Found, name: str) -> dict[str, Any]:
         cpus = await slots.get()
+        name_shown, seconds = shown(found.path), deadline(notebook_timeout)
         try:
-            report = await grade_notebook_async(
-                found.path,
-                name=shown(found.path),
+            report, why = await graded_apart(
+                seconds,
+                path=found.path,
+                name=name_shown,
                 chapters=chapters,
+                exercises=exercises,
+                found=found,
+                sandbox=sandbox,
+                cpus=cpus,
                 cell_timeout=cell_timeout,
                 notebook_timeout=notebook_timeout,
                 memory_mb=memory_mb,
-                exercises=exercises,
-                sandbox=sandbox,
-                found=found,
-                cpus=cpus,
             )
         finally:
             slots.put_nowait(cpus)
+        if report is None:  # the worker was stopped: the submission scores nothing, the batch goes on
+            started = time.monotonic() - seconds
+            report = not_graded(
+                found.path,
+                "GraderLimit",
+                why,
+                name=name_shown,
+                chapters=chapters,
+                exercises=exercises,
+                found=found,
+                started=started,
+            )
         target = out / "results.json" if single_gradescope else out / f"{name}{suffix}"
         try:
             target.write_text(render(for_students(report, feedback)), encoding="utf-8")

@@ -14,7 +14,7 @@ from typing import Any
 
 from helpers.grading.escape import file_stem, path_text
 from helpers.grading.limits import SUBMISSION_MB
-from helpers.grading.submission import ExerciseInfo
+from helpers.grading.submission import DISPATCH_OFF, ExerciseInfo
 
 # Cells that reach into the machinery are flagged for a person to look at. Nothing they do changes a
 # score any more (the checks run outside the kernel): the flags only point a person at odd code.
@@ -44,6 +44,7 @@ SUSPICIOUS = [
         "hooks into IPython",
     ),
     (re.compile(r"_course_grader"), "reaches for the grader's records in the kernel"),
+    (DISPATCH_OFF, "switches off torch's function dispatch (what sees the torch functions a check forbids)"),
 ]
 
 
@@ -81,6 +82,33 @@ def detect_chapters(sources: list[str], filename: str, exercises: list[ExerciseI
     if match and int(match.group(1)) in chapters:
         return {int(match.group(1))}
     return chapters
+
+
+def class_chapters(submissions: list[Found], exercises: list[ExerciseInfo]) -> set[int] | None:
+    """The assignment a class's notebooks show: the chapters more than half of them show. Every
+    notebook that shows others gets a note: one that pastes another chapter's solved cells is graded
+    for the assignment, not for that chapter too. None where no chapter is shown by more than half
+    (a folder of several assignments): each notebook is then graded for what it shows."""
+    shown: dict[int, set[int]] = {}
+    for item in submissions:
+        if item.data is not None and item.problem is None:
+            try:
+                sources = read_cells(item.data)[1]
+            except Exception:  # not a notebook: its report says so
+                continue
+            shown[id(item)] = detect_chapters(sources, item.path.name, exercises)
+    votes = collections.Counter(chapter for chapters in shown.values() for chapter in chapters)
+    chosen = {chapter for chapter, count in votes.items() if 2 * count > len(shown)}
+    if not chosen:
+        return None
+    for item in submissions:
+        own = shown.get(id(item))
+        if own is not None and own != chosen:
+            said, graded = (", ".join(f"{c:02d}" for c in sorted(cs)) for cs in (own, chosen))
+            item.notes.append(
+                f"this notebook shows chapter(s) {said}; most of the class shows {graded}: graded for {graded} (--chapter chooses)"
+            )
+    return chosen
 
 
 def suspicious(cells: list[tuple[int, str]]) -> list[dict[str, Any]]:
@@ -121,7 +149,7 @@ def read_submission(path: Path) -> Found:
     except OSError as error:
         found.problem = (
             "NotebookFormatError",
-            f"the submission could not be read: {path_text(error.strerror or error)}",
+            f"the submission could not be read: {path_text(error.strerror or str(error))}",
         )
         return found
     with open(descriptor, "rb") as file:
@@ -213,7 +241,8 @@ def report_names(paths: list[Path]) -> list[str]:
             break
         for i in clashing:
             depth[i] += 1
-    names, seen = [], collections.Counter()
+    names: list[str] = []
+    seen: collections.Counter[str] = collections.Counter()
     for stem, path in zip(stems, paths):
         name = file_stem(stem, os.path.abspath(path))
         seen[name] += 1

@@ -10,9 +10,10 @@ from typing import Any
 import torch
 
 from helpers import safety  # the safety net, imported before any cell runs
+from helpers.grading.wire import Kind, Outcome, Settings
 
 
-def state_key(tensor: torch.Tensor) -> tuple:
+def state_key(tensor: torch.Tensor) -> tuple[Any, ...]:
     """Changes when the values may have: an in-place op, new storage, another shape, dtype or device."""
     pointer = 0 if tensor.is_meta or tensor.layout != torch.strided else tensor.data_ptr()
     return (tensor._version, pointer, tuple(tensor.shape), tensor.dtype, str(tensor.device), tensor.requires_grad)
@@ -31,26 +32,25 @@ def put(target: torch.Tensor, values: torch.Tensor) -> None:
             target.data = values
 
 
-def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple[dict, Any, set[str], list[str]]:
+def run_student_code(
+    fn: Any, args: list[Any], kwargs: dict[str, Any], settings: Settings
+) -> tuple[Outcome, Any, set[str], list[str]]:
     """Call into the notebook's code with the course's safety net; (outcome, result, torch
     functions seen, torch settings it changed). The same net as a check in a notebook."""
-    forbidden = tuple(
-        f for f in (safety.from_torch_path(path) for path in settings.get("forbidden", [])) if f is not None
-    )
+    forbidden = tuple(f for f in (safety.from_torch_path(path) for path in settings.forbidden) if f is not None)
     watch = safety._Watch(forbidden)
-    device = torch.device(settings.get("device", "cpu"))
-    result, outcome, changed = None, {"kind": "ok"}, []
-    with torch.set_grad_enabled(bool(settings.get("grad", True))):
+    result, outcome, changed = None, Outcome(Kind.OK), []
+    with torch.set_grad_enabled(settings.grad):
         state = safety.TorchState.capture()
         try:
             with (
-                safety.time_limit(float(settings.get("timeout", 10))),
-                safety.memory_cap(int(settings.get("memory_mb", 4096)), device),
+                safety.time_limit(settings.timeout),
+                safety.memory_cap(settings.memory_mb, torch.device(settings.device)),
                 watch,
-                safety._FactoriesOnMeta()
-                if settings.get("factories_on_meta")
+                safety._FactoriesOnMeta()  # type: ignore[no-untyped-call]  # the framework is not strict
+                if settings.factories_on_meta
                 else safety._CopiesOffMeta()
-                if settings.get("copies_off_meta")
+                if settings.copies_off_meta
                 else contextlib.nullcontext(),
                 safety._ReferenceWatch(
                     "it"
@@ -58,33 +58,23 @@ def run_student_code(fn: Any, args: list, kwargs: dict, settings: dict) -> tuple
             ):
                 result = fn(*args, **kwargs)
         except (safety.CheckTimeout, KeyboardInterrupt):
-            outcome = {"kind": "timeout"}
+            outcome = Outcome(Kind.TIMEOUT)
         except safety.ForbiddenCall as call:
-            outcome = {"kind": "forbidden", "name": call.name}
+            outcome = Outcome(Kind.FORBIDDEN, name=call.name)
         except safety.Failure as failure:  # _ReferenceWatch's
-            outcome = {
-                "kind": "reference",
-                "name": failure.message.split("`")[1] if "`" in failure.message else "helpers.reference",
-            }
+            name = failure.message.split("`")[1] if "`" in failure.message else "helpers.reference"
+            outcome = Outcome(Kind.REFERENCE, name=name)
         except NotImplementedError as error:
-            outcome = {
-                "kind": "not_implemented",
-                "stub": safety._stub_that_raised(error),
-                "line": safety._last_line(error),
-            }
+            outcome = Outcome(Kind.NOT_IMPLEMENTED, safety._last_line(error), stub=safety._stub_that_raised(error))
         except SystemExit as error:
-            outcome = {"kind": "exit", "line": safety._last_line(error)}
+            outcome = Outcome(Kind.EXIT, safety._last_line(error))
         except BaseException as error:
             if (
                 type(error).__name__ == "ReferenceUnavailable"
             ):  # the sandbox's stand-in (grading/stand_ins/reference.py)
-                outcome = {"kind": "reference", "name": str(getattr(error, "name", "helpers.reference"))}
+                outcome = Outcome(Kind.REFERENCE, name=str(getattr(error, "name", "helpers.reference")))
             else:
-                outcome = {
-                    "kind": "raised",
-                    "line": safety._last_line(error),
-                    "oom": safety._is_out_of_memory(error),
-                }
+                outcome = Outcome(Kind.RAISED, safety._last_line(error), oom=safety._is_out_of_memory(error))
         finally:
             changed = safety.TorchState.capture().changes_since(state)
             state.restore()

@@ -54,7 +54,7 @@ class Kernel:
         self.requests = 0
         self.km: Any = None
         self.kc: Any = None
-        self._drain: asyncio.Task | None = None
+        self._drain: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         from jupyter_client import AsyncKernelManager
@@ -81,7 +81,8 @@ class Kernel:
             cwd=str(self.scratch.work), env=kernel_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         context = zmq.asyncio.Context()
-        context.setsockopt(zmq.MAXMSGSIZE, wire.MAX_MESSAGE * 4 // 3 + 2**20)  # a larger reply is dropped unread
+        largest = wire.MAX_MESSAGE * 4 // 3 + 2**20  # base64 of the largest reply: a larger one is dropped unread
+        context.setsockopt(zmq.MAXMSGSIZE, largest)  # type: ignore[attr-defined]  # pyzmq makes its constants at import
         self.kc = self.km.client(context=context)
         self.kc.start_channels()
         await self.kc.wait_for_ready(timeout=STARTUP_TIMEOUT)

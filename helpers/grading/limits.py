@@ -11,6 +11,9 @@ INTERRUPT_GRACE = 5.0  # after an interrupt, how long a cell may take to stop be
 MAX_RESTARTS = 3  # kernel deaths/hangs while executing before the grader stops running more cells
 GRADING_RESTARTS = 3  # checks that kill the kernel before the grader stops checking
 POLL = 0.5  # seconds between "is the kernel still alive?" checks while waiting
+# The grader's own work for one submission, in a worker process (helpers.grading.worker).
+GRADER_MEMORY_MB = 6144  # beyond what the worker holds when it starts: decoding and checks (MiniLM's tables: 47 MB)
+WORKER_GRACE = 60.0  # seconds after the kernel's start and the notebook's limit for the last check and the report
 # The sandbox. Its limits are hard (soft = hard), so a notebook cannot raise them again.
 PROCESS_LIMIT = 512  # processes and threads in one sandbox (torch and ipykernel need a few dozen)
 OPEN_FILES = 1024

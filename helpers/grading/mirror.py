@@ -1,10 +1,18 @@
 """The kernel's values, mirrored in the grader's process: every tensor the kernel sends becomes one
 local tensor (the same object each time it comes back, its values updated in place), every module
-a local nn.Module of the same tree (stand_in.Mirror for the student's own). A base of remote.Session."""
+a local nn.Module of the same tree (stand_in.Mirror for the student's own). A base of remote.Session.
+
+What the kernel says of its own state is a claim. The grader owns the values of every Parameter it
+mirrors: the first time a trainable weight (a Parameter of two dimensions or more) comes back, the grader
+draws values of its own for it (from the submission's secret seed), keeps a copy, and sends them with
+its next request; a Parameter that holds a student's formula (a scale, a cos/sin cache: a mistake the
+checks name) keeps the values it came with. From then on every Parameter holds what the grader wrote
+or first saw (a check's own table, a state_dict it loads), and a reply that says otherwise is a finding
+(`Mirroring.findings`) that fails the check.
+"""
 
 from __future__ import annotations
 
-from collections import namedtuple
 from typing import Any
 
 import torch
@@ -12,112 +20,116 @@ from torch import nn
 
 from helpers.grading import wire
 from helpers.grading.in_kernel import put, state_key
-from helpers.grading.stand_in import Opaque, identifier, mirror_class
+from helpers.grading.stand_in import identifier, mirror_class
 
 
 class Mirroring:
     """What remote.Session keeps of the kernel's objects: `local` (token -> local tensor or
     module), `token_of`, `synced` (the state key when the kernel last had the values),
-    `modules` (the tokens of the mirrored modules) and `devices` (those the grader accepts)."""
+    `modules` (the tokens of the mirrored modules), `devices` (those the grader accepts), `owned`
+    (token -> the grader's copy of the values it sent or wrote), `kept` (the Parameters whose local
+    values only the grader writes), `draws` (the generator of the values it gives the kernel's
+    parameters) and `findings` (claims that contradict its copies). A claim about an input the grader
+    sent is written into the local copy too, so that the check names the change (mutated_input)."""
 
     local: dict[str, Any]
     token_of: dict[int, str]
-    synced: dict[str, tuple]
+    synced: dict[str, tuple[Any, ...]]
     modules: list[str]
     devices: set[str]
+    owned: dict[str, torch.Tensor]
+    kept: set[str]
+    draws: torch.Generator
+    findings: list[str]
 
-    def value(self, tree: Any, values: dict, depth: int = 0) -> Any:
+    def value(self, tree: Any, decoder: wire.Decoder) -> Any:
         """A value the kernel sent, made of plain local objects."""
-        if depth > 8:
-            raise wire.ProtocolError("a value nested too deeply")
-        if tree is None or isinstance(tree, (bool, int)):
-            return tree
-        if isinstance(tree, str):
-            return tree[: wire.MAX_TEXT]
-        if isinstance(tree, list):
-            return [self.value(v, values, depth + 1) for v in wire.items(tree)]
-        if not isinstance(tree, dict):
-            raise wire.ProtocolError("a malformed value")
-        if "float" in tree:
-            return float(wire.text(tree["float"], 40))
-        if "tensor" in tree:
-            return self.tensor(tree, values)
-        if "module" in tree:
-            found = self.local.get(wire.text(tree["module"], 40))
-            if not isinstance(found, nn.Module):
-                raise wire.ProtocolError("a module the kernel never described")
-            return found
-        if "tuple" in tree or "list" in tree:
-            items = [self.value(v, values, depth + 1) for v in wire.items(tree.get("tuple", tree.get("list")))]
-            return tuple(items) if "tuple" in tree else items
-        if "named" in tree:
-            fields = [identifier(f, f"field{i}") for i, f in enumerate(wire.items(tree["fields"]))]
-            kind = namedtuple(identifier(tree["named"], "result"), fields, rename=True)
-            items = [self.value(v, values, depth + 1) for v in wire.items(tree["values"])]
-            return kind(*items) if len(items) == len(fields) else tuple(items)
-        if "dict" in tree:
-            return {
-                self.hashable(self.value(k, values, depth + 1)): self.value(v, values, depth + 1)
-                for k, v in wire.items(tree["dict"])
-            }
-        if "dtype" in tree:
-            return wire.dtype(tree["dtype"])
-        if "device" in tree:
-            return wire.device(tree["device"], self.devices)
-        if "size" in tree:
-            return torch.Size(wire.shape(tree["size"]))
-        if "object" in tree:
-            return type(identifier(tree["object"], "object"), (Opaque,), {})()
-        raise wire.ProtocolError("an unknown kind of value")
+        return decoder.value(tree, tensor=lambda entry: self.tensor(entry, decoder), module=self.module_named)
 
-    @staticmethod
-    def hashable(key: Any) -> Any:
-        return key if isinstance(key, (str, int, float, bool, type(None), tuple)) else repr(key)
+    def module_named(self, desc: dict[str, Any], depth: int) -> nn.Module:
+        found = self.local.get(wire.text(desc.get("module"), 40))
+        if not isinstance(found, nn.Module):
+            raise wire.ProtocolError("a module the kernel never described")
+        return found
 
-    def tensor(self, entry: dict, values: dict) -> torch.Tensor:
-        """The local tensor for a kernel's tensor: the same object every time it comes back,
-        its values updated in place when they changed there."""
+    def tensor(self, entry: dict[str, Any], decoder: wire.Decoder, name: str = "") -> torch.Tensor:
+        """The local tensor for a kernel's tensor: the same object every time it comes back, its
+        values updated in place when they changed there. A Parameter seen for the first time gets
+        values the grader draws; one the grader owns is compared with its copy (`claimed`)."""
         token = wire.text(entry.get("token"), 40)
-        got = wire.tensor_from(entry, values, self.devices)
-        if got is None and "same_as" in entry:  # values the grader holds already (serve.Server.remember)
-            twin = self.local.get(wire.text(entry["same_as"], 40))
-            expected = (wire.dtype(entry.get("dtype")), wire.shape(entry.get("shape")))
-            if not isinstance(twin, torch.Tensor) or (twin.dtype, list(twin.shape)) != expected or twin.is_meta:
-                raise wire.ProtocolError("a tensor said to equal one the grader does not hold")
-            got = twin.detach().clone().to(wire.device(entry.get("device"), self.devices))
+        got = decoder.tensor(entry)
         local = self.local.get(token)
         if not isinstance(local, torch.Tensor):
             if got is None:
                 raise wire.ProtocolError("a tensor sent without its values")
             requires_grad = wire.flag(entry.get("rg")) and (got.is_floating_point() or got.is_complex())
+            is_parameter = wire.flag(entry.get("param", False))
             local = (
-                nn.Parameter(got, requires_grad=requires_grad)
-                if wire.flag(entry.get("param", False))
-                else got.requires_grad_(requires_grad)
+                nn.Parameter(got, requires_grad=requires_grad) if is_parameter else got.requires_grad_(requires_grad)
             )
             self.local[token], self.token_of[id(local)] = local, token
-        elif got is not None:
-            put(local, got)
+            self.synced[token] = state_key(local)
+            if is_parameter and local.is_floating_point() and not local.is_meta:
+                self.owned[token] = local.detach().clone()  # from now on, a change in the kernel is a finding
+                self.kept.add(token)  # and never the values the checks compute with
+                if local.requires_grad and local.dim() >= 2:  # a weight, learned: values of the grader's own
+                    self.draw(token, local)
+            return local
+        if got is not None:
+            if token in self.owned:
+                self.claimed(token, got, name)
+            if token not in self.kept:  # the kernel's own tensors, and what it did to the grader's inputs
+                put(local, got)
         self.synced[token] = state_key(local)
         return local
 
-    def refresh(self, state: Any, values: dict) -> None:
-        """Bring every mirrored module and every changed tensor up to the kernel's state."""
-        if not isinstance(state, dict):
-            raise wire.ProtocolError("a malformed state")
-        for entry in wire.items(state.get("tensors", {}), dict).values():
-            if wire.text(entry.get("token"), 40) in self.local:
-                self.tensor(entry, values)
-        for token, desc in wire.items(state.get("modules", {}), dict).items():
-            self.module(desc, values, self.local.get(token))
+    def draw(self, token: str, parameter: torch.Tensor) -> None:
+        """The grader's own values for a weight the kernel made: normal, at the scale of what the
+        kernel said (1 where it said all zeros), so that every check computes with values no
+        submission chose. They go to the kernel with the next request (Session.sync)."""
+        claimed = parameter.detach().double()
+        scale = float(claimed.std()) if claimed.numel() > 1 else 0.0
+        scale = scale if 0 < scale < float("inf") else 1.0
+        drawn = torch.randn(parameter.shape, generator=self.draws, dtype=torch.float64) * scale
+        put(parameter, drawn.to(parameter.dtype).to(parameter.device))
+        self.owned[token] = parameter.detach().clone()
 
-    def module(self, desc: dict, values: dict, local: nn.Module | None = None, depth: int = 0) -> nn.Module:
-        if depth > 8 or not isinstance(desc, dict):
-            raise wire.ProtocolError("a malformed module")
+    def claimed(self, token: str, got: torch.Tensor, name: str) -> None:
+        """The kernel says a tensor the grader owns now holds `got`. The same values (converted, when
+        the module was moved to another dtype or device) are the grader's copy again; others are a
+        finding, and become the kernel's word."""
+        mine = self.owned[token]
+        if mine.is_meta or got.is_meta:
+            same = mine.shape == got.shape
+        else:
+            same = mine.shape == got.shape and torch.equal(mine.to(got.dtype).to(got.device), got)
+        if not same:
+            self.findings.append(name or "a tensor the grader sent")
+        elif token in self.kept:  # moved to another dtype or device: the grader's copy goes along
+            self.owned[token] = got.detach().clone()
+            put(self.local[token], got)
+        if token not in self.kept:
+            self.owned[token] = got.detach().clone()
+
+    def refresh(self, state: wire.State, decoder: wire.Decoder) -> None:
+        """Bring every mirrored module and every changed tensor up to the kernel's state."""
+        for entry in state.tensors.values():
+            if wire.text(wire.record(entry).get("token"), 40) in self.local:
+                self.tensor(entry, decoder)
+        for token, desc in state.modules.items():
+            self.module(desc, decoder, self.local.get(token))
+
+    def module(
+        self, desc: dict[str, Any], decoder: wire.Decoder, local: nn.Module | None = None, depth: int = 0
+    ) -> nn.Module:
+        desc = wire.record(desc)
+        if depth > wire.MAX_DEPTH:
+            raise wire.ProtocolError("a module tree nested too deeply")
         token = wire.text(desc.get("token"), 40)
         local = local if local is not None else self.local.get(token)
         if not isinstance(local, nn.Module):
-            local = mirror_class(desc.get("class")).__new__(mirror_class(desc.get("class")))
+            cls = mirror_class(desc.get("class"))
+            local = nn.Module.__new__(cls)
             nn.Module.__init__(local)
             local.__dict__.update(_course_session=self, _course_token=token)
             self.local[token], self.token_of[id(local)] = local, token
@@ -126,7 +138,7 @@ class Mirroring:
         local.training = wire.flag(desc.get("training"))
         for name, value in wire.items(desc.get("attrs", {}), dict).items():
             if identifier(name, "") == name and not name.startswith("_"):
-                object.__setattr__(local, name, self.value(value, values))
+                object.__setattr__(local, name, self.value(value, decoder))
         plain = wire.items(desc.get("plain", {}), dict)
         for name in [
             n
@@ -136,20 +148,21 @@ class Mirroring:
             object.__delattr__(local, name)
         for name, entry in plain.items():
             if identifier(name, "") == name and not name.startswith("_"):
-                object.__setattr__(local, name, self.tensor(entry, values))
+                object.__setattr__(local, name, self.tensor(wire.record(entry), decoder))
+        label = type(local).__name__
         local._parameters = {
-            wire.text(n, 200): None if e is None else self.tensor(e, values)
+            wire.text(n, 200): None if e is None else self.tensor(wire.record(e), decoder, f"{label}.{n}")
             for n, e in wire.items(desc.get("params", {}), dict).items()
         }
         local._buffers = {
-            wire.text(n, 200): None if e is None else self.tensor(e, values)
+            wire.text(n, 200): None if e is None else self.tensor(wire.record(e), decoder)
             for n, e in wire.items(desc.get("buffers", {}), dict).items()
         }
         persistent = set(wire.items(desc.get("persistent", [])))
         local._non_persistent_buffers_set = {n for n in local._buffers if n not in persistent}
         children = wire.items(desc.get("children", {}), dict)
         local._modules = {
-            wire.text(n, 200): None if c is None else self.module(c, values, None, depth + 1)
+            wire.text(n, 200): None if c is None else self.module(c, decoder, None, depth + 1)
             for n, c in children.items()
         }
         return local

@@ -16,14 +16,16 @@ would raise (CheckTimeout, ForbiddenCall, NotImplementedError, ...), so that
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from helpers import probe, safety
+from helpers.checking import CheckResult
 from helpers.grading import wire
 from helpers.grading.in_kernel import state_key
 from helpers.grading.mirror import Mirroring
@@ -35,6 +37,7 @@ from helpers.grading.stand_in import (
     RemoteObject,
     identifier,
 )
+from helpers.grading.wire import Kind
 
 MISSING = object()  # the notebook does not define the name
 
@@ -59,18 +62,6 @@ class StudentExit(SystemExit):
         self.last_line = line
 
 
-@dataclass
-class Settings:
-    """What Probe.call sets for the calls into student code made inside it (see helpers.probe.Probe.call)."""
-
-    timeout: float = 10.0
-    memory_mb: int = 4096
-    device: str = "cpu"
-    forbidden: list[tuple[str, str]] = field(default_factory=list)
-    factories_on_meta: bool = False
-    copies_off_meta: bool = False
-
-
 @dataclass(frozen=True)
 class Seen:
     """A torch function the student's code called in the kernel (Probe.calls_seen holds functions)."""
@@ -81,24 +72,37 @@ class Seen:
 class Session(Mirroring):
     """One kernel, one submission: `send(request, timeout) -> reply` is the transport."""
 
-    def __init__(self, send: Callable[[bytes, float], bytes], devices: set[str] | None = None):
-        self.send = send
+    def __init__(
+        self,
+        send: Callable[[bytes, float], bytes],
+        devices: set[str] | None = None,
+        deadline: float = float("inf"),
+    ):
+        self.send, self.deadline = send, deadline
         self.devices = devices or {"cpu", "meta", probe.check_device().type}
-        self.settings = Settings()
+        self.settings = wire.Settings()
         self.seen: set[Seen] = set()
         self.changed: list[str] = []
+        self.draws = torch.Generator()
         self.reset()
 
     def reset(self) -> None:
         """Between two exercises: the kernel forgets the last check's objects, and so do we."""
         self.local: dict[str, Any] = {}  # token -> local tensor or module
         self.token_of: dict[int, str] = {}  # id(local object) -> token
-        self.synced: dict[str, tuple] = {}  # token -> state key when the kernel last had its values
+        self.synced: dict[str, tuple[Any, ...]] = {}  # token -> state key when the kernel last had its values
         self.modules: list[str] = []  # tokens of the modules the kernel reports after every call
+        self.owned: dict[str, torch.Tensor] = {}  # token -> the grader's copy of the values it sent
+        self.kept: set[str] = set()  # Parameters whose values only the grader writes (mirror.Mirroring)
+        self.findings: list[str] = []  # what the kernel said of the grader's tensors that contradicts them
+        self.autograd = 0  # outputs the kernel tied to autograd, and gradients it gave: its word
+        self.budget = wire.Budget(wire.CHECK_BUDGET, self.deadline)
 
     @contextlib.contextmanager
     def active(self, salt: int) -> Iterator[Session]:
-        """check() in this block calls into the kernel, with probes drawn from `salt`'s seeds."""
+        """check() in this block calls into the kernel, with probes (and the values the grader gives
+        the kernel's parameters) drawn from `salt`'s seeds."""
+        self.draws.manual_seed(salt ^ 0x5EED)
         remote, seeds = probe.REMOTE.set(self), probe.SEED_SALT.set(salt)
         try:
             yield self
@@ -112,18 +116,32 @@ class Session(Mirroring):
         timeout: float,
         memory_mb: int,
         device: str,
-        forbidden: list,
+        forbidden: list[str],
         factories_on_meta: bool,
         copies_off_meta: bool,
     ) -> Iterator[None]:
         saved, self.settings = (
             self.settings,
-            Settings(timeout, memory_mb, device, forbidden, factories_on_meta, copies_off_meta),
+            wire.Settings(timeout, memory_mb, device, forbidden, factories_on_meta, copies_off_meta),
         )
         try:
             yield
         finally:
             self.settings = saved
+
+    def overrule(self, result: CheckResult) -> CheckResult:
+        """A check that passed on values while the kernel said the grader's own tensors changed (its
+        parameters during a forward, the inputs it was sent) fails: what a kernel claims of its state
+        is compared with the grader's copy, never taken for it."""
+        if not result.passed or not self.findings:
+            return result
+        names = ", ".join(f"`{name}`" for name in dict.fromkeys(self.findings))
+        message = (
+            f"`{result.submission_name or result.exercise}` changed {names} while the grader called it, or its kernel "
+            "said so: a module's parameters and a function's inputs must hold what the grader put in them."
+        )
+        fix = "Leave the parameters and the inputs as they are during the call: compute the result from them."
+        return dataclasses.replace(result, passed=False, diagnosis="mutated_input", message=message, score=0, fix=fix)
 
     def take_changed(self) -> list[str]:
         changed, self.changed = self.changed, []
@@ -134,119 +152,111 @@ class Session(Mirroring):
         return seen
 
     # ---- transport -------------------------------------------------------
-    def ask(self, tree: dict, tensors: dict[str, torch.Tensor] | None = None) -> dict:
-        reply, values = wire.unpack(self.send(wire.pack(tree, tensors or {}), self.settings.timeout + 5.0))
-        if not isinstance(reply, dict):
-            raise wire.ProtocolError("a reply that is not a record")
-        if "state" in reply:
-            self.refresh(reply["state"], values)
-        reply["_tensors"] = values
-        return reply
+    def ask(
+        self, request: wire.Request, tensors: dict[str, torch.Tensor] | None = None
+    ) -> tuple[wire.Reply, wire.Decoder]:
+        """One request; the reply parsed whole, the state it reports mirrored, and the Decoder that
+        reads the rest of it within this reply's and this check's budgets."""
+        data = self.send(wire.pack(wire.request_tree(request), tensors or {}), self.settings.timeout + 5.0)
+        tree, values = wire.unpack(data)
+        reply = wire.parse_reply(tree)
+        budgets = [wire.Budget(wire.REPLY_BUDGET, self.deadline), self.budget]
+        decoder = wire.Decoder(values, self.devices, budgets, self.owned)
+        if reply.state is not None:
+            self.refresh(reply.state, decoder)
+        return reply, decoder
 
     def release(self) -> None:
-        self.ask({"op": "release"})
+        self.ask(wire.Release())
         self.reset()
 
     # ---- what the notebook holds ------------------------------------------
     def stand_in(self, name: str) -> Any:
-        found = self.ask({"op": "describe", "name": name})
-        kind = found.get("kind")
-        label = identifier(found.get("name", name), identifier(name))
-        if kind == "missing":
+        found, decoder = self.ask(wire.Describe(name))
+        label = identifier(found.name or name, identifier(name))
+        if found.found == "missing":
             return MISSING
-        if kind == "none":
+        if found.found == "none":
             return None
-        if kind == "module":
-            return self.value(found["value"], found["_tensors"])
-        params = [identifier(p, f"arg{i}") for i, p in enumerate(wire.items(found.get("params", [])))]
-        if kind == "function":
+        if found.found == "module":
+            return self.value(found.value, decoder)
+        params = [identifier(p, f"arg{i}") for i, p in enumerate(found.params)]
+        if found.found == "function":
             return RemoteFunction(self, name, label, params)
-        if kind == "class":
-            base = Mirror if wire.flag(found.get("module_class")) else RemoteObject
+        if found.found == "class":
+            base = Mirror if found.module_class else RemoteObject
             return RemoteClassMeta(
                 label, (base,), {"_course_target": {"name": name}, "_course_session": self, "__init_params__": params}
             )
-        return type(identifier(found.get("type"), "object"), (Opaque,), {})()
+        return type(identifier(found.type_name, "object"), (Opaque,), {})()
 
     # ---- calls -------------------------------------------------------------
-    def call(self, target: dict, method: str, args: tuple, kwargs: dict) -> Any:
+    def call(self, target: dict[str, str], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         tensors: dict[str, torch.Tensor] = {}
         leaves: list[tuple[str, torch.Tensor]] = []
-        tree = {
-            "op": "call",
-            "target": target,
-            "method": method,
-            "args": [self.encode(a, tensors, leaves) for a in args],
-            "kwargs": {str(k): self.encode(v, tensors, leaves) for k, v in kwargs.items()},
-            "settings": self.request_settings(),
-        }
-        tree["sync"] = self.sync(tensors)
-        reply = self.ask(tree, tensors)
+        request = wire.Call(
+            target,
+            method,
+            [self.encode(a, tensors, leaves) for a in args],
+            {str(k): self.encode(v, tensors, leaves) for k, v in kwargs.items()},
+            self.request_settings(),
+        )
+        request.sync = self.sync(tensors)
+        if method == "load_state_dict" and args and isinstance(args[0], dict) and "token" in target:
+            self.loading(self.local[target["token"]], args[0])
+        reply, decoder = self.ask(request, tensors)
         self.outcome(reply)
-        value = self.value(reply.get("value"), reply["_tensors"])
-        graph = reply.get("graph")
-        if graph is None or not torch.is_grad_enabled():
+        value = self.value(reply.value, decoder)
+        if reply.graph is None or not torch.is_grad_enabled():
             return value
-        return self.connect(value, graph, leaves)
+        self.autograd += 1
+        return self.connect(value, reply.graph, leaves)
 
-    def request_settings(self) -> dict:
-        s = self.settings
-        return {
-            "timeout": s.timeout,
-            "memory_mb": s.memory_mb,
-            "device": s.device,
-            "forbidden": s.forbidden,
-            "factories_on_meta": s.factories_on_meta,
-            "copies_off_meta": s.copies_off_meta,
-            "grad": torch.is_grad_enabled(),
-        }
+    def loading(self, module: nn.Module, state: dict[str, Any]) -> None:
+        """load_state_dict: the grader's copy of each parameter it loads is what it sends."""
+        for name, parameter in module.named_parameters():
+            token = self.token_of.get(id(parameter))
+            if token is not None and isinstance(state.get(name), torch.Tensor):
+                self.owned[token] = state[name].detach().to(parameter.dtype).to(parameter.device).clone()
 
-    def outcome(self, reply: dict) -> None:
+    def request_settings(self) -> wire.Settings:
+        return dataclasses.replace(self.settings, grad=torch.is_grad_enabled())
+
+    def outcome(self, reply: wire.Reply) -> None:
         """Raise here what the student's code raised there."""
-        self.seen |= {Seen(wire.text(name, 200)) for name in wire.items(reply.get("seen", []))}
-        self.changed += [wire.text(line, 300) for line in wire.items(reply.get("changed", []))]
-        outcome = reply.get("outcome")
-        if not isinstance(outcome, dict):
-            raise wire.ProtocolError("a reply without an outcome")
-        kind, line = outcome.get("kind"), wire.text(outcome.get("line", ""), 2000)
-        if kind == "ok":
+        self.seen |= {Seen(name) for name in reply.seen}
+        self.changed += reply.changed
+        outcome = reply.outcome
+        if outcome.kind is Kind.OK:
             return
-        if kind == "timeout":
+        if outcome.kind is Kind.TIMEOUT:
             raise safety.CheckTimeout
-        if kind == "forbidden":
-            raise safety.ForbiddenCall(wire.text(outcome.get("name"), 200))
-        if kind == "reference":
-            raise safety.ReferenceReached(wire.text(outcome.get("name"), 200))
-        if kind == "not_implemented":
-            stub = outcome.get("stub")
-            raise StudentNotImplemented(line, None if stub is None else wire.text(stub, 200))
-        if kind == "exit":
-            raise StudentExit(line)
-        raise StudentError(line, wire.flag(outcome.get("oom", False)))
+        if outcome.kind is Kind.FORBIDDEN:
+            raise safety.ForbiddenCall(outcome.name)
+        if outcome.kind is Kind.REFERENCE:
+            raise safety.ReferenceReached(outcome.name)
+        if outcome.kind is Kind.NOT_IMPLEMENTED:
+            raise StudentNotImplemented(outcome.line, outcome.stub)
+        if outcome.kind is Kind.EXIT:
+            raise StudentExit(outcome.line)
+        raise StudentError(outcome.line, outcome.oom)
 
-    def backward(self, graph: int, grads: tuple, leaves: list[str]) -> list[torch.Tensor | None]:
+    def backward(
+        self, graph: int, grads: tuple[torch.Tensor | None, ...], leaves: list[str]
+    ) -> list[torch.Tensor | None]:
         tensors: dict[str, torch.Tensor] = {}
         entries = [
             None if g is None else wire.tensor_entry(g, f"d{i}", tensors, token=f"d{graph}.{i}")
             for i, g in enumerate(grads)
         ]
-        sync = self.sync(tensors)
-        reply = self.ask(
-            {
-                "op": "backward",
-                "graph": graph,
-                "grads": entries,
-                "leaves": leaves,
-                "settings": self.request_settings(),
-                "sync": sync,
-            },
-            tensors,
-        )
+        request = wire.Backward(graph, entries, leaves, self.request_settings(), self.sync(tensors))
+        reply, decoder = self.ask(request, tensors)
         self.outcome(reply)
-        got = wire.items(reply.get("grads"))
+        self.autograd += 1
+        got = reply.grads or ()
         if len(got) != len(leaves):
             raise wire.ProtocolError("gradients for the wrong number of tensors")
-        return [None if g is None else wire.tensor_from(g, reply["_tensors"], self.devices) for g in got]
+        return [None if g is None else decoder.tensor(wire.record(g)) for g in got]
 
     # ---- values both ways --------------------------------------------------
     def token(self, obj: Any) -> str:
@@ -256,43 +266,35 @@ class Session(Mirroring):
             self.token_of[id(obj)], self.local[token] = token, obj
         return token
 
-    def encode(self, value: Any, tensors: dict, leaves: list, depth: int = 0) -> Any:
+    def encode(self, value: Any, tensors: dict[str, torch.Tensor], leaves: list[tuple[str, torch.Tensor]]) -> Any:
         """A value the grader sends: plain data, tensors by token, torch.nn modules by their parts."""
-        if depth > 8:
-            raise ValueError("a value nested too deeply to send")
-        if value is None or isinstance(value, (bool, int, str)):
-            return value
-        if isinstance(value, float):
-            return {"float": repr(value)}
-        if isinstance(value, torch.Tensor):
-            token = self.token(value)
-            if value.requires_grad:
-                leaves.append((token, value))
-            fresh = self.synced.get(token) != state_key(value)
-            self.synced[token] = state_key(value)
-            return wire.tensor_entry(value, token, tensors, token=token, data=fresh)
-        if isinstance(value, nn.Module):
-            return self.encode_module(value, tensors, leaves, depth)
-        if isinstance(value, torch.dtype):
-            return {"dtype": str(value).removeprefix("torch.")}
-        if isinstance(value, torch.device):
-            return {"device": str(value)}
-        if isinstance(value, (tuple, list)):
-            return {
-                type(value).__name__ if type(value) in (tuple, list) else "tuple": [
-                    self.encode(v, tensors, leaves, depth + 1) for v in value
-                ]
-            }
-        if isinstance(value, dict):
-            return {
-                "dict": [
-                    [self.encode(k, tensors, leaves, depth + 1), self.encode(v, tensors, leaves, depth + 1)]
-                    for k, v in value.items()
-                ]
-            }
-        raise TypeError(f"cannot send a {type(value).__name__} to a graded kernel")
 
-    def encode_module(self, module: nn.Module, tensors: dict, leaves: list, depth: int) -> dict:
+        def refuse(other: Any) -> Any:
+            raise TypeError(f"cannot send a {type(other).__name__} to a graded kernel")
+
+        return wire.encode(
+            value,
+            tensor=lambda t: self.send_tensor(t, tensors, leaves),
+            module=lambda m, depth: self.encode_module(m, tensors, leaves, depth),
+            other=refuse,
+        )
+
+    def send_tensor(
+        self, value: torch.Tensor, tensors: dict[str, torch.Tensor], leaves: list[tuple[str, torch.Tensor]]
+    ) -> dict[str, Any]:
+        """A tensor of the grader's: its values only when the kernel does not have them yet."""
+        token = self.token(value)
+        if value.requires_grad:
+            leaves.append((token, value))
+        fresh = self.synced.get(token) != state_key(value)
+        self.synced[token] = state_key(value)
+        if fresh and token not in tensors:
+            self.owned[token] = value.detach().clone()
+        return wire.tensor_entry(value, token, tensors, token=token, data=fresh)
+
+    def encode_module(
+        self, module: nn.Module, tensors: dict[str, torch.Tensor], leaves: list[tuple[str, torch.Tensor]], depth: int
+    ) -> dict[str, Any]:
         if isinstance(module, Mirror):
             return {"module": module._course_token}
         if type(module).__module__.split(".")[:2] != ["torch", "nn"]:
@@ -301,13 +303,16 @@ class Session(Mirroring):
         if token not in self.modules:
             self.modules.append(token)
         attrs = {
-            k: self.encode(v, tensors, leaves, depth + 1)
+            k: self.encode(v, tensors, leaves)
             for k, v in vars(module).items()
             if not k.startswith("_")
             and k != "training"
             and (v is None or isinstance(v, (bool, int, float, str, tuple)))
         }
-        tensor = lambda t: None if t is None else self.encode(t, tensors, leaves, depth + 1)
+
+        def tensor(value: torch.Tensor | None) -> dict[str, Any] | None:
+            return None if value is None else self.send_tensor(value, tensors, leaves)
+
         return {
             "nn": type(module).__name__,
             "token": token,
@@ -322,7 +327,7 @@ class Session(Mirroring):
             },
         }
 
-    def sync(self, tensors: dict) -> list[dict]:
+    def sync(self, tensors: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
         """Values the grader changed in place (a check writes its own table into a module's)
         go with the next request; whatever is sent counts as the kernel's from then on."""
         entries = []
@@ -334,12 +339,12 @@ class Session(Mirroring):
             ):
                 entries.append(wire.tensor_entry(obj, token, tensors, token=token))
                 self.synced[token] = state_key(obj)
+                self.owned[token] = obj.detach().clone()
         return entries
 
-    def connect(self, value: Any, graph: Any, leaves: list[tuple[str, torch.Tensor]]) -> Any:
+    def connect(self, value: Any, graph: int, leaves: list[tuple[str, torch.Tensor]]) -> Any:
         """Outputs that need a gradient, joined to the local tensors they came from: a backward
         through them asks the kernel for the gradients (Bridge)."""
-        graph = int(wire.number(graph))
         flat = list(value) if isinstance(value, (tuple, list)) else [value]
         outputs = [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
         if not outputs:

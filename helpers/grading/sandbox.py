@@ -6,9 +6,11 @@ import ast
 import functools
 import glob
 import os
+import platform
 import secrets
 import shutil
 import site
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -40,7 +42,7 @@ class Scratch:
         data: bytes,
         sandboxed: bool,
         cpus: list[int] | None = None,
-        graded: set[str] = frozenset(),
+        graded: frozenset[str] | set[str] = frozenset(),
     ):
         self.root = Path(tempfile.mkdtemp(prefix="grade-"))
         self.work, self.ipc, self.notebook = (
@@ -49,9 +51,11 @@ class Scratch:
             self.root / "notebook" / notebook_name,
         )
         self.ask, self.cpus, self.reference = self.root / "ask", cpus, self.root / "reference.py"
+        self.seccomp = self.root / "no-userns.bpf"
         for folder in (self.work, self.ipc, self.ask, self.notebook.parent):
             folder.mkdir()
         self.reference.write_text(reference_stand_in(graded), encoding="utf-8")
+        self.seccomp.write_bytes(no_user_namespaces())
         self.notebook.write_bytes(data)
         if not sandboxed:
             shutil.copy(self.notebook, self.work / notebook_name)
@@ -80,7 +84,7 @@ class Scratch:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def reference_stand_in(graded: set[str]) -> str:
+def reference_stand_in(graded: frozenset[str] | set[str]) -> str:
     """helpers/reference.py for one sandbox: the reference of each exercise it grades removed,
     text and all, and a stub that raises in its place; the rest stays, for the cells that draw or
     train with it (chapter 06 trains on the sinusoidal table while its ALiBi is graded)."""
@@ -91,6 +95,42 @@ def reference_stand_in(graded: set[str]) -> str:
     tree.body = [node for node in tree.body if getattr(node, "name", None) not in hidden]
     stubs = "".join(f"\n{name} = unavailable({name!r})" for name in sorted(hidden))
     return ast.unparse(tree) + "\n\n" + (STAND_INS / "reference.py").read_text(encoding="utf-8") + stubs + "\n"
+
+
+# The seccomp filter (classic BPF over struct seccomp_data) that keeps a sandbox from making user
+# namespaces: root in a child namespace opens much of the host kernel's attack surface. bubblewrap's
+# --disable-userns would do it, but needs --unshare-user, which run as root maps the kernel's user to
+# the host's root; this filter works for every user, from bubblewrap 0.1 on.
+SECCOMP_ARCHES = {  # machine: (AUDIT_ARCH_*, unshare, clone, clone3)
+    "x86_64": (0xC000003E, 272, 56, 435),
+    "aarch64": (0xC00000B7, 97, 220, 435),
+}
+CLONE_NEWUSER = 0x10000000
+EPERM, ENOSYS = 1, 38
+
+
+def no_user_namespaces(machine: str | None = None) -> bytes:
+    """The filter, for this machine: unshare() and clone() with CLONE_NEWUSER fail with EPERM;
+    clone3() with ENOSYS (its flags lie in memory BPF cannot read; libc then falls back to clone);
+    a system call of another ABI (i386, x32) with ENOSYS; everything else is allowed."""
+    arch, unshare, clone, clone3 = SECCOMP_ARCHES[machine or platform.machine()]
+    load, jump_if, jump_if_set, ret = 0x20, 0x15, 0x45, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JSET|K, RET|K
+    allow, refuse = 0x7FFF0000, 0x00050000  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno
+    program = [  # (code, jump if true, jump if false, constant)
+        (load, 0, 0, 4),  # seccomp_data.arch
+        (jump_if, 1, 0, arch),
+        (ret, 0, 0, refuse | ENOSYS),
+        (load, 0, 0, 0),  # seccomp_data.nr
+        (jump_if, 0, 1, clone3),
+        (ret, 0, 0, refuse | ENOSYS),
+        (jump_if, 1, 0, unshare),
+        (jump_if, 0, 3, clone),
+        (load, 0, 0, 16),  # the low half of args[0]: the flags of both
+        (jump_if_set, 0, 1, CLONE_NEWUSER),
+        (ret, 0, 0, refuse | EPERM),
+        (ret, 0, 0, allow),
+    ]
+    return b"".join(struct.pack("HBBI", *instruction) for instruction in program)
 
 
 def _python_paths() -> set[str]:
@@ -138,9 +178,14 @@ def bwrap_command(scratch: Scratch) -> list[str]:
     share = (
         ["taskset", "--cpu-list", ",".join(map(str, scratch.cpus))] if scratch.cpus and shutil.which("taskset") else []
     )
+    # bwrap reads the filter from a file descriptor: the shell opens it (as 9) for the command it runs.
+    seccomp = ["sh", "-c", 'exec "$@" 9<"$0"', str(scratch.seccomp)]
     args = [
+        *seccomp,
         *share,
         "bwrap",
+        "--seccomp",
+        "9",
         "--die-with-parent",
         "--new-session",
         "--unshare-pid",
@@ -239,6 +284,8 @@ def sandbox_problem() -> str | None:
         return f"there is no sandbox on {sys.platform} (bubblewrap needs Linux): grade in containers (see the README), or pass --no-sandbox"
     if shutil.which("bwrap") is None:
         return f"bubblewrap (bwrap) is not installed: {INSTALL_BWRAP}"
+    if platform.machine() not in SECCOMP_ARCHES:
+        return f"the sandbox's seccomp filter knows {' and '.join(SECCOMP_ARCHES)} only, not {platform.machine()}: grade in containers (see the README), or pass --no-sandbox"
     scratch = Scratch("probe.ipynb", b"{}", sandboxed=True)
     trial = "import ipykernel, os; open('probe.ipynb').close(); open('written', 'w').close(); os.listdir('/proc')"
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import inspect
 from typing import Any
 
@@ -23,23 +24,9 @@ from torch import nn
 
 from helpers.grading import wire
 from helpers.grading.in_kernel import put, run_student_code, state_key
+from helpers.grading.wire import Backward, Call, Describe, Kind, Outcome, Release, Reply, State
 
-METHODS = {
-    "__call__",
-    "train",
-    "eval",
-    "to",
-    "cpu",
-    "cuda",
-    "float",
-    "double",
-    "half",
-    "bfloat16",
-    "load_state_dict",
-    "state_dict",
-    "requires_grad_",
-}
-MAX_DEPTH = 8  # of a module tree or a returned value
+DEVICES = {"cpu", "cuda", "mps", "meta"}  # what the grader may send tensors on
 
 
 class Server:
@@ -51,11 +38,11 @@ class Server:
         """Forget everything the last exercise's check made (one check at a time)."""
         self.objects: dict[str, Any] = {}  # token -> tensor or module the grader knows about
         self.tokens: dict[int, str] = {}  # id(object) -> its token
-        self.sent: dict[str, tuple] = {}  # token -> the state key of the values the grader has
+        self.sent: dict[str, tuple[Any, ...]] = {}  # token -> the state key of the values the grader has
         self.roots: list[str] = []  # modules whose state goes with every reply
         self.graphs: dict[int, list[torch.Tensor]] = {}  # the outputs of a call that need a gradient
-        self.holders: dict[bytes, str] = {}  # digest of a large tensor's values -> a token the grader holds them under
-        self.digest_of: dict[str, bytes] = {}
+        self.holders: dict[bytes, str] = {}  # digest of a large tensor the grader sent -> its token
+        self.referenced: set[str] = set()  # holders named in the reply being written: each at most once
 
     # ---- one request -----------------------------------------------------
     def answer(self, path: str) -> str:
@@ -66,68 +53,72 @@ class Server:
     def reply(self, request: bytes) -> bytes:
         tree, tensors = wire.unpack(request)
         out: dict[str, torch.Tensor] = {}
+        self.referenced = set()
         try:
-            reply = getattr(self, "op_" + tree["op"])(tree, tensors, out)
+            decoder = wire.Decoder(tensors, DEVICES, [wire.Budget(2**62)], {})  # the grader's: trusted
+            reply = self.handle(wire.parse_request(tree), decoder, out)
         except wire.ProtocolError as error:
-            reply, out = {"outcome": {"kind": "raised", "line": f"ProtocolError: {error}"}}, {}
+            reply, out = Reply(Outcome(Kind.RAISED, f"ProtocolError: {error}")), {}
         size = sum(t.numel() * t.element_size() for t in out.values())
         if size > wire.MAX_MESSAGE:  # the grader would drop it unread: say so now, without packing it
             line = f"ValueError: the result takes {size / 2**20:,.0f} MB; the grader reads at most {wire.MAX_MESSAGE // 2**20} MB"
-            reply, out = {"outcome": {"kind": "raised", "line": line}}, {}
-        return wire.pack(reply, out)
+            reply, out = Reply(Outcome(Kind.RAISED, line)), {}
+        return wire.pack(wire.reply_tree(reply), out)
 
-    def op_release(self, tree: dict, tensors: dict, out: dict) -> dict:
-        self.release()
-        return {}
+    def handle(self, request: wire.Request, decoder: wire.Decoder, out: dict[str, torch.Tensor]) -> Reply:
+        if isinstance(request, Release):
+            self.release()
+            warm_up()
+            return Reply()
+        if isinstance(request, Describe):
+            return self.describe_name(request.name, out)
+        for entry in request.sync:  # values the grader wrote into tensors it holds copies of (a check's own table)
+            if entry["token"] in self.objects:
+                self.received_tensor(entry, decoder)
+        if isinstance(request, Call):
+            return self.call(request, decoder, out)
+        return self.backward(request, decoder, out)
 
-    def op_describe(self, tree: dict, tensors: dict, out: dict) -> dict:
-        name = tree["name"]
+    def describe_name(self, name: str, out: dict[str, torch.Tensor]) -> Reply:
         if name not in self.namespace:
-            return {"kind": "missing"}
+            return Reply(found="missing")
         value = self.namespace[name]
-        kind = type(value)
-        found = {"type": kind.__name__, "name": str(getattr(value, "__name__", kind.__name__))[:200]}
+        what = type(value).__name__
+        said = functools.partial(Reply, type_name=what, name=str(getattr(value, "__name__", what))[:200])
         if value is None:
-            return {**found, "kind": "none"}
+            return said(found="none")
         if isinstance(value, nn.Module):
-            return {**found, "kind": "module", "value": self.encode(value, out, 0), "state": self.state(out)}
+            return said(found="module", value=self.encode(value, out), state=self.state(out))
         if inspect.isclass(value):
-            found.update(kind="class", module_class=issubclass(value, nn.Module), params=self.parameters(value))
-            return found
+            return said(found="class", module_class=issubclass(value, nn.Module), params=self.parameters(value))
         if callable(value):
-            return {**found, "kind": "function", "params": self.parameters(value)}
-        return {**found, "kind": "object"}
+            return said(found="function", params=self.parameters(value))
+        return said(found="object")
 
-    def op_call(self, tree: dict, tensors: dict, out: dict) -> dict:
-        self.apply_sync(tree, tensors)
+    def call(self, request: Call, decoder: wire.Decoder, out: dict[str, torch.Tensor]) -> Reply:
         target = (
-            self.objects[tree["target"]["token"]]
-            if "token" in tree["target"]
-            else self.namespace[tree["target"]["name"]]
+            self.objects[request.target["token"]]
+            if "token" in request.target
+            else self.namespace[request.target["name"]]
         )
-        method = tree.get("method") or "__call__"
-        if method not in METHODS:
-            raise wire.ProtocolError(f"no method {method!r}")
-        fn = target if method == "__call__" else getattr(target, method)
-        args = [self.decode(a, tensors) for a in tree["args"]]
-        kwargs = {k: self.decode(v, tensors) for k, v in tree["kwargs"].items()}
-        settings = tree["settings"]
-        outcome, result, seen, changed = run_student_code(fn, args, kwargs, settings)
-        reply = {"outcome": outcome, "seen": sorted(seen)[:500], "changed": changed}
-        if outcome["kind"] == "ok":
+        if request.method not in wire.METHODS:
+            raise wire.ProtocolError(f"no method {request.method!r}")
+        fn = target if request.method == "__call__" else getattr(target, request.method)
+        args = [self.decode(a, decoder) for a in request.args]
+        kwargs = {k: self.decode(v, decoder) for k, v in request.kwargs.items()}
+        outcome, result, seen, changed = run_student_code(fn, args, kwargs, request.settings)
+        value = graph = None
+        if outcome.kind is Kind.OK:
             if isinstance(result, nn.Module):
                 self.root(result)
-            reply["value"] = self.encode(result, out, 0)
-            reply["graph"] = self.keep_graph(result)
-        reply["state"] = self.state(out)
-        return reply
+            value, graph = self.encode(result, out), self.keep_graph(result)
+        return Reply(outcome, tuple(sorted(seen)), tuple(changed), value, graph, state=self.state(out))
 
-    def op_backward(self, tree: dict, tensors: dict, out: dict) -> dict:
-        self.apply_sync(tree, tensors)
-        outputs = self.graphs[tree["graph"]]
-        grads = [None if g is None else self.decode(g, tensors) for g in tree["grads"]]
+    def backward(self, request: Backward, decoder: wire.Decoder, out: dict[str, torch.Tensor]) -> Reply:
+        outputs = self.graphs[request.graph]
+        grads = [None if g is None else self.decode(g, decoder) for g in request.grads]
         pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None]
-        leaves = [self.objects[t] for t in tree["leaves"]]
+        leaves = [self.objects[t] for t in request.leaves]
         wanted = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor) and leaf.requires_grad]
 
         def backward() -> Any:
@@ -135,33 +126,26 @@ class Server:
                 [o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True, retain_graph=True
             )
 
-        outcome, result, seen, changed = run_student_code(backward, [], {}, tree["settings"])
-        reply = {"outcome": outcome, "seen": sorted(seen)[:500], "changed": changed}
-        if outcome["kind"] == "ok":
+        outcome, result, seen, changed = run_student_code(backward, [], {}, request.settings)
+        entries = None
+        if outcome.kind is Kind.OK:
             by_leaf = dict(zip(map(id, wanted), result))
-            reply["grads"] = [
+            entries = tuple(
                 None if by_leaf.get(id(leaf)) is None else wire.tensor_entry(by_leaf[id(leaf)], f"g{i}", out)
                 for i, leaf in enumerate(leaves)
-            ]
-        reply["state"] = self.state(out)
-        return reply
-
-    def apply_sync(self, tree: dict, tensors: dict) -> None:
-        """Values the grader wrote into tensors it holds copies of (a check's own table)."""
-        for entry in tree.get("sync", []):
-            if entry["token"] in self.objects:
-                self.received_tensor(entry, tensors)
+            )
+        return Reply(outcome, tuple(sorted(seen)), tuple(changed), grads=entries, state=self.state(out))
 
     # ---- values ----------------------------------------------------------
     @staticmethod
-    def parameters(value: Any) -> list[str]:
+    def parameters(value: Any) -> tuple[str, ...]:
         try:
             target = value.__init__ if inspect.isclass(value) else value
             params = inspect.signature(target).parameters.values()
-            names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            names = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
             return names[1:] if inspect.isclass(value) else names
         except (TypeError, ValueError):
-            return []
+            return ()
 
     def token(self, value: Any, prefix: str = "k") -> str:
         token = self.tokens.get(id(value))
@@ -176,101 +160,51 @@ class Server:
         if token not in self.roots:
             self.roots.append(token)
 
-    def encode(self, value: Any, out: dict, depth: int) -> Any:
-        if depth > MAX_DEPTH:
-            return {"object": "deeply nested value"}
-        if value is None or isinstance(value, (bool, int, str)):
-            return value if not isinstance(value, str) else value[: wire.MAX_TEXT]
-        if isinstance(value, float):
-            return {"float": repr(float(value))}  # numpy's float64 is a float, with a repr of its own
-        if isinstance(value, torch.Tensor):
-            return self.tensor(value, out)
-        if isinstance(value, nn.Module):
-            return {"module": self.token(value)}
-        if isinstance(value, torch.dtype):
-            return {"dtype": str(value).removeprefix("torch.")}
-        if isinstance(value, torch.device):
-            return {"device": str(value)}
-        if isinstance(value, torch.Size):
-            return {"size": list(value)}
-        if isinstance(value, tuple) and hasattr(value, "_fields"):
-            return {
-                "named": type(value).__name__,
-                "fields": list(value._fields),
-                "values": [self.encode(v, out, depth + 1) for v in value],
-            }
-        if isinstance(value, (tuple, list)):
-            return {
-                type(value).__name__ if type(value) in (tuple, list) else "list": [
-                    self.encode(v, out, depth + 1) for v in value[: wire.MAX_ITEMS]
-                ]
-            }
-        if isinstance(value, dict):
-            return {
-                "dict": [
-                    [self.encode(k, out, depth + 1), self.encode(v, out, depth + 1)]
-                    for k, v in list(value.items())[: wire.MAX_ITEMS]
-                ]
-            }
-        return {"object": type(value).__name__}
+    def encode(self, value: Any, out: dict[str, torch.Tensor]) -> Any:
+        return wire.encode(
+            value,
+            tensor=lambda t: self.tensor(t, out),
+            module=lambda m, depth: {"module": self.token(m)},
+            other=lambda v: {"object": type(v).__name__},
+        )
 
-    def tensor(self, value: torch.Tensor, out: dict) -> dict:
+    def tensor(self, value: torch.Tensor, out: dict[str, torch.Tensor]) -> dict[str, Any]:
         token = self.token(value)
         key = state_key(value)
         fresh = self.sent.get(token) != key
         self.sent[token] = key
-        twin = self.remember(token, value) if fresh else None
+        twin = self.holder(token, value) if fresh else None
         entry = wire.tensor_entry(value, token, out, token=token, data=fresh and twin is None)
         return {**entry, "same_as": twin} if twin else entry
 
-    def remember(self, token: str, value: torch.Tensor) -> str | None:
-        """For a large tensor, whose values the grader holds already under another token (a
-        state_dict() of the weights it sent, or the parameters they were loaded into), that
-        token: it copies its own instead of reading 47 MB again. None otherwise."""
+    def remember(self, token: str, value: torch.Tensor) -> None:
+        """A large tensor the grader sent: its digest, so that a tensor of the same values (a
+        state_dict() of the weights it sent, the parameters they were loaded into) goes back as
+        its name, and the grader copies its own instead of reading 47 MB again."""
         digest = wire.digest(value)
-        if digest is None:
+        if digest is not None:
+            self.holders[digest] = token
+
+    def holder(self, token: str, value: torch.Tensor) -> str | None:
+        """The token of a tensor the grader sent with `value`'s values, named at most once per reply."""
+        digest = wire.digest(value)
+        twin = None if digest is None else self.holders.get(digest)
+        if twin is None or twin == token or twin in self.referenced:
             return None
-        twin = self.holders.get(digest)
-        old = self.digest_of.pop(token, None)
-        if old is not None and self.holders.get(old) == token:
-            del self.holders[old]
-        self.digest_of[token] = digest
-        self.holders.setdefault(digest, token)
-        return twin if twin != token else None
+        self.referenced.add(twin)
+        return twin
 
-    def decode(self, value: Any, tensors: dict, depth: int = 0) -> Any:
-        if depth > MAX_DEPTH:
-            raise wire.ProtocolError("a value nested too deeply")
-        if value is None or isinstance(value, (bool, int, str)):
-            return value
-        if isinstance(value, list):
-            return [self.decode(v, tensors, depth + 1) for v in value]
-        if not isinstance(value, dict):
-            raise wire.ProtocolError("a malformed value")
-        if "float" in value:
-            return float(value["float"])
-        if "tuple" in value:
-            return tuple(self.decode(v, tensors, depth + 1) for v in value["tuple"])
-        if "list" in value:
-            return [self.decode(v, tensors, depth + 1) for v in value["list"]]
-        if "dict" in value:
-            return {self.decode(k, tensors, depth + 1): self.decode(v, tensors, depth + 1) for k, v in value["dict"]}
-        if "dtype" in value and "tensor" not in value:
-            return wire.dtype(value["dtype"])
-        if "device" in value and "tensor" not in value:
-            return torch.device(wire.text(value["device"], 40))
-        if "tensor" in value:
-            return self.received_tensor(value, tensors)
-        if "nn" in value:
-            return self.received_module(value, tensors, depth)
-        if "module" in value:
-            return self.objects[value["module"]]
-        raise wire.ProtocolError("an unknown kind of value")
+    def decode(self, tree: Any, decoder: wire.Decoder) -> Any:
+        return decoder.value(
+            tree,
+            tensor=lambda entry: self.received_tensor(entry, decoder),
+            module=lambda desc, depth: self.received_module(desc, decoder, depth),
+        )
 
-    def received_tensor(self, entry: dict, tensors: dict) -> torch.Tensor:
+    def received_tensor(self, entry: dict[str, Any], decoder: wire.Decoder) -> torch.Tensor:
         token = entry["token"]
         known = self.objects.get(token)
-        values = wire.tensor_from(entry, tensors, {"cpu", "cuda", "mps", "meta"})
+        values = decoder.tensor(entry)
         if known is None:
             made = values if values is not None else torch.empty(0)
             made = (
@@ -289,9 +223,12 @@ class Server:
             self.remember(token, known)
         return known
 
-    def received_module(self, desc: dict, tensors: dict, depth: int) -> nn.Module:
-        """One of torch.nn's own modules, made by the grader (TiedLMHead is handed an nn.Embedding)."""
-        token = desc["token"]
+    def received_module(self, desc: dict[str, Any], decoder: wire.Decoder, depth: int) -> nn.Module:
+        """A module of the student's the grader names, or one of torch.nn's own modules, made by the
+        grader (TiedLMHead is handed an nn.Embedding)."""
+        token = desc["module"] if "module" in desc else desc["token"]
+        if "module" in desc:
+            return self.objects[token]
         if token in self.objects:
             module = self.objects[token]
         else:
@@ -303,18 +240,18 @@ class Server:
             self.objects[token], self.tokens[id(module)] = module, token
             self.roots.append(token)
         for name, value in desc["attrs"].items():
-            object.__setattr__(module, name, self.decode(value, tensors, depth + 1))
+            object.__setattr__(module, name, self.decode(value, decoder))
         module.training = bool(desc["training"])
         for name, entry in desc["params"].items():
-            module._parameters[name] = None if entry is None else self.received_tensor(entry, tensors)
+            module._parameters[name] = None if entry is None else self.received_tensor(entry, decoder)
         for name, entry in desc["buffers"].items():
-            module._buffers[name] = None if entry is None else self.received_tensor(entry, tensors)
+            module._buffers[name] = None if entry is None else self.received_tensor(entry, decoder)
         for name, child in desc["children"].items():
-            module._modules[name] = self.received_module(child, tensors, depth + 1)
+            module._modules[name] = self.received_module(child, decoder, depth + 1)
         return module
 
     # ---- the state of the modules the grader holds -----------------------
-    def state(self, out: dict) -> dict:
+    def state(self, out: dict[str, torch.Tensor]) -> State:
         """Every module the grader holds, and every tensor it sent or got whose values changed."""
         modules = {token: self.describe(self.objects[token], out, 0) for token in self.roots}
         changed = {
@@ -322,10 +259,10 @@ class Server:
             for t, v in list(self.objects.items())
             if isinstance(v, torch.Tensor) and self.sent.get(t) != state_key(v)
         }
-        return {"modules": modules, "tensors": changed}
+        return State(modules, changed)
 
-    def describe(self, module: nn.Module, out: dict, depth: int) -> dict:
-        if depth > MAX_DEPTH:
+    def describe(self, module: nn.Module, out: dict[str, torch.Tensor], depth: int) -> dict[str, Any]:
+        if depth > wire.MAX_DEPTH:
             raise wire.ProtocolError("a module tree nested too deeply")
         attrs, plain = {}, {}
         for name, value in list(vars(module).items())[: wire.MAX_ITEMS]:
@@ -338,7 +275,7 @@ class Server:
                 or isinstance(value, (bool, int, float, str))
                 or (isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value))
             ):
-                attrs[name] = self.encode(value, out, depth + 1)
+                attrs[name] = self.encode(value, out)
         buffers = module._buffers
         return {
             "token": self.token(module),
@@ -364,6 +301,16 @@ class Server:
         return len(self.graphs) - 1
 
 
+@functools.cache
+def warm_up() -> None:
+    """A backward through the safety net, once, when grading starts: its first use imports torch's
+    symbolic shapes and sympy (seconds on a busy machine), which must not count against, nor be
+    interrupted by, the time limit of the first student's call that needs a gradient."""
+    weight = torch.ones(2, requires_grad=True)
+    out = weight * 2
+    run_student_code(lambda: torch.autograd.grad([out], [weight], [torch.ones(2)]), [], {}, wire.Settings(timeout=600))
+
+
 SERVER: Server | None = None  # this kernel's, made by setup
 
 
@@ -374,6 +321,9 @@ def setup(limits: dict[str, int], shell: Any) -> bool:
     to the import system (a notebook that breaks it anyway loses its own answers, nothing more)."""
     import resource
 
+    # The grader's worker caps its own memory with a soft limit (helpers.grading.worker), which its
+    # kernel inherits: the kernel's memory is --memory-mb's, or uncapped.
+    resource.setrlimit(resource.RLIMIT_DATA, (resource.getrlimit(resource.RLIMIT_DATA)[1],) * 2)
     for name, value in limits.items():
         kind = getattr(resource, name)
         hard = resource.getrlimit(kind)[1]

@@ -34,7 +34,7 @@ class RemoteFunction:
         return self._session.call({"name": self._name}, "__call__", args, kwargs)
 
 
-class RemoteClassMeta(type(nn.Module)):
+class RemoteClassMeta(type(nn.Module)):  # type: ignore[misc]  # nn.Module's metaclass
     """Calling the stand-in class builds the object in the kernel and mirrors it here."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
@@ -51,7 +51,7 @@ class RemoteObject(metaclass=RemoteClassMeta):
     """A class of the notebook that is not an nn.Module."""
 
 
-def _remote(method: str) -> Callable:
+def _remote(method: str) -> Callable[..., Any]:
     def call(self: Mirror, *args: Any, **kwargs: Any) -> Any:
         return self._course_session.call({"token": self._course_token}, method, args, kwargs)
 

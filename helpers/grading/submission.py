@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -31,13 +32,22 @@ from helpers.grading.limits import (
 from helpers.grading.remote import MISSING, Session
 from helpers.grading.sandbox import Scratch, sandbox_problem
 
-# What a check learns only from inside the kernel (serve.run_student_code): best effort, and the report says so.
+# Verdicts that rest on what only the kernel sees (serve.run_student_code), which a notebook can hide:
+# best effort, and that result's report says so. Values, shapes, dtypes and devices are the grader's.
 SEEN_IN_KERNEL = {
-    "forbidden_api": "the torch functions it calls",
+    "forbidden_api": "the forbidden torch function it calls",
     "changed_global_state": "torch's settings it changed",
-    "mutated_input": "the inputs it changed in place",
+    "mutated_input": "the inputs or parameters it changed in place",
     "not_a_matrix_product": "the torch functions it calls",
 }
+FORBIDDEN_NONE_SEEN = "that it calls none of the torch functions this exercise forbids"
+AUTOGRAD_SEEN = "that its outputs are tied to autograd, and the gradients autograd gave"
+BEST_EFFORT = "{}: seen inside the student's kernel, which the student controls (values, shapes, dtypes and devices are compared by the grader)"
+# Code that switches off what sees torch calls in the kernel (torch's function dispatch and its modes).
+DISPATCH_OFF = re.compile(
+    r"DisableTorchFunction|_DisableTorchDispatch|_disabled_torch_function_impl|_pop_(torch_function_)?mode"
+    r"|_pop_torch_function_stack|_set_torch_function_mode|_len_torch_function_stack|_unset_\w*mode"
+)
 NOT_DEFINED = "`{}` is not defined in the notebook: the cell that defines it was deleted or renamed, or did not run (see the errors above it)."
 
 
@@ -110,9 +120,17 @@ class Submission:
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
+    @property
+    def running(self) -> Kernel:
+        """The kernel cells run in: there is one from run()'s start to its end, but after a failed restart."""
+        if self.kernel is None:
+            raise OutOfTime
+        return self.kernel
+
     async def new_kernel(self) -> None:
         """A fresh kernel in place of the current one, which is killed first."""
         await self.stop_kernel()
+        assert self.scratch is not None, "run() makes the scratch folder first"
         kernel = Kernel(self.scratch, self.limits(), self.sandboxed)
         try:
             await kernel.start()
@@ -159,7 +177,7 @@ class Submission:
                 )
                 return
             limit = min(self.cell_timeout, remaining)
-            outcome = await self.kernel.run(source, limit)
+            outcome = await self.running.run(source, limit)
             try:
                 if outcome.kind == "error":
                     self.error(index, str(outcome.content.get("ename") or "Error"), last_line(outcome.content))
@@ -216,7 +234,7 @@ class Submission:
                 if index in self.skip:
                     continue
                 limit = min(self.cell_timeout, self.remaining())
-                outcome = await self.kernel.run(source, max(limit, 0.01))
+                outcome = await self.running.run(source, max(limit, 0.01))
                 if outcome.kind in ("timeout", "stuck") and limit < self.cell_timeout:
                     await self.stop_kernel()
                     raise OutOfTime
@@ -303,7 +321,7 @@ class Submission:
     ) -> tuple[dict[str, Any], str | None]:
         """(the verdict, None), or (None, "timeout" | "dead") when the kernel could not answer.
         Runs in a worker thread; each request to the kernel goes through the event loop."""
-        state = {"gone": None}
+        state: dict[str, str | None] = {"gone": None}
 
         def send(request: bytes, timeout: float) -> bytes:
             left = deadline - time.monotonic()
@@ -316,17 +334,23 @@ class Submission:
                 state["gone"] = "dead" if str(gone) == "dead" else "timeout" if time.monotonic() >= deadline else "dead"
                 raise
 
-        session = Session(send)
+        session = Session(send, deadline=deadline)
         try:
             with session.active(salt):
                 session.release()
                 stand_in = session.stand_in(exercise.id)
                 if stand_in is MISSING:
                     return self.verdict(exercise, False, "not_implemented", NOT_DEFINED.format(exercise.id)), None
-                outcome = checking.check(exercise.id, stand_in)
+                outcome = session.overrule(checking.check(exercise.id, stand_in))
         except wire.KernelGone:
             return {}, state["gone"] or "dead"
-        except (wire.ProtocolError, ValueError, TypeError, KeyError) as error:  # a kernel that answers nonsense
+        except (
+            wire.ProtocolError,
+            ValueError,
+            TypeError,
+            KeyError,
+            MemoryError,
+        ) as error:  # a kernel that answers nonsense
             return self.verdict(
                 exercise,
                 False,
@@ -341,18 +365,28 @@ class Submission:
             result = self.verdict(
                 exercise, False, outcome.diagnosis, outcome.message, outcome.hint, outcome.fix, list(outcome.also)
             )
-        observed = list(
-            dict.fromkeys(
-                what
-                for code, what in SEEN_IN_KERNEL.items()
-                if code == outcome.diagnosis or (code == "forbidden_api" and get(exercise.id).forbidden)
-            )
-        )
+        return self.kernel_said(exercise, result, session.autograd), None
+
+    def kernel_said(self, exercise: ExerciseInfo, result: dict[str, Any], autograd: int) -> dict[str, Any]:
+        """`result`, with what its verdict takes on the kernel's word (`best_effort`): a diagnosis
+        only the kernel sees; for a pass, that no forbidden function was seen, and the gradients. A
+        pass that needs no forbidden call seen, in a notebook that switches off what sees them,
+        scores nothing: the grader cannot tell."""
+        observed = [SEEN_IN_KERNEL[result["diagnosis"]]] if result["diagnosis"] in SEEN_IN_KERNEL else []
+        if result["passed"]:
+            forbidden = bool(get(exercise.id).forbidden)
+            observed += [FORBIDDEN_NONE_SEEN] * forbidden + [AUTOGRAD_SEEN] * (autograd > 0)
+            hidden = next((index for index, source in self.cells if DISPATCH_OFF.search(source)), None)
+            if forbidden and hidden is not None:
+                message = (
+                    f"Not counted: cell {hidden} switches off torch's function dispatch, which hides from the grader "
+                    f"the torch functions `{exercise.id}` calls, and this exercise forbids some of them."
+                )
+                result = self.verdict(exercise, False, "forbidden_api", message)
+                observed = [FORBIDDEN_NONE_SEEN]
         if observed:
-            result["best_effort"] = (
-                f"{'; '.join(observed)}: seen inside the student's kernel, which the student controls (values, shapes, dtypes and gradients are not)"
-            )
-        return result, None
+            result["best_effort"] = BEST_EFFORT.format("; ".join(observed))
+        return result
 
     @staticmethod
     def verdict(

@@ -7,7 +7,7 @@ from typing import NoReturn
 AVAILABLE = False
 
 
-def all_exercises() -> dict:
+def all_exercises() -> dict[str, object]:
     return {}
 
 

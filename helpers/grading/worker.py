@@ -1,0 +1,81 @@
+"""Each submission graded in a process of its own, under a memory limit and a deadline of the grader's.
+
+The grader's own work for a submission (its kernel's replies decoded, its checks) runs in a worker
+forked from the grader, torch and the catalogue imported already: a reply that costs more than it
+weighs, or a check that never ends, costs that submission its score, never the batch or a classmate.
+The worker's memory limit is RLIMIT_DATA, soft (the kernel it starts raises it back: helpers.grading.serve).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import os
+import resource
+import signal
+from multiprocessing.connection import Connection
+from typing import Any
+
+from helpers.grading.limits import GRADER_MEMORY_MB, STARTUP_TIMEOUT, WORKER_GRACE
+
+# Forked, not spawned: a worker starts in milliseconds, with the grader's settings as they are.
+_CONTEXT = multiprocessing.get_context("fork")
+
+
+def data_mb() -> float:
+    """This process's data segment (what RLIMIT_DATA counts), in MB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _work(results: Connection, memory_mb: int, kwargs: dict[str, Any]) -> None:
+    import torch
+
+    from helpers.grading.batch import grade_notebook_async
+
+    # OpenMP's threads do not survive a fork: a parallel region in the child of a process that ran one
+    # waits for them for ever. One thread each: the checks are small, and --jobs runs workers side by side.
+    torch.set_num_threads(1)
+    os.setsid()  # a process group of its own: an unsandboxed kernel it starts is killed with it
+    limit = int((data_mb() + memory_mb) * 2**20)
+    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+    resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    report = asyncio.run(grade_notebook_async(**kwargs))
+    results.send_bytes(json.dumps(report).encode())
+
+
+def deadline(notebook_timeout: float) -> float:
+    """How long a worker may take: its kernel's start, the notebook's limit, and the grader's report."""
+    return STARTUP_TIMEOUT + notebook_timeout + WORKER_GRACE
+
+
+async def graded_apart(
+    seconds: float, grader_mb: int = GRADER_MEMORY_MB, **kwargs: Any
+) -> tuple[dict[str, Any] | None, str]:
+    """(the report of grade_notebook_async(**kwargs) run in a worker, ""), or (None, why there is
+    none): the worker ran past `seconds`, or died (past `grader_mb` of its own, a crash)."""
+    results, sender = _CONTEXT.Pipe(duplex=False)
+    worker = _CONTEXT.Process(target=_work, args=(sender, grader_mb, kwargs), daemon=True)
+    worker.start()
+    sender.close()
+    loop = asyncio.get_running_loop()
+    ready = asyncio.Event()
+    loop.add_reader(results.fileno(), ready.set)  # data, or the end of the pipe when the worker dies
+    try:
+        await asyncio.wait_for(ready.wait(), seconds)
+        return json.loads(results.recv_bytes()), ""
+    except asyncio.TimeoutError:
+        return None, f"the grader's work for it ran past its {seconds:g} s limit"
+    except (EOFError, OSError, ValueError):
+        return None, f"the grader's work for it stopped (past its {grader_mb} MB memory limit, or a crash)"
+    finally:
+        loop.remove_reader(results.fileno())
+        results.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(worker.pid or 0, signal.SIGKILL)  # the worker, and any kernel it left
+        await asyncio.to_thread(worker.join)
