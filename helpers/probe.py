@@ -286,12 +286,10 @@ class Probe:
         kwargs = {k: int(a) if isinstance(a, Length) else a for k, a in kwargs.items()}
         # A module's inputs by the names the exercise gives them (its reference's forward): the module's own
         # signature is __call__'s *args, and a graded kernel's mirror knows no more.
-        names = _argument_names(
-            self.exercise.reference.forward
-            if isinstance(fn, torch.nn.Module) and inspect.isclass(self.exercise.reference)
-            else fn,
-            len(args),
-        )
+        reference, signature_of = self.exercise.reference, fn
+        if isinstance(fn, torch.nn.Module) and inspect.isclass(reference):
+            signature_of = getattr(reference, "forward", fn)
+        names = _argument_names(signature_of, len(args))
         originals = [(name, t) for name, arg in zip(names, args) for t in _tensors_in(arg)]
         originals += [(name, t) for name, arg in kwargs.items() for t in _tensors_in(arg)]
         saved = [t.detach().clone() for _, t in originals]
@@ -365,7 +363,10 @@ class Probe:
         """A module's forward leaves its own parameters and buffers as they were: one that renormalises
         or clamps its table in place (nn.Embedding(max_norm=...), `.clamp_()`, `.renorm_()`) would be
         compared against the table as it is after the call, and look right."""
-        for name, (live, snapshot) in before.items():
+        session = REMOTE.get()  # graded: the kernel's word on its own tensors, where it contradicts the grader's copy
+        for name, (tensor, snapshot) in before.items():
+            claimed = session.claim(tensor) if session is not None else None
+            live = tensor if claimed is None else claimed
             if live.shape != snapshot.shape or torch.equal(live.detach(), snapshot):
                 continue
             rows = (

@@ -331,7 +331,7 @@ def test_what_each_attack_is_told(batch):
     assert hidden["diagnosis"] == "forbidden_api" and "switches off torch's function dispatch" in hidden["message"]
     assert "seen inside the student's kernel" in hidden["best_effort"]
     forged = by_id(report(batch, "forged_scale"))["ScaledEmbedding"]  # the reference is the grader's own table
-    assert forged["diagnosis"] in ("divided_by_scale", "missing_scale", "mutated_input"), forged
+    assert forged["diagnosis"] in ("divided_by_scale", "missing_scale", "mutated_input", "changes_own_weights"), forged
 
 
 def test_best_effort_marks_the_results_that_rest_on_the_kernels_word(batch):

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers import bench, grade
+from helpers.grading.batch import grade_notebook_async
 from helpers.grading.worker import graded_apart
 from tests.grading_support import (
     HEAD,
@@ -240,9 +241,13 @@ def test_the_graders_own_work_for_a_submission_has_a_deadline_and_a_memory_limit
     memory limit it stops. Either costs that submission its report's score, never the grader."""
     path = write_notebook(tmp_path / "slow.ipynb", [HEAD, "import time\n\ntime.sleep(60)"])
     found = grade.read_submission(path)
-    report, why = asyncio.run(graded_apart(4, path=path, found=found, cell_timeout=60, sandbox=False))
+    report, why = asyncio.run(
+        graded_apart(4, grade_notebook_async, path=path, found=found, cell_timeout=60, sandbox=False)
+    )
     assert report is None and "ran past its 4 s limit" in why
-    report, why = asyncio.run(graded_apart(60, grader_mb=0, path=path, found=found, sandbox=False))
+    report, why = asyncio.run(
+        graded_apart(60, grade_notebook_async, grader_mb=0, path=path, found=found, sandbox=False)
+    )
     assert report is None or report["errors"][0]["type"] == "GraderError", report  # it ran out at once
 
 

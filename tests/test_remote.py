@@ -211,12 +211,14 @@ def kernel_running(cell: str):
 
 
 def test_a_kernel_that_reports_its_tables_scaled_to_hide_a_missing_scale_scores_nothing():
-    """The grader draws the table's values itself and computes the reference from its own copy: the
-    forward's missing sqrt(d) shows, and a table reported otherwise than the grader set it is a finding."""
+    """The grader draws the table's values itself and computes the reference from its own copy; a table
+    reported otherwise than the grader set it is a finding, and the probe, which compares a module's
+    tables before and after each call, names it first (as check() names a forward that rescales its own
+    table). Either way, what the kernel reports is never the reference."""
     session = Session(kernel_running(FORGED_SCALE))
     with session.active(20261126):
         result = session.overrule(check("ScaledEmbedding", session.stand_in("ScaledEmbedding")))
-    assert (result.passed, result.diagnosis) == (False, "missing_scale"), str(result)
+    assert (result.passed, result.diagnosis) == (False, "changes_own_weights"), str(result)
     assert session.findings, "the table reported divided by sqrt(d) is a claim the grader's copy contradicts"
     honest: dict = {}
     exec(RIGHT_SCALE, honest)

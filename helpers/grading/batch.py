@@ -193,6 +193,7 @@ async def grade_many(
         try:
             report, why = await graded_apart(
                 seconds,
+                grade_notebook_async,
                 path=found.path,
                 name=name_shown,
                 chapters=chapters,

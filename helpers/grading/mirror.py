@@ -29,7 +29,8 @@ class Mirroring:
     `modules` (the tokens of the mirrored modules), `devices` (those the grader accepts), `owned`
     (token -> the grader's copy of the values it sent or wrote), `kept` (the Parameters whose local
     values only the grader writes), `draws` (the generator of the values it gives the kernel's
-    parameters) and `findings` (claims that contradict its copies). A claim about an input the grader
+    parameters), `findings` (claims that contradict its copies) and `claims` (what the kernel says its
+    Parameters hold, where that is not the grader's copy: `claim`). A claim about an input the grader
     sent is written into the local copy too, so that the check names the change (mutated_input)."""
 
     local: dict[str, Any]
@@ -41,6 +42,7 @@ class Mirroring:
     kept: set[str]
     draws: torch.Generator
     findings: list[str]
+    claims: dict[str, torch.Tensor]
 
     def value(self, tree: Any, decoder: wire.Decoder) -> Any:
         """A value the kernel sent, made of plain local objects."""
@@ -105,11 +107,20 @@ class Mirroring:
             same = mine.shape == got.shape and torch.equal(mine.to(got.dtype).to(got.device), got)
         if not same:
             self.findings.append(name or "a tensor the grader sent")
+            if token in self.kept:  # the probe compares it with its snapshot: a forward that changed its own weights
+                self.claims[token] = got.detach().clone()
         elif token in self.kept:  # moved to another dtype or device: the grader's copy goes along
             self.owned[token] = got.detach().clone()
             put(self.local[token], got)
         if token not in self.kept:
             self.owned[token] = got.detach().clone()
+
+    def claim(self, local: torch.Tensor) -> torch.Tensor | None:
+        """What the kernel last said a Parameter the grader owns holds, where that differs from the grader's
+        copy (once: the claim is taken), else None. The probe reads it after a call, as check() reads a
+        module's own tensors: a forward that renormalises its table in place is named as such."""
+        token = self.token_of.get(id(local))
+        return None if token is None else self.claims.pop(token, None)
 
     def refresh(self, state: wire.State, decoder: wire.Decoder) -> None:
         """Bring every mirrored module and every changed tensor up to the kernel's state."""

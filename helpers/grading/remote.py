@@ -95,6 +95,7 @@ class Session(Mirroring):
         self.owned: dict[str, torch.Tensor] = {}  # token -> the grader's copy of the values it sent
         self.kept: set[str] = set()  # Parameters whose values only the grader writes (mirror.Mirroring)
         self.findings: list[str] = []  # what the kernel said of the grader's tensors that contradicts them
+        self.claims: dict[str, torch.Tensor] = {}  # token -> what the kernel says a Parameter holds, against our copy
         self.autograd = 0  # outputs the kernel tied to autograd, and gradients it gave: its word
         self.budget = wire.Budget(wire.CHECK_BUDGET, self.deadline)
 

@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import resource
 import signal
+from collections.abc import Callable, Coroutine
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -33,10 +34,13 @@ def data_mb() -> float:
     return 0.0
 
 
-def _work(results: Connection, memory_mb: int, kwargs: dict[str, Any]) -> None:
+def _work(
+    results: Connection,
+    memory_mb: int,
+    grade: Callable[..., Coroutine[Any, Any, dict[str, Any]]],
+    kwargs: dict[str, Any],
+) -> None:
     import torch
-
-    from helpers.grading.batch import grade_notebook_async
 
     # OpenMP's threads do not survive a fork: a parallel region in the child of a process that ran one
     # waits for them for ever. One thread each: the checks are small, and --jobs runs workers side by side.
@@ -45,7 +49,7 @@ def _work(results: Connection, memory_mb: int, kwargs: dict[str, Any]) -> None:
     limit = int((data_mb() + memory_mb) * 2**20)
     hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
     resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
-    report = asyncio.run(grade_notebook_async(**kwargs))
+    report = asyncio.run(grade(**kwargs))
     results.send_bytes(json.dumps(report).encode())
 
 
@@ -55,12 +59,16 @@ def deadline(notebook_timeout: float) -> float:
 
 
 async def graded_apart(
-    seconds: float, grader_mb: int = GRADER_MEMORY_MB, **kwargs: Any
+    seconds: float,
+    grade: Callable[..., Coroutine[Any, Any, dict[str, Any]]],
+    grader_mb: int = GRADER_MEMORY_MB,
+    **kwargs: Any,
 ) -> tuple[dict[str, Any] | None, str]:
-    """(the report of grade_notebook_async(**kwargs) run in a worker, ""), or (None, why there is
-    none): the worker ran past `seconds`, or died (past `grader_mb` of its own, a crash)."""
+    """(the report of grade(**kwargs) run in a worker, ""), or (None, why there is none): the worker ran
+    past `seconds`, or died (past `grader_mb` of its own, a crash). A forked worker: `grade` needs no pickling,
+    and the caller passes it, so that this module need not know the batch's."""
     results, sender = _CONTEXT.Pipe(duplex=False)
-    worker = _CONTEXT.Process(target=_work, args=(sender, grader_mb, kwargs), daemon=True)
+    worker = _CONTEXT.Process(target=_work, args=(sender, grader_mb, grade, kwargs), daemon=True)
     worker.start()
     sender.close()
     loop = asyncio.get_running_loop()
