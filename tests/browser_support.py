@@ -540,11 +540,11 @@ class Lab:
             for attempt in range(3):  # under load a double click can land while the listing redraws: it is then lost
                 if attempt and self.page.evaluate(entered):
                     break  # the earlier click got there, late
-                browser.locator(
-                    ".jp-DirListing-item",
-                    has=self.page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(folder)}$")),
-                ).dblclick()
-                try:
+                try:  # the item itself can be redrawn away for long (a fresh server's first listing): try again
+                    browser.locator(
+                        ".jp-DirListing-item",
+                        has=self.page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(folder)}$")),
+                    ).dblclick(timeout=10_000)
                     self.page.wait_for_function(entered, timeout=10_000)
                     break
                 except Exception:  # playwright's TimeoutError
