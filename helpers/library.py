@@ -506,6 +506,18 @@ def gpt2_logits(
             hook.remove()
 
 
+def from_first_real_token(positions: Callable, attention_mask: torch.Tensor) -> Callable:
+    """A `positions` step for gpt2_logits on a left-padded batch: each row's real tokens go through
+    `positions` (x (1, T', d) -> x + P[:T']) on their own, so its rows 0, 1, ... meet the row's first
+    real token, the next, ...; the pads before them pass unchanged (the mask hides them)."""
+    starts = (attention_mask == 0).sum(-1).tolist()  # the pads before each row's first real token
+
+    def step(x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
+        return torch.stack([torch.cat((x[b, :s], positions(x[b : b + 1, s:])[0])) for b, s in enumerate(starts)])
+
+    return step
+
+
 # ---------------------------------------------------------------------------
 # For the notebooks: a cell that uses the library, and what it prints
 # ---------------------------------------------------------------------------

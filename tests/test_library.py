@@ -528,6 +528,28 @@ def test_left_padding_needs_position_ids_in_gpt2():
 
 
 @needs_library
+def test_chapter_04s_last_gpt2_line_calls_the_students_forward_and_can_fail():
+    """Chapter 04's "your forward from each row's first real token" line: the reference's forward, handed each
+    row's real tokens, gives the unpadded logits; a forward that starts at row 1, or adds rows 0..T-1 to the whole
+    padded row, does not (the line prints ✗ for it)."""
+    model = library.tiny_gpt2()
+    _, wpe, _ = library.gpt2_tables(model)
+    pads, text = 4, torch.randint(0, model.config.vocab_size - 1, (1, 8), generator=torch.Generator().manual_seed(12))
+    ids = torch.cat([torch.cat([text, text[:, :pads]], dim=1), torch.cat([torch.full((1, pads), 0), text], dim=1)])
+    ids[1, :pads] = model.config.eos_token_id
+    mask = torch.ones_like(ids)
+    mask[1, :pads] = 0
+    alone = library.gpt2_logits(model, text)[0]
+    learned = reference.LearnedPositionalEmbedding(*wpe.weight.shape)
+    learned.load_state_dict({"position_embeddings.weight": wpe.weight})
+    mine = lambda step: library.gpt2_logits(model, ids, attention_mask=mask, positions=step)[1, pads:]
+    assert_close(mine(library.from_first_real_token(learned, mask)), alone)
+    from_one = lambda x: x + wpe.weight[1 : x.shape[1] + 1]  # positions counted from 1
+    assert not torch.allclose(mine(library.from_first_real_token(from_one, mask)), alone, atol=1e-4)
+    assert not torch.allclose(mine(learned), alone, atol=1e-4)  # the whole padded row: rows 4..11 for the text
+
+
+@needs_library
 def test_gpt2_small_shapes_are_gpt2_small():
     model = library.gpt2_small_shapes()
     wte, wpe, lm_head = library.gpt2_tables(model)
