@@ -275,7 +275,7 @@ def sinusoidal_heatmap(pe: torch.Tensor, base: float = 10000.0) -> None:
 
 
 def sinusoidal_slices(pe: torch.Tensor, position: int, pair: int, base: float = 10000.0) -> None:
-    """Left: the vector of one position. Right: one (sin, cos) column pair along every position."""
+    """Left: the vector of one position. Right: one (sin, cos) column pair around it, the rows as dots on the wave."""
     plt = _plt()
     pe = pe.detach().float().cpu()
     N, d = pe.shape
@@ -288,11 +288,21 @@ def sinusoidal_slices(pe: torch.Tensor, position: int, pair: int, base: float = 
         ylim=(-1.1, 1.1),
     )
     sin_col, cos_col = 2 * pair, min(2 * pair + 1, d - 1)
-    right.plot(range(N), pe[:, sin_col], label=f"column {sin_col}: sin")
-    right.plot(range(N), pe[:, cos_col], label=f"column {cos_col}: cos")
+    wavelength = 2 * torch.pi * base ** (2 * pair / d)
+    # a window of about three waves around the position (40 positions at least): a fast pair's wave stays visible
+    half = min(max(int(1.5 * wavelength), 20), N)
+    lo, hi = max(0, min(position - half, N - 2 * half)), min(N, max(position + half, 2 * half))
+    fine = torch.linspace(lo, hi - 1, 20 * (hi - lo), dtype=torch.float64)  # the continuous wave the rows sample
+    columns = ((sin_col, torch.sin, "C0"), (cos_col, torch.cos, "C1"))[: 1 if cos_col == sin_col else 2]
+    for col, fn, colour in columns:  # odd d_model: the last pair has no cos column
+        kind = "sin" if col == sin_col else "cos"
+        right.plot(fine, fn(fine / base ** (2 * pair / d)), color=colour, linewidth=0.8, alpha=0.45)
+        right.plot(
+            range(lo, hi), pe[lo:hi, col], "o", color=colour, markersize=2.5, label=f"column {col}: {kind}, per row"
+        )
     right.axvline(position, color="0.5", linestyle=":")
     right.set(
-        title=f"pair {pair}: wavelength {2 * torch.pi * base ** (2 * pair / d):.4g} positions",
+        title=f"pair {pair}: wavelength {wavelength:.4g} positions; the line is the wave the rows sample",
         xlabel="position",
         ylabel="value",
         ylim=(-1.1, 1.1),
@@ -323,26 +333,31 @@ def shift_matrix(M: torch.Tensor, k: int, zoom: int = 8) -> None:
 
 
 def dot_product_vs_offset(pe: torch.Tensor, starts: list[int], max_offset: int) -> None:
-    """PE[p]·PE[p + k] against k, for a few p: the curves lie on top of each other."""
+    """PE[p]·PE[p + k] against k, for a few p: the curves lie on top of each other. Below, the
+    largest gap between them at each k, on a log scale: rounding, far below the curves' size."""
     plt = _plt()
     pe = pe.detach().double().cpu()
     offsets = torch.arange(-max_offset, max_offset + 1)
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    fig, (ax, gap) = plt.subplots(2, 1, figsize=(9, 5.2), sharex=True, gridspec_kw={"height_ratios": [2.2, 1]})
+    curves = []
     for n, p in enumerate(starts):  # thick to thin, so that curves on top of each other all show
         keep = (p + offsets >= 0) & (p + offsets < len(pe))
-        ax.plot(
-            offsets[keep],
-            pe[p + offsets[keep]] @ pe[p],
-            label=f"p = {p}",
-            linewidth=1.2 + 2.5 * (len(starts) - 1 - n),
-            alpha=0.8,
-        )
-    ax.set(
-        title="PE[p] · PE[p + k] depends on the offset k only, and is symmetric in k",
-        xlabel="offset k",
-        ylabel="dot product",
-    )
+        curve = torch.full((len(offsets),), float("nan"), dtype=torch.float64)
+        curve[keep] = pe[p + offsets[keep]] @ pe[p]
+        curves.append(curve)
+        ax.plot(offsets, curve, label=f"p = {p}", linewidth=1.2 + 2.5 * (len(starts) - 1 - n), alpha=0.8)
+    ax.set(title="PE[p] · PE[p + k] depends on the offset k only, and is symmetric in k", ylabel="dot product")
     ax.legend(loc="upper right", fontsize=8)
+    stacked = torch.stack(curves)  # (len(starts), 2·max_offset + 1)
+    spread = (stacked.nan_to_num(nan=-torch.inf).amax(0) - stacked.nan_to_num(nan=torch.inf).amin(0)).clamp(min=1e-12)
+    gap.semilogy(offsets, spread, color="black", linewidth=1)
+    ratio = (spread.max() / stacked.nan_to_num(nan=0.0).abs().max()).item()
+    gap.set(
+        ylim=(1e-12, 1e2),
+        xlabel="offset k",
+        ylabel="largest gap",
+        title=f"the largest gap between the curves at each k: at most {ratio:.0e} of their size (the table's rounding)",
+    )
     fig.tight_layout()
     plt.show()
 

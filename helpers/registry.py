@@ -84,6 +84,7 @@ DIAGNOSES: dict[str, str] = {
     "length_check_off_by_one": "a sequence of exactly max_len is refused: only longer ones should be",
     "unexpected_dropout": "the output changes in training mode: dropout where the module has none",
     "layernorm_unbiased_var": "a hand-written LayerNorm divides by the unbiased variance (d - 1) instead of d",
+    "input_scaled": "PositionalEncoding multiplies its input by sqrt(d_model), the token embedding's job",
     "unexpected_scale": "the token embeddings are multiplied by sqrt(d_model), which BERT does not do",
     "dropout_rate_ignored": "dropout does not use the hidden_dropout_prob it was given",
     "missing_padding_idx": "the word embedding ignores pad_token_id: the padding row still gets a gradient",
@@ -102,6 +103,7 @@ DIAGNOSES: dict[str, str] = {
     "partial_rope_pairs_across_head": "pairs span the whole head (i, i + head_dim/2) instead of the rotated part (i, i + rotary_dim/2)",
     "partial_rope_last_dims": "the rotated part sits in the last rotary_dim dims of the head instead of the first",
     "partial_rope_pass_dropped": "the dims past rotary_dim are dropped or zeroed instead of passed through",
+    "partial_rope_width_guessed": "fewer dims turned than the tables are wide: a width guessed from head_dim, not cos.shape[-1]",
     # ALiBi
     "non_power_of_two": "the slopes for a head count that is not a power of two do not follow Press et al.'s rule",
     "wrong_sign": "the bias rewards distance (or the slopes are negative) instead of penalising it",

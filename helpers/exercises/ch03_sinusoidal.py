@@ -12,6 +12,7 @@ through what the module adds them to (`added_to_input`, `added_to_tokens`)."""
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -326,6 +327,35 @@ def either(table_mistake: Callable, slicing_mistake: Callable) -> Callable:
         return added_to_input(table_mistake)(x, table) + slicing_mistake(x, table)
 
     return made_either_way
+
+
+def input_scaled(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Your forward multiplies x by sqrt(d_model) before it adds the table
+    (the TensorFlow tutorial's `x *= tf.math.sqrt(d_model)`). PositionalEncoding
+    adds the table to x as it comes.
+
+    Hint: the factor sqrt(d_model) belongs to the token embedding (chapter 02's
+    ScaledEmbedding); what reaches PositionalEncoding is already scaled, and a
+    second factor here scales it again. TokenAndPositionEmbedding, the next
+    exercise, is where the two meet.
+
+    Fix: return `self.dropout(x + self.pe[:T])`, with no sqrt(d_model) in
+    PositionalEncoding."""
+    return x * math.sqrt(x.shape[-1]) + table.to(x.device)[: x.shape[1]]
+
+
+def sum_scaled(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Your forward returns (x + PE[:T]) * sqrt(d_model): the sum is scaled, so
+    the positions are multiplied by sqrt(d_model) too, and so is x, which
+    PositionalEncoding should pass on as it comes.
+
+    Hint: only the token vectors need the factor (chapter 02), and they get it
+    in the token embedding, before they reach PositionalEncoding; the
+    encoding's entries already lie between -1 and 1.
+
+    Fix: return `self.dropout(x + self.pe[:T])`, with no sqrt(d_model) in
+    PositionalEncoding."""
+    return (x + table.to(x.device)[: x.shape[1]]) * math.sqrt(x.shape[-1])
 
 
 POSITIONAL_ENCODING_MISTAKES = {
@@ -810,7 +840,8 @@ EXERCISES = [
         kind="module",
         reference=reference.PositionalEncoding,
         check=check_positional_encoding,
-        mistakes=POSITIONAL_ENCODING_MISTAKES,
+        # not TokenAndPosition's: it scales its token rows itself (its own scaled_position_too reads them)
+        mistakes={**POSITIONAL_ENCODING_MISTAKES, "input_scaled": input_scaled, "scaled_position_too": sum_scaled},
         difficulty=2,
         importance=3,
         minutes=15,

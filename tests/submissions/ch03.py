@@ -447,6 +447,28 @@ class PositionalEncodingNoDropout(PositionalEncodingAnnotated):
         return x + self.pe[:, : x.size(1)]
 
 
+class PositionalEncodingScalesInput(PositionalEncodingAnnotated):
+    # the TensorFlow tutorial's habit: x *= sqrt(d_model) before the positions are added
+    def forward(self, x):
+        if x.size(1) > self.max_len:
+            raise ValueError(f"sequence length {x.size(1)} > max_len {self.max_len}")
+        x = x * math.sqrt(x.size(-1))
+        return self.dropout(x + self.pe[:, : x.size(1)])
+
+
+class PositionalEncodingScalesSum(PositionalEncodingFunctional):
+    # the sum scaled, with the width remembered from __init__
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+        self.scale = d_model**0.5
+
+    def forward(self, x):
+        T = x.shape[1]
+        if T > self.table.shape[0]:
+            raise ValueError(f"T={T} is longer than max_len={self.table.shape[0]}")
+        return F.dropout((x + self.table[:T]) * self.scale, p=self.p, training=self.training)
+
+
 class PositionalEncodingNoLengthCheck(PositionalEncodingAnnotated):
     def forward(self, x):
         return self.dropout(x + self.pe[:, : x.size(1)])  # silently short when T > max_len: a broadcast error
@@ -791,6 +813,8 @@ WRONG = [
     ("PositionalEncoding", "missing_dropout", PositionalEncodingNoDropout),
     ("PositionalEncoding", "positions_on_cpu", PositionalEncodingSelectsOnCpu),
     ("PositionalEncoding", "no_length_check", PositionalEncodingNoLengthCheck),
+    ("PositionalEncoding", "input_scaled", PositionalEncodingScalesInput),
+    ("PositionalEncoding", "scaled_position_too", PositionalEncodingScalesSum),
     ("PositionalEncoding", "concatenated_halves", PositionalEncodingHalves),
     ("PositionalEncoding", "dropout_rate_ignored", PositionalEncodingHardcodedDropout),
     ("TokenAndPositionEmbedding", "missing_scale", TokenAndPositionNoScale),
