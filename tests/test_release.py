@@ -57,3 +57,18 @@ def test_the_release_renders_each_badge_line_from_the_registry():
     assert with_badges(f"{badge}\n") == f"{badge}\n"
     with pytest.raises(KeyError, match="no exercise"):
         with_badges("**Exercise `lookup_typo`**\n")
+
+
+def test_progress_lists_each_chapters_exercises_in_the_order_the_chapter_asks_for_them():
+    """progress() and the grader list a chapter's exercises in the registry's order: the order of the
+    badge lines in its master (an exercise moved within a chapter moves in its module's EXERCISES too)."""
+    from pathlib import Path
+
+    from helpers.exercises import all_exercises
+    from helpers.release import BADGE
+
+    for solution in sorted((Path(__file__).resolve().parents[1] / "solutions").glob("*.md")):
+        chapter = int(solution.name[:2])
+        asked = BADGE.findall(solution.read_text())
+        listed = [e.id for e in all_exercises().values() if e.chapter == chapter]
+        assert asked == listed, f"{solution.name}: the chapter asks {asked}, the registry lists {listed}"

@@ -67,7 +67,7 @@ def rope_cache_wrong_exponent(head_dim: int, max_len: int, base: float = 10000.0
     return [rope.cache(head_dim, max_len, base, exponent=e) for e in rope.OTHER_EXPONENTS]
 
 
-def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0) -> list[Tables]:
+def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0) -> Tables:
     """Your columns j and j + head_dim/2 do not hold the same angle: the two
     members of a half-split pair would turn at different speeds, which is no
     rotation (norms change).
@@ -78,7 +78,7 @@ def rope_cache_mixed_pairing(head_dim: int, max_len: int, base: float = 10000.0)
 
     Fix: `angles = torch.outer(positions, theta)` with theta of length
     head_dim/2, then `torch.cat([angles, angles], dim=-1)` before cos and sin."""
-    return [rope.cache(head_dim, max_len, base, layout=layout) for layout in ("columns", "adjacent")]
+    return rope.cache(head_dim, max_len, base, layout="columns")  # "adjacent" is rope_interleaved_convention
 
 
 def rope_cache_low_precision(head_dim: int, max_len: int, base: float = 10000.0) -> list[Tables]:
@@ -523,6 +523,25 @@ def partial_last_dims(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions:
     ]
 
 
+def partial_width_guessed(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None
+) -> list[Tables]:
+    """Your code turns fewer dims than the tables are wide, with the tables cut
+    to its width: a width it worked out itself (a share of head_dim such as
+    GPT-NeoX's rotary_pct = 0.25, or half the tables), where all
+    r = cos.shape[-1] dims should turn.
+
+    Hint: the tables you are handed already say how many dims turn: they are
+    built for an r-dim head, r = cos.shape[-1], whatever share of head_dim that
+    is (a quarter in GPT-NeoX, 64 of 256 in GPT-J).
+
+    Fix: read the width from the tables, `r = cos.shape[-1]`, and use all of
+    cos and sin: `x_rot, x_pass = x[..., :r], x[..., r:]`."""
+    r = cos.shape[-1]
+    widths = [w for w in range(2, r, 2)]  # every even width short of the tables', the tables cut to it
+    return [rope.partial(q, k, cos[..., :w], sin[..., :w], positions) for w in widths]
+
+
 def partial_pass_dropped(
     q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None
 ) -> list[Tables]:
@@ -872,25 +891,6 @@ EXERCISES = [
         edges=("positions", "lengths"),
     ),
     Exercise(
-        id="rope_from_shift_matrix",
-        advice=INTERLEAVED_HELP,
-        chapter=5,
-        points=2,
-        kind="function",
-        reference=reference.rope_from_shift_matrix,
-        check=check_rope_from_shift_matrix,
-        oracle=oracle.interleaved_in_gptj,
-        mistakes={
-            "rope_sign_flip": shift_matrix_not_transposed,
-            "rope_ignores_positions": shift_matrix_ignores_positions,
-            "wrong_base": shift_matrix_base_not_passed,
-        },
-        difficulty=2,
-        importance=1,
-        minutes=15,
-        edges=("positions", "lengths"),
-    ),
-    Exercise(
         id="apply_partial_rope",
         advice=PARTIAL_HELP,
         chapter=5,
@@ -904,6 +904,7 @@ EXERCISES = [
             "partial_rope_pairs_across_head": partial_pairs_across_head,
             "partial_rope_last_dims": partial_last_dims,
             "partial_rope_pass_dropped": partial_pass_dropped,
+            "partial_rope_width_guessed": partial_width_guessed,
             "rope_interleaved_convention": partial_interleaved,
             "rope_sign_flip": partial_sign_flip,
             "rope_mixed_pairing": partial_mixed_pairing,
@@ -935,6 +936,25 @@ EXERCISES = [
         difficulty=2,
         importance=3,
         minutes=20,
+        edges=("positions", "lengths"),
+    ),
+    Exercise(
+        id="rope_from_shift_matrix",
+        advice=INTERLEAVED_HELP,
+        chapter=5,
+        points=2,
+        kind="function",
+        reference=reference.rope_from_shift_matrix,
+        check=check_rope_from_shift_matrix,
+        oracle=oracle.interleaved_in_gptj,
+        mistakes={
+            "rope_sign_flip": shift_matrix_not_transposed,
+            "rope_ignores_positions": shift_matrix_ignores_positions,
+            "wrong_base": shift_matrix_base_not_passed,
+        },
+        difficulty=2,
+        importance=1,
+        minutes=15,
         edges=("positions", "lengths"),
     ),
 ]

@@ -1406,6 +1406,27 @@ def partial_forgets_pass(q, k, cos, sin, positions=None):
     return tuple((x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype) for x in (q, k))
 
 
+def partial_quarter_of_the_head(q, k, cos, sin, positions=None):
+    # GPT-NeoX's config habit: rotary_pct = 0.25 of the head, the tables cut to that width
+    r = int(0.25 * q.shape[-1])
+    c, s = _rows(cos[..., :r], sin[..., :r], q.shape[-2], positions)
+    return tuple(
+        torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1)
+        for x in (q, k)
+    )
+
+
+def partial_half_of_the_tables(q, k, cos, sin, positions=None):
+    # "cos repeats each angle twice": the width taken as half the tables'
+    r = cos.shape[-1] // 2
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+    c, s = c[..., :r], s[..., :r]
+    q_rot, k_rot = q[..., :r], k[..., :r]
+    q_out = q_rot * c + rotate_half_hf(q_rot) * s
+    k_out = k_rot * c + rotate_half_hf(k_rot) * s
+    return torch.cat([q_out, q[..., r:]], dim=-1), torch.cat([k_out, k[..., r:]], dim=-1)
+
+
 def partial_gptj_within(q, k, cos, sin, positions=None):
     # GPT-J's rotate_every_two on the rotary part, the tables re-laid out for adjacent pairs
     r = cos.shape[-1]
@@ -1492,6 +1513,8 @@ WRONG += [
     ("apply_partial_rope", "partial_rope_pairs_across_head", partial_padded_tables),
     ("apply_partial_rope", "partial_rope_last_dims", partial_pass_first),
     ("apply_partial_rope", "partial_rope_pass_dropped", partial_forgets_pass),
+    ("apply_partial_rope", "partial_rope_width_guessed", partial_quarter_of_the_head),
+    ("apply_partial_rope", "partial_rope_width_guessed", partial_half_of_the_tables),
     ("apply_partial_rope", "rope_interleaved_convention", partial_gptj_within),
     ("apply_partial_rope", "rope_sign_flip", partial_minus_sin),
     ("apply_partial_rope", "rope_mixed_pairing", partial_repeat_interleaved_tables),
