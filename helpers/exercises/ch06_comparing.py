@@ -418,7 +418,11 @@ def diagnose(probe: Probe, findings: list[Failure]) -> None:
     codes = list(by_code)
     first = min(codes, key=lambda code: (ORDER.index(code) if code in ORDER else len(ORDER), codes.index(code)))
     chosen = by_code[first]
-    probe.also += [f"{code}: {finding.message}" for code, finding in by_code.items() if code != first]
+    # wrong_values says only that nothing more specific fits: on another case it is the diagnosis met again (slopes
+    # from 0 at one head, where the slopes read back say nothing), never a second mistake of its own
+    probe.also += [
+        f"{code}: {finding.message}" for code, finding in by_code.items() if code not in (first, "wrong_values")
+    ]
     if not chosen.hint or not chosen.fix:
         _, hint, fix = advice(probe.exercise, chosen.code)
         chosen.hint, chosen.fix = chosen.hint or hint, chosen.fix or fix

@@ -309,6 +309,7 @@ def slopes_in_bfloat16(n_heads):
 
 
 def slopes_in_float16(n_heads):
+    # two mistakes: float16, and the plain formula for every head count (6 heads: not the paper's rule)
     return torch.tensor([2 ** (-8 * (h + 1) / n_heads) for h in range(n_heads)], dtype=torch.float16).float()
 
 
@@ -357,6 +358,7 @@ WRONG += [
     ("alibi_bias", "nan_or_inf", bias_zero_times_inf_mask),
     ("alibi_bias", "nan_or_inf", bias_inf_times_distance),
 ]
+ALSO += [("alibi_slopes", "low_precision", "non_power_of_two", slopes_in_float16)]
 
 
 # --- t5_relative_bucket (issue 22): T5's relative position buckets ---------------------------------
