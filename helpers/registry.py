@@ -81,7 +81,7 @@ DIAGNOSES: dict[str, str] = {
     "state_dict_mismatch": "the pretrained state_dict does not load into the module",
     # LearnedPositionalEmbedding, BertEmbeddings (added with chapter 04)
     "positions_not_trainable": "the learned position table is not a trainable Parameter (a buffer, frozen, or cut off from the gradient)",
-    "length_check_off_by_one": "a sequence of exactly max_len is refused: only longer ones should be",
+    "length_check_off_by_one": "the length check is off by one: a sequence of exactly max_len is refused, or the first position past the table let through",
     "unexpected_dropout": "the output changes in training mode: dropout where the module has none",
     "layernorm_unbiased_var": "a hand-written LayerNorm divides by the unbiased variance (d - 1) instead of d",
     "input_scaled": "PositionalEncoding multiplies its input by sqrt(d_model), the token embedding's job",

@@ -33,9 +33,10 @@ from tests.submissions.ch03 import (
     TokenAndPositionConcatenated,
     shift_abs_k,
 )
-from tests.submissions.ch04 import BertPlain
+from tests.submissions.ch04 import BertPlain, LearnedLastPositionOffByOne
 from tests.submissions.ch05 import (
     RotaryCached,
+    RotaryLetsMaxLenThrough,
     RotaryNoLengthCheck,
     cache_base_1000,
     cache_ignores_base,
@@ -279,23 +280,12 @@ class RotaryChecksTOnly(RotaryCached):
         return RotaryNoLengthCheck.forward(self, q, k, positions)
 
 
-class RotaryLetsMaxLenThrough(RotaryCached):
-    """`>` where `>=` is needed: position max_len passes the check (review R3)."""
-
-    def forward(self, q, k, positions=None):
-        last = q.shape[2] - 1 if positions is None else int(positions.max())
-        if last > self.max_len:
-            raise ValueError(f"position {last} > max_len {self.max_len}")
-        return RotaryNoLengthCheck.forward(self, q, k, positions)
-
-
 @pytest.mark.parametrize(
     "exercise, fn",
     [
         ("LearnedPositionalEmbedding", LearnedIndexedNoCheck),
         ("RotaryEmbedding", RotaryNoLengthCheck),
         ("RotaryEmbedding", RotaryChecksTOnly),
-        ("RotaryEmbedding", RotaryLetsMaxLenThrough),
     ],
 )
 def test_torch_s_own_index_error_is_not_taken_for_a_check(exercise, fn):
@@ -304,6 +294,19 @@ def test_torch_s_own_index_error_is_not_taken_for_a_check(exercise, fn):
     assert result.diagnosis == "no_length_check", str(result)
     assert "checks the length" not in result.message and "right place" not in result.hint, str(result)
     assert "nothing in your forward refused the position" in result.message, str(result)
+
+
+@pytest.mark.parametrize(
+    "exercise, fn",
+    [("RotaryEmbedding", RotaryLetsMaxLenThrough), ("LearnedPositionalEmbedding", LearnedLastPositionOffByOne)],
+)
+def test_a_check_that_lets_the_first_position_past_the_table_through_is_told_so(exercise, fn):
+    """`>` where `>=` is needed (review R3): torch's own error at max_len, the module's ValueError one further. The
+    check exists: the message says so, never "nothing refused" or "no check"."""
+    result = check(exercise, fn)
+    assert result.diagnosis == "length_check_off_by_one", str(result)
+    assert "lets the first position past the table through" in result.message, str(result)
+    assert "nothing in your forward refused" not in result.message and ">=" in result.fix, str(result)
 
 
 class PositionalEncodingAddsInPlace(PositionalEncodingAnnotated):

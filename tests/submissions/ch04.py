@@ -170,6 +170,15 @@ class LearnedOffByOne(LearnedEmbeddingLookup):
         return x + self.pos(torch.arange(T, device=x.device))
 
 
+class LearnedLastPositionOffByOne(LearnedEmbeddingLookup):
+    # the last position T - 1 compared with `>`: T = max_len + 1 reaches the lookup
+    def forward(self, x):
+        T = x.size(1)
+        if T - 1 > self.max_len:
+            raise ValueError(f"sequence length {T} is past max_len={self.max_len}")
+        return x + self.pos(torch.arange(T, device=x.device))
+
+
 class LearnedBufferTable(nn.Module):
     def __init__(self, max_len, d_model):
         super().__init__()
@@ -860,6 +869,7 @@ WRONG = [
     ("LearnedPositionalEmbedding", "no_length_check", LearnedNoLengthCheck),
     ("LearnedPositionalEmbedding", "no_length_check", LearnedSliceNoLengthCheck),
     ("LearnedPositionalEmbedding", "length_check_off_by_one", LearnedOffByOne),
+    ("LearnedPositionalEmbedding", "length_check_off_by_one", LearnedLastPositionOffByOne),
     ("LearnedPositionalEmbedding", "positions_not_trainable", LearnedBufferTable),
     ("LearnedPositionalEmbedding", "positions_not_trainable", LearnedFrozen),
     ("LearnedPositionalEmbedding", "positions_not_trainable", LearnedPlainTensorTable),

@@ -1285,6 +1285,16 @@ class RotaryRefusesLastPosition(RotaryNoLengthCheck):
         return super().forward(q, k, positions)
 
 
+class RotaryLetsMaxLenThrough(RotaryNoLengthCheck):
+    """`>` against max_len: position max_len, which has no row, reaches the lookup (torch's IndexError)."""
+
+    def forward(self, q, k, positions=None):
+        last = q.shape[2] - 1 if positions is None else int(positions.max())
+        if last > self.max_len:
+            raise ValueError(f"position {last} is past max_len={self.max_len}")
+        return super().forward(q, k, positions)
+
+
 class RotaryRefusesFullLength(RotaryNoLengthCheck):
     """T >= max_len refused: a sequence that fills the table exactly is turned away."""
 
@@ -1297,6 +1307,7 @@ class RotaryRefusesFullLength(RotaryNoLengthCheck):
 WRONG += [
     ("RotaryEmbedding", "length_check_off_by_one", RotaryRefusesLastPosition),
     ("RotaryEmbedding", "length_check_off_by_one", RotaryRefusesFullLength),
+    ("RotaryEmbedding", "length_check_off_by_one", RotaryLetsMaxLenThrough),
 ]
 
 
