@@ -593,3 +593,13 @@ def test_a_wrong_base_is_told_which_base_its_tables_hold(fn, says):
     result = check("rope_cache", fn)
     assert result.diagnosis == "wrong_base" and says in result.message, str(result)
     assert " or a hard-coded" not in result.message
+
+
+def test_frequencies_that_grow_with_the_pair_are_said_to_grow_not_read_as_their_aliases():
+    """pos * base ** (+2i/d) in float32: read off whole positions, its fast frequencies alias; the message says the
+    pairs speed up and that the numbers past the first are not the code's own (review: 3.121 shown for 10^0.5)."""
+    from tests.submissions.ch03 import table_times_the_power_float32
+
+    result = check("sinusoidal_encoding", table_times_the_power_float32)
+    assert result.diagnosis == "wrong_exponent", str(result)
+    assert "turns faster than the first" in result.message and "not your frequencies" in result.message, str(result)

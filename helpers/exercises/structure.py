@@ -67,8 +67,20 @@ def frequency_finding(
             f" (they fall like a base of {implied:.4g} instead of {base:g})" if implied and 1 < implied < 1e12 else ""
         )
         code = "wrong_base" if implied and _near_a_usual_base(implied, base) else "wrong_exponent"
-        return code, f"{said}: the first pair is right and the later ones are not{other}."
-    return "wrong_exponent", f"{said}."
+        return code, f"{said}: the first pair is right and the later ones are not{other}.{_speeding_up(found)}"
+    return "wrong_exponent", f"{said}.{_speeding_up(found)}"
+
+
+def _speeding_up(found: torch.Tensor) -> str:
+    """A remark when pair 1 turns faster than pair 0: frequencies that grow with the pair (base^(+2i/d)) cannot be
+    read past π radians per position, so the numbers shown after the first are aliases, not the code's own."""
+    if len(found) < 2 or found[:2].isnan().any() or found[1] <= found[0] * (1 + TOLERANCE):
+        return ""
+    return (
+        " Your second pair turns faster than the first, where each pair should turn slower than the one before: "
+        "is the exponent's minus sign (or the 1/) missing? (Read off whole positions, a frequency above π radians "
+        "per position shows as a slower one, so the numbers after the first are not your frequencies themselves.)"
+    )
 
 
 def _log_slope(omega: torch.Tensor, pairs: torch.Tensor) -> float | None:

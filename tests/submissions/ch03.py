@@ -1396,7 +1396,21 @@ def table_times_the_power(max_len, d_model, base=10000.0):
     return pe.float()
 
 
-WRONG += [("sinusoidal_encoding", "wrong_exponent", table_times_the_power)]
+def table_times_the_power_float32(max_len, d_model, base=10000.0):
+    """The same slip in float32: the fast angles (pos · 10^3.5) lose their digits, so no catalogue face matches and
+    the frequencies are read off the table, where they alias (review: 1, 3.121, 2.566 shown as if they were the code's)."""
+    position = torch.arange(max_len).unsqueeze(1).float()
+    angles = position * base ** (torch.arange(0, d_model, 2).float() / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles)[:, : d_model // 2]
+    return pe
+
+
+WRONG += [
+    ("sinusoidal_encoding", "wrong_exponent", table_times_the_power),
+    ("sinusoidal_encoding", "wrong_exponent", table_times_the_power_float32),
+]
 
 
 def shift_abs_k(k, d_model, base=10000.0):
