@@ -666,24 +666,15 @@ REFUSE_HINT = "Check the input against the table before you use it: a ValueError
 
 
 def refuses(
-    probe: Probe,
-    run: Callable[[], Any],
-    what: str,
-    advice: str,
-    *,
-    hint: str = REFUSE_HINT,
-    fix: str = "",
-    further: Callable[[], Any] | None = None,
+    probe: Probe, run: Callable[[int], Any], what: str, advice: str, *, hint: str = REFUSE_HINT, fix: str = ""
 ) -> None:
-    """run() asks for a position the module has no row for: it must raise a ValueError.
-    Call it on the CPU: on CUDA an index past a table is a device-side assert that
-    breaks every later CUDA call in the process. `advice`, what to do, is the
-    failure's fix (unless `fix` is given); it is not shown in the message. `further`
-    asks for one position more: refused there with a ValueError, the module has a check
-    that lets the first position past the table through (off by one), not no check."""
+    """run(0) asks for the first position the module has no row for: it must raise a ValueError (on the CPU:
+    on CUDA an index past a table is a device-side assert that breaks every later CUDA call in the process).
+    If it does not and run(1), one position further, does, the check lets the first position through (off by
+    one). `advice`, what to do, is the failure's fix (unless `fix` is given); it is not shown in the message."""
     fix = fix or advice
     try:
-        run()
+        run(0)
     except Failure as failure:
         if raised(failure, "ValueError"):
             return
@@ -691,11 +682,10 @@ def refuses(
             raise
         error = failure.message.split(" raised ", 1)[-1].rstrip(".")
         torch_lookup = any(words in error for words in TORCH_LOOKUP_ERRORS)
-        if further is not None and refused_with_value_error(further):
+        if refused_with_value_error(lambda: run(1)):
             probe.fail(
                 "length_check_off_by_one",
-                f"For {what}, `{probe.name}` raised {error}, not a ValueError; one position further it does raise a ValueError: "
-                "your check is there, but lets the first position past the table through.",
+                f"For {what}, `{probe.name}` raised {error}, not a ValueError; one position further it does raise a ValueError: your check is there, but lets the first position past the table through.",
                 hint="A table of max_len rows holds positions 0 .. max_len - 1, so position max_len is already one too far: the largest position must be below max_len.",
                 fix="Compare the largest position with `>=`: `if last >= self.max_len: raise ValueError(...)`, with last = T - 1 "
                 "(or positions.max()); or the length T itself with `>`: `if T > self.max_len`.",
@@ -764,14 +754,7 @@ def refuses_past_max_len(
         "At the start of forward, with T the sequence length (dimension 1 of the input): `if T > self.max_len: raise ValueError("
         "f'sequence length {T} > max_len {self.max_len}: build the module with a larger max_len')`."
     )
-    refuses(
-        probe,
-        lambda: run(max_len + 1),
-        f"T = max_len + 1 = {max_len + 1}",
-        fix,
-        hint=hint,
-        further=lambda: run(max_len + 2),
-    )
+    refuses(probe, lambda extra: run(max_len + 1 + extra), f"T = max_len + 1 = {max_len + 1}", fix, hint=hint)
     return out
 
 

@@ -881,11 +881,10 @@ def length_checked(cls: type, probe: Probe) -> None:
     )
     refuses(
         probe,
-        lambda: probe.call(small, q, k, torch.tensor([0, 5, 16, 3])),
+        lambda extra: probe.call(small, q, k, torch.tensor([0, 5, 16 + extra, 3])),
         f"`{probe.name}(8, max_len=16)` called with positions [0, 5, 16, 3]",
         LENGTH_FIX,
         hint=LENGTH_HINT,
-        further=lambda: probe.call(small, q, k, torch.tensor([0, 5, 17, 3])),
     )
     # positions=None: T = max_len = 16 tokens must work, 17 must be refused.
     tokens = lambda T, H: probe.sequence(probe.randn(1, H, T, 8, device="cpu"), 16, dim=-2)
