@@ -653,5 +653,7 @@ def advice(exercise: registry.Exercise, code: str) -> tuple[str, str, str]:
         return registry.DIAGNOSES[code], hint, fix
     parts = dict(re.findall(r"(?ms)^(Hint|Fix):\s*(.*?)(?=^(?:Hint|Fix):|\Z)", doc))
     message = re.split(r"(?m)^(?:Hint|Fix):", doc)[0]
-    flat = lambda text: (lambda words: words[:1].upper() + words[1:])(" ".join(text.split()))
+    # A sentence's first letter is capitalised, an identifier's never (nn.Embedding, relative_position, θ_i, x.dtype).
+    capital = lambda words: words[:1].upper() + words[1:] if re.match(r"[a-z]+(?![\w.(\[])", words) else words
+    flat = lambda text: capital(" ".join(text.split()))
     return flat(message), flat(parts.get("Hint", hint)), flat(parts.get("Fix", fix))

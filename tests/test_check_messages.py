@@ -4,7 +4,9 @@ Each test holds the student's code as the November teaching review wrote it
 (shared/reviews/teaching-2026-11.md) and asserts the corrected message: the
 old one said something false about it."""
 
+import inspect
 import math
+import re
 
 import pytest
 import torch
@@ -142,6 +144,30 @@ def test_no_text_starts_with_a_capitalised_identifier():
         text for exercise in all_exercises().values() for code in exercise.mistakes for text in advice(exercise, code)
     ]
     assert texts and not [text for text in texts if text.startswith(("Nn.", "Torch.", "F."))]
+    docstrings = [inspect.getdoc(m) or "" for e in all_exercises().values() for m in e.mistakes.values()]
+    parts = [part.strip() for doc in docstrings for part in re.split(r"(?m)^(?:Hint|Fix):", doc) if part.strip()]
+    identifiers = {part.split()[0] for part in parts if re.match(r"[a-z]\w*[_.(\[]|[^\x00-\x7f]", part)}
+    assert not [text for text in texts if text.split()[0] in {i[:1].upper() + i[1:] for i in identifiers}]
+
+
+def test_advice_capitalises_a_sentence_but_never_an_identifier():
+    from helpers import registry
+
+    def mistake():
+        """relative_position is key minus query.
+
+        Hint: θ_i is an angle per token.
+
+        Fix: your code, then x.dtype."""
+
+    exercise = registry.Exercise(
+        id="t", chapter=0, points=1, kind="function", reference=len, check=len, mistakes={"wrong_values": mistake}
+    )
+    assert advice(exercise, "wrong_values") == (
+        "relative_position is key minus query.",
+        "θ_i is an angle per token.",
+        "Your code, then x.dtype.",
+    )
 
 
 # --- chapter 03 ------------------------------------------------------------------------
