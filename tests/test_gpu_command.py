@@ -15,7 +15,10 @@ from run_on_gpu import notebook_failed  # noqa: E402
 def test_a_training_chapter_that_trained_on_the_cpu_fails_the_gpu_run():
     assert notebook_failed("", ["15 models trained on cpu in 17 s"], "cuda")
     assert notebook_failed("CellExecutionError: boom", [], "cuda")
+    assert notebook_failed("", ["15 copies fine-tuned on 128 tokens, on cpu, in 2 s"], "cuda")
     assert not notebook_failed("", ["15 models trained on cuda in 8 s", "device: cuda"], "cuda")
+    # a sentence about a model's training length names no device
+    assert not notebook_failed("", ["Llama-2-7B (base 10,000, trained on L = 4096): 18 of 64 pairs"], "cuda")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the command runs for real there")
