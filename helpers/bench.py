@@ -5,6 +5,7 @@
     python -m helpers.bench --quick          # skip executing the notebooks
     python -m helpers.bench --grading        # only grading: its overhead and the sandbox's cost
     python -m helpers.bench stalls --runs 3 --load 4 --out stalls.json   # issue 24: does any tool stall under load?
+    python -m helpers.bench class --chapter 03 --copies 6 --rounds 2     # grading a class vs nbclient and nbgrader
 
 Measures: `import helpers` beyond torch; the median time of one check() of a
 correct submission per exercise (the reference, compiled again as a student's
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -202,6 +204,61 @@ def sandbox_cost() -> dict[str, Any]:
             figures["execute_s"] = best["plain"]
             figures["grade_vs_execute"] = best["on"] / best["plain"]
     return figures
+
+
+def class_timing(chapter: str = "03", copies: int = 6, rounds: int = 2) -> list[dict[str, Any]]:
+    """A class of `copies` copies of solutions/<chapter>: executed one by one with plain nbclient, graded
+    (sandboxed) with --jobs 1 and --jobs 2, and autograded by nbgrader (its source, solved), each in turn,
+    `rounds` times, so that a machine whose load comes and goes favours none. Each run's seconds, the load
+    average when it started, and the class's scores (grading runs)."""
+    from helpers import export, grade
+
+    source = next((ROOT / "solutions").glob(f"{chapter}_*.ipynb"))
+    work = Path(tempfile.mkdtemp(prefix="class-"))
+    folder, course = work / "class", work / "course"
+    folder.mkdir()
+    [assignment] = export.write_nbgrader_course(course, [chapter])
+    name = assignment.stem
+    run = lambda *command: subprocess.run(command, cwd=course, env=tool_env(), check=True, capture_output=True)
+    run(str(BIN / "nbgrader"), "generate_assignment", name)
+    for i in range(copies):
+        shutil.copy(source, folder / f"student{i}.ipynb")
+        (course / "submitted" / f"student{i}" / name).mkdir(parents=True)
+        shutil.copy(assignment, course / "submitted" / f"student{i}" / name / f"{name}.ipynb")
+    submissions, _ = grade.collect([str(folder)])
+
+    def plainly() -> None:
+        for path in sorted(folder.glob("*.ipynb")):
+            execute_plainly(path)
+
+    def graded(jobs: int) -> list[float]:
+        out = work / f"out-{jobs}"
+        reports = asyncio.run(grade.grade_many(submissions, out, jobs=jobs, progress=False))
+        shutil.rmtree(out)
+        return [r["score"] / r["max_score"] for r in reports]
+
+    def autograde() -> None:
+        run(str(BIN / "nbgrader"), "autograde", name, "--force")
+
+    kinds: dict[str, Callable[[], list[float] | None]] = {
+        "nbclient": plainly,
+        "grade --jobs 1": lambda: graded(1),
+        "grade --jobs 2": lambda: graded(2),
+        "nbgrader autograde": autograde,
+    }
+    records = []
+    try:
+        for number, (kind, go) in itertools.product(range(1, rounds + 1), kinds.items()):
+            load, start = os.getloadavg()[0], time.perf_counter()
+            scores = go()
+            records.append(
+                {"round": number, "kind": kind, "seconds": round(time.perf_counter() - start, 1), "load": load}
+                | ({"scores": scores} if scores else {})
+            )
+            print(json.dumps(records[-1]), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return records
 
 
 # ---------------------------------------------------------------------------
@@ -458,9 +515,16 @@ def main(argv: list[str] | None = None) -> int:
     stalls.add_argument("--tools", default=",".join(STALL_TOOLS))
     stalls.add_argument("--notebooks", nargs="*", default=[], help="default: chapters/*.ipynb and solutions/*.ipynb")
     stalls.add_argument("--out", type=Path, default=Path("stalls.json"), help="all runs as JSON, written as they go")
+    by_class = commands.add_parser("class", help="a class of copies of one solution: nbclient, grade, nbgrader")
+    by_class.add_argument("--chapter", default="03")
+    by_class.add_argument("--copies", type=int, default=6)
+    by_class.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
     if args.command == "stalls":
         return stalls_main(args)
+    if args.command == "class":
+        class_timing(args.chapter, args.copies, args.rounds)
+        return 0
 
     import torch
 

@@ -12,12 +12,18 @@ the grader are in tests/test_sandbox.py.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import re
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 from helpers import bench, grade
 from helpers.grading.batch import grade_notebook_async
@@ -144,6 +150,15 @@ NOTEBOOKS = {  # name: cells (a markdown cell comes first, so code cell k is not
 }
 
 
+# What asks for, or sets up, CUDA: a worker forked from a process that did cannot use it.
+CUDA_ENTRIES = ("is_available", "device_count", "init", "_lazy_init", "current_device")
+
+
+def record(calls: list[str], name: str, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    calls.append(name)
+    return original(*args, **kwargs)
+
+
 def grade_the_class(root: Path) -> dict:
     """Grade 11 notebooks with --jobs 2; the reports by name, and the fingerprints around it."""
     folder, out = root / "class", root / "out"
@@ -153,21 +168,25 @@ def grade_the_class(root: Path) -> dict:
     inputs = [SOLUTION, CHAPTER, *sorted(folder.glob("*.ipynb"))]
     listing = sorted(p.name for p in folder.iterdir())
     before = fingerprint(inputs)
-    code = grade.main(
-        [
-            str(SOLUTION),
-            str(CHAPTER),
-            str(folder),
-            "--out",
-            str(out),
-            "--jobs",
-            "2",
-            "--timeout",
-            "30",
-            "--quiet",
-            *NO_SANDBOX,
-        ]
-    )
+    touched: list[str] = []  # CUDA calls in this process; a forked worker records its own in its copy of the list
+    with pytest.MonkeyPatch.context() as patch:
+        for name in CUDA_ENTRIES:
+            patch.setattr(torch.cuda, name, functools.partial(record, touched, name, getattr(torch.cuda, name)))
+        code = grade.main(
+            [
+                str(SOLUTION),
+                str(CHAPTER),
+                str(folder),
+                "--out",
+                str(out),
+                "--jobs",
+                "2",
+                "--timeout",
+                "30",
+                "--quiet",
+                *NO_SANDBOX,
+            ]
+        )
     reports = {
         p.name.removesuffix(".json"): json.loads(p.read_text())
         for p in out.glob("*.json")
@@ -180,6 +199,7 @@ def grade_the_class(root: Path) -> dict:
         "before": before,
         "after": fingerprint(inputs),
         "listing": [listing, sorted(p.name for p in folder.iterdir())],
+        "cuda_in_grader": touched + ["initialised"] * torch.cuda.is_initialized(),
     }
 
 
@@ -197,6 +217,39 @@ def test_batch_finishes_with_exit_code_zero_and_a_report_each(batch):
             assert set(ex) >= {"id", "passed", "score", "max_score", "diagnosis", "message"}
         for error in report["errors"]:
             assert set(error) >= {"cell", "type", "message"}
+
+
+def test_the_grader_leaves_cuda_to_its_workers(batch):
+    """Each submission's checks run in a worker forked from the grader, which may use CUDA only if the grader
+    never set it up: the grader's own process asks nothing of CUDA, its workers ask for the device themselves."""
+    assert batch["cuda_in_grader"] == []
+
+
+UNTOUCHED = f"""\
+import functools, torch
+
+calls = []
+
+
+def record(name, original, *args, **kwargs):
+    calls.append(name)
+    return original(*args, **kwargs)
+
+
+for name in {CUDA_ENTRIES!r}:
+    setattr(torch.cuda, name, functools.partial(record, name, getattr(torch.cuda, name)))
+from helpers import grade
+from helpers.grading.worker import warm_up
+
+grade.exercise_table()
+warm_up()
+print(calls, torch.cuda.is_initialized())"""
+
+
+def test_importing_and_warming_up_the_grader_leaves_cuda_alone():
+    """What the batch above cannot see: the grader's imports and its warm-up, done once before any worker."""
+    done = subprocess.run([sys.executable, "-c", UNTOUCHED], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "[] False", done.stdout + done.stderr
 
 
 def test_solution_scores_full_marks(batch):

@@ -25,7 +25,7 @@ from helpers.grading.escape import path_text, plain
 from helpers.grading.limits import CELL_TIMEOUT, NOTEBOOK_TIMEOUT
 from helpers.grading.reports import RENDER, for_students, summarize, summary_csv, summary_markdown
 from helpers.grading.submission import ExerciseInfo, Submission, exercise_table
-from helpers.grading.worker import deadline, graded_apart
+from helpers.grading.worker import deadline, graded_apart, warm_up
 
 
 def cpu_share(slot: int, jobs: int) -> list[int] | None:
@@ -182,6 +182,7 @@ async def grade_many(
     for slot in range(max(1, jobs)):
         slots.put_nowait(cpu_share(slot, max(1, jobs)))
     cwd = Path.cwd()
+    warm_up()  # once, here: every worker forked from this process starts with it done
 
     def shown(path: Path) -> str:
         absolute = Path(os.path.abspath(path))

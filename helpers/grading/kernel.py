@@ -16,7 +16,7 @@ import zmq
 import zmq.asyncio
 
 from helpers.grading import sandbox, wire
-from helpers.grading.limits import INTERRUPT_GRACE, KERNEL_ENV, POLL, STARTUP_TIMEOUT
+from helpers.grading.limits import GRADED_ENV, INTERRUPT_GRACE, KERNEL_ENV, POLL, STARTUP_TIMEOUT
 from helpers.grading.sandbox import Scratch, bwrap_command
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
@@ -78,7 +78,10 @@ class Kernel:
             self.km = Manager()
         # The kernel's own stdout/stderr (not the notebook's outputs): warnings and crash dumps nobody reads.
         await self.km.start_kernel(
-            cwd=str(self.scratch.work), env=kernel_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            cwd=str(self.scratch.work),
+            env={**kernel_env(), **GRADED_ENV},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         context = zmq.asyncio.Context()
         largest = wire.MAX_MESSAGE * 4 // 3 + 2**20  # base64 of the largest reply: a larger one is dropped unread

@@ -26,6 +26,9 @@ KERNEL_ENV = {
     "TRANSFORMERS_OFFLINE": "1",
     "COURSE_PROGRESS_FILE": "",
 }  # graded kernels keep no progress file
+# A graded kernel's outputs are never kept: its figures are drawn (a cell's code runs as written) but not
+# rendered to images, which took a second or more of a notebook with a few plots.
+GRADED_ENV = {**KERNEL_ENV, "MPLBACKEND": "agg"}
 # What a sandboxed kernel inherits from the grader's environment, by exact name: nothing else
 # (tokens, keys and the grader's own settings stay out). The checks read none of the kernel's.
 SANDBOX_ENV = (

@@ -17,7 +17,7 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-from helpers.grading.limits import KERNEL_ENV, SANDBOX_ENV, SCRATCH_MB, STARTUP_TIMEOUT
+from helpers.grading.limits import GRADED_ENV, SANDBOX_ENV, SCRATCH_MB, STARTUP_TIMEOUT
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # helpers/
 STAND_INS = Path(__file__).resolve().parent / "stand_ins"
@@ -164,7 +164,7 @@ def sandbox_env(scratch: Scratch) -> dict[str, str]:
         env.update(OMP_NUM_THREADS=str(len(scratch.cpus)), MKL_NUM_THREADS=str(len(scratch.cpus)))
     home = str(scratch.work)
     env.update(
-        KERNEL_ENV, HOME=home, TMPDIR="/tmp", MPLCONFIGDIR=f"{home}/.matplotlib", PYTHONPATH=str(PACKAGE_DIR.parent)
+        GRADED_ENV, HOME=home, TMPDIR="/tmp", MPLCONFIGDIR=f"{home}/.matplotlib", PYTHONPATH=str(PACKAGE_DIR.parent)
     )
     # Run as root, the kernel's user has no passwd entry: getpass.getuser() (torch's compile caches
     # ask it on a GPU machine) reads these first, instead of failing in pwd.getpwuid().

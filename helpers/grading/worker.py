@@ -25,6 +25,18 @@ from helpers.grading.limits import GRADER_MEMORY_MB, STARTUP_TIMEOUT, WORKER_GRA
 _CONTEXT = multiprocessing.get_context("fork")
 
 
+def warm_up() -> None:
+    """Once, in the grader, before it forks its first worker: what each worker's first check would otherwise
+    import again (jupyter_client for its kernel; torch's meta kernels, dynamo and sympy for the checks that run
+    on the meta device: seconds, under load). Nothing here touches CUDA, which a forked worker could not use
+    (tests/test_grade.py), nor runs torch on more than a thread."""
+    from jupyter_client import AsyncKernelManager  # noqa: F401
+
+    from helpers import safety
+
+    safety._warm_up_meta()
+
+
 def data_mb() -> float:
     """This process's data segment (what RLIMIT_DATA counts), in MB."""
     with open("/proc/self/status") as status:
