@@ -839,7 +839,9 @@ def packed_masks(seq_lens: list[int], layouts: dict[str, tuple[torch.Tensor, tor
             ax.axvline(edge - 0.5, color="C3", linewidth=0.8)
         ax.set(title=title, xlabel="key j (labelled with its position id)", ylabel="query i (its position id)")
         ax.title.set_fontsize(9)
-    fig.suptitle(f"One packed row of documents {seq_lens} (green: may attend; red lines: document boundaries)", fontsize=10)
+    fig.suptitle(
+        f"One packed row of documents {seq_lens} (green: may attend; red lines: document boundaries)", fontsize=10
+    )
     fig.tight_layout()
     plt.show()
 
