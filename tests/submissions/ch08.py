@@ -279,16 +279,16 @@ class CacheOffsetTwice(CacheCat):
 
 
 class CacheRerotate(CacheCat):
-    """The whole cache rotated by the call's positions on the way out (keys already rotated once)."""
+    """The cache (rotated keys) and the new raw keys concatenated, then all rotated at 0 .. L-1 and stored."""
 
     def forward(self, q, k, v):
-        start = self.offset
-        q_rot, _, v_all = super().forward(q, k, v)
-        old = self.k[..., :start, :]
-        if start:
-            old = self.rotate(old, torch.full((start,), start, device=q.device))
-        self.k = torch.cat([old, self.k[..., start:, :]], dim=-2)
-        return q_rot, self.k, v_all
+        T = q.shape[-2]
+        positions = self.positions(T, q.device)
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.k = self.rotate(self.k, torch.arange(self.k.shape[-2], device=q.device))
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        self.offset += T
+        return self.rotate(q, positions), self.k, self.v
 
 
 class CacheUnrotated(CacheCat):
