@@ -293,20 +293,54 @@ def documents(probe: Probe) -> list[Tensor]:
     return [torch.tensor(lens, device=probe.device) for lens in ([3, 1, 4], [5], [2, 2, 3], [1, 6])]
 
 
-def packed_check(mask: bool) -> Callable[[Callable, Probe], None]:
-    """The check of packed_position_ids (mask=False) or document_causal_mask: every case against the
-    reference and the catalogue, then the device pass."""
+def against_reference_on(probe: Probe, fn: Callable, cases: list[Tensor]) -> None:
+    """Every case against the reference and the catalogue."""
+    for seq_lens in cases:
+        what = f"`{probe.exercise.id}(seq_lens)` for seq_lens = {seq_lens.tolist()}"
+        probe.against_reference(probe.call(fn, seq_lens, what=what), seq_lens, what=what)
 
-    def check(fn: Callable, probe: Probe) -> None:
-        name = "document_causal_mask" if mask else "packed_position_ids"
+
+def documents_device_pass(probe: Probe, fn: Callable) -> None:
+    seq_lens = documents(probe)[0]
+    probe.device_pass(lambda device: probe.call(fn, seq_lens.to(device)))
+
+
+def check_packed_positions(fn: Callable, probe: Probe) -> None:
+    against_reference_on(probe, fn, documents(probe))
+    documents_device_pass(probe, fn)
+
+
+def either_direction(mask: Tensor) -> Tensor:
+    """Which keys a query's document lets it see, before or after it: the mask or its transpose, and itself."""
+    return mask | mask.T | torch.eye(len(mask), dtype=torch.bool, device=mask.device)
+
+
+def check_document_mask(fn: Callable, probe: Probe) -> None:
+    """Two independent aspects, then the whole: the causal part on one document alone (nothing to keep apart),
+    the document part on several, read in either direction (whatever the causal part does)."""
+    single = [torch.tensor([n], device=probe.device) for n in (5, 2)]
+
+    def documents_apart() -> None:
         for seq_lens in documents(probe):
-            what = f"`{name}(seq_lens)` for seq_lens = {seq_lens.tolist()}"
-            out = probe.call(fn, seq_lens, what=what)
-            probe.against_reference(out, seq_lens, what=what)
-        seq_lens = documents(probe)[0]
-        probe.device_pass(lambda device: probe.call(fn, seq_lens.to(device)))
+            call = f"`document_causal_mask(seq_lens)` for seq_lens = {seq_lens.tolist()}"
+            out = probe.call(fn, seq_lens, what=call)
+            if not (
+                isinstance(out, Tensor) and out.dtype == torch.bool and out.dim() == 2 and out.shape[0] == out.shape[1]
+            ):
+                probe.against_reference(out, seq_lens, what=call)  # names the type, shape or dtype
+            found = probe.known_mistakes(seq_lens)
+            probe.expect(
+                either_direction(out),
+                either_direction(reference.document_causal_mask(seq_lens)),
+                what=f"which keys each query's document lets it see in {call}, before or after it",
+                mistakes=lambda found=found: {
+                    code: [either_direction(face) for face in faces] for code, faces in found().items()
+                },
+            )
 
-    return check
+    probe.independent(lambda: against_reference_on(probe, fn, single), documents_apart)
+    against_reference_on(probe, fn, documents(probe))
+    documents_device_pass(probe, fn)
 
 
 # --- RopeKVCache --------------------------------------------------------------------------
@@ -760,6 +794,8 @@ STREAMING_CASES = [
 
 
 def check_streaming(fn: Callable, probe: Probe) -> None:
+    """Two independent aspects: which tokens are kept, and their positions, the slots 0 .. K-1 of what is kept."""
+    outs = []
     for seq_len, n_sink, window in STREAMING_CASES:
         what = f"`streaming_positions({seq_len}, n_sink={n_sink}, window={window})`"
         out = probe.call(fn, probe.length(seq_len), n_sink, window, what=what)
@@ -770,14 +806,23 @@ def check_streaming(fn: Callable, probe: Probe) -> None:
                 hint="The caller unpacks the result into the kept tokens and their positions.",
                 fix="End with `return kept, positions`: two LongTensors in a tuple.",
             )
-        expected = reference.streaming_positions(seq_len, n_sink, window)
-        for index, name in enumerate(("kept", "positions")):
-            probe.expect(
-                out[index],
-                expected[index],
-                what=f"{name} of {what}",
-                mistakes=probe.known_mistakes(seq_len, n_sink, window, index=index),
-            )
+        outs.append(((seq_len, n_sink, window), what, out))
+
+    def kept() -> None:
+        for case, what, (got, _) in outs:
+            expected = reference.streaming_positions(*case)[0]
+            probe.expect(got, expected, what=f"kept of {what}", mistakes=probe.known_mistakes(*case, index=0))
+
+    def slots() -> None:
+        for case, what, (got_kept, got) in outs:
+            one_row = isinstance(got_kept, Tensor) and got_kept.dim() == 1
+            expected = torch.arange(len(got_kept)) if one_row else reference.streaming_positions(*case)[1]
+            copied = isinstance(got, Tensor) and got.dtype == got_kept.dtype and torch.equal(got, got_kept)
+            if one_row and copied and not torch.equal(got, expected):
+                probe.fail("positions_not_cache_slots", f"{probe.explain('positions_not_cache_slots')} ({what})")
+            probe.expect(got, expected, what=f"positions of {what}, for the {len(expected)} tokens it keeps")
+
+    probe.independent(kept, slots)
 
 
 # --- the exercises ------------------------------------------------------------------------------
@@ -806,7 +851,7 @@ EXERCISES = [
         points=1,
         kind="function",
         reference=reference.packed_position_ids,
-        check=packed_check(mask=False),
+        check=check_packed_positions,
         mistakes={
             "positions_not_restarted": packed_not_restarted,
             "position_offset": packed_from_one,
@@ -822,7 +867,7 @@ EXERCISES = [
         points=1,
         kind="function",
         reference=reference.document_causal_mask,
-        check=packed_check(mask=True),
+        check=check_document_mask,
         mistakes={
             "mask_causal_only": mask_causal_only,
             "mask_documents_only": mask_documents_only,
