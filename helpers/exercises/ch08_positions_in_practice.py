@@ -293,62 +293,102 @@ def documents(probe: Probe) -> list[Tensor]:
     return [torch.tensor(lens, device=probe.device) for lens in ([3, 1, 4], [5], [2, 2, 3], [1, 6])]
 
 
-def packed_check(mask: bool) -> Callable[[Callable, Probe], None]:
-    """The check of packed_position_ids (mask=False) or document_causal_mask: every case against the
-    reference and the catalogue, then the device pass."""
+def against_reference_on(probe: Probe, fn: Callable, cases: list[Tensor]) -> None:
+    """Every case against the reference and the catalogue."""
+    for seq_lens in cases:
+        what = f"`{probe.exercise.id}(seq_lens)` for seq_lens = {seq_lens.tolist()}"
+        probe.against_reference(probe.call(fn, seq_lens, what=what), seq_lens, what=what)
 
-    def check(fn: Callable, probe: Probe) -> None:
-        name = "document_causal_mask" if mask else "packed_position_ids"
+
+def documents_device_pass(probe: Probe, fn: Callable) -> None:
+    seq_lens = documents(probe)[0]
+    probe.device_pass(lambda device: probe.call(fn, seq_lens.to(device)))
+
+
+def check_packed_positions(fn: Callable, probe: Probe) -> None:
+    against_reference_on(probe, fn, documents(probe))
+    documents_device_pass(probe, fn)
+
+
+def either_direction(mask: Tensor) -> Tensor:
+    """Which keys a query's document lets it see, before or after it: the mask or its transpose, and itself."""
+    return mask | mask.T | torch.eye(len(mask), dtype=torch.bool, device=mask.device)
+
+
+def check_document_mask(fn: Callable, probe: Probe) -> None:
+    """Two independent aspects, then the whole: the causal part on one document alone (nothing to keep apart),
+    the document part on several, read in either direction (whatever the causal part does)."""
+    single = [torch.tensor([n], device=probe.device) for n in (5, 2)]
+
+    def documents_apart() -> None:
         for seq_lens in documents(probe):
-            what = f"`{name}(seq_lens)` for seq_lens = {seq_lens.tolist()}"
-            out = probe.call(fn, seq_lens, what=what)
-            probe.against_reference(out, seq_lens, what=what)
-        seq_lens = documents(probe)[0]
-        probe.device_pass(lambda device: probe.call(fn, seq_lens.to(device)))
+            call = f"`document_causal_mask(seq_lens)` for seq_lens = {seq_lens.tolist()}"
+            out = probe.call(fn, seq_lens, what=call)
+            if not (
+                isinstance(out, Tensor) and out.dtype == torch.bool and out.dim() == 2 and out.shape[0] == out.shape[1]
+            ):
+                probe.against_reference(out, seq_lens, what=call)  # names the type, shape or dtype
+            found = probe.known_mistakes(seq_lens)
+            probe.expect(
+                either_direction(out),
+                either_direction(reference.document_causal_mask(seq_lens)),
+                what=f"which keys each query's document lets it see in {call}, before or after it",
+                mistakes=lambda found=found: {
+                    code: [either_direction(face) for face in faces] for code, faces in found().items()
+                },
+            )
 
-    return check
+    probe.independent(lambda: against_reference_on(probe, fn, single), documents_apart)
+    against_reference_on(probe, fn, documents(probe))
+    documents_device_pass(probe, fn)
 
 
 # --- RopeKVCache --------------------------------------------------------------------------
-# A mistake replays a whole generation: replay(chunks, base) with one knob turned, where chunks is
-# the list of (q, k, v) handed to the module call after call; it returns one (q_rot, k_all, v_all)
-# per call. Each mistake returns a list of replays (its faces), even of one: a replay is a list itself.
+# Two independent aspects. The rotation: one call on a whole sequence, against RoPE in float64 (layout,
+# frequencies, precision). The counting: a prompt then more calls must equal one call on the whole sequence,
+# the student's own (the chapter's equivalence test), whatever the student's rotation is.
+#
+# A mistake replays a whole generation: mistake(chunks, turn, base), where chunks is the list of (q, k, v)
+# handed to the module call after call and turn(x, first) is a rotation of x (..., T, Dh) at positions
+# first .. first + T - 1 (the reference's, or the student's own); it returns a list of replays (its faces,
+# even of one: a replay is a list itself), each one (q_rot, k_all, v_all) per call.
 
 Chunks = list[tuple[Tensor, Tensor, Tensor]]
 Run = list[tuple[Tensor, Tensor, Tensor]]
+Turn = Callable[[Tensor, int], Tensor]
+
+
+def turn_of(base: float, **knobs: Any) -> Turn:
+    """RoPE at positions first .. first + T - 1 (rope.rotated, with its knobs: pairing, exponent, angle_dtype)."""
+    return lambda x, first: rotated(x, torch.arange(first, first + x.shape[-2]), base, **knobs)
 
 
 def replay(
     chunks: Chunks,
-    base: float,
+    turn: Turn,
     *,
     start: Callable[[int, int], int] = lambda offset, T: offset,  # the position the call's first token gets
-    keys: str = "rotated",  # what the cache holds: "rotated", "raw" (kept unrotated), "again" (rotated every call)
-    **knobs: Any,  # rope.rotated's: pairing, exponent, angle_dtype
+    keys: str = "rotated",  # what the cache holds: "rotated", "raw" (kept unrotated), "again" (turned every call)
 ) -> Run:
     """A KV cache with RoPE, one knob turned; by default it is right."""
     run, offset, cache_k, cache_v = [], 0, None, None
     for q, k, v in chunks:
         T = q.shape[-2]
-        first = start(offset, T)
-        positions = torch.arange(first, first + T, device=q.device)
-        q_rot, k_rot = (rotated(x, positions, base, **knobs) for x in (q, k))
-        new_k = k if keys == "raw" else k_rot
-        cache_k = new_k if cache_k is None else torch.cat([cache_k, new_k], dim=-2)
+        q_rot, k_rot = turn(q, start(offset, T)), turn(k, start(offset, T))
         cache_v = v if cache_v is None else torch.cat([cache_v, v], dim=-2)
-        k_all = cache_k
-        if keys == "raw":  # the new keys rotated on the way out, the cached ones never
-            k_all = torch.cat([cache_k[..., :-T, :], k_rot], dim=-2)
-        if keys == "again":  # the whole cache, already rotated, turned once more by this call's positions
-            k_all = cache_k = torch.cat(
-                [rotated(cache_k[..., :-T, :], positions[:1].expand(offset), base, **knobs), k_rot], dim=-2
-            )
+        if keys == "again":  # the cached keys, rotated already, and the raw new ones, all turned at 0 .. L-1
+            cache_k = turn(k if cache_k is None else torch.cat([cache_k, k], dim=-2), 0)
+            k_all = cache_k
+        else:
+            new = k if keys == "raw" else k_rot
+            cache_k = new if cache_k is None else torch.cat([cache_k, new], dim=-2)
+            k_all = torch.cat([cache_k[..., :-T, :], k_rot], dim=-2)  # the new keys rotated on the way out
         run.append((q_rot, k_all, cache_v))
         offset += T
     return run
 
 
-def kv_at_zero(chunks: Chunks, base: float) -> list[Run]:
+def kv_at_zero(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
     """Every call rotates its tokens at positions 0 .. T-1: the prompt is right, but each generated
     token is rotated as if it were the first (position 0), so the model decodes at the wrong place:
     the classic "prefill right, generation wrong".
@@ -358,10 +398,10 @@ def kv_at_zero(chunks: Chunks, base: float) -> list[Run]:
 
     Fix: Make the positions from the offset: `torch.arange(self.offset, self.offset + T, device=q.device)`,
     and advance `self.offset += T` after the call."""
-    return [replay(chunks, base, start=lambda offset, T: 0)]
+    return [replay(chunks, turn, start=lambda offset, T: 0)]
 
 
-def kv_double_counted(chunks: Chunks, base: float) -> list[Run]:
+def kv_double_counted(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
     """Your positions jump ahead after the prompt: the offset is counted twice, e.g. advanced before the
     new tokens are rotated (their positions start at offset + T), or advanced by the whole cache length
     on top of the new tokens (offset + (offset + T)), the "offset jumps by the prompt length" bug.
@@ -372,25 +412,25 @@ def kv_double_counted(chunks: Chunks, base: float) -> list[Run]:
     Fix: Rotate at `torch.arange(self.offset, self.offset + T)` first, then advance once: `self.offset += T`
     (not `self.offset = len(cache)` plus T, nor before the rotation)."""
     return [
-        replay(chunks, base, start=lambda offset, T: offset + T),
-        replay(chunks, base, start=lambda offset, T: 2 * offset),
+        replay(chunks, turn, start=lambda offset, T: offset + T),
+        replay(chunks, turn, start=lambda offset, T: 2 * offset),
     ]
 
 
-def kv_rotated_twice(chunks: Chunks, base: float) -> list[Run]:
-    """Your cached keys are rotated again on a later call: keys that were rotated when they arrived are
-    turned once more (by the new positions) when the cache is read. A key's position never changes, so
-    neither may its rotation.
+def kv_rotated_twice(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
+    """Your cached keys are rotated again on a later call: the whole cache, whose keys were rotated
+    already, is turned once more at positions 0 .. L-1. A key's position never changes, so it is
+    rotated once, when it arrives.
 
     Hint: Store the keys already rotated, at the position each had when it arrived; from then on the cache
     is only appended to. Rotate the new k only, never the concatenated cache.
 
     Fix: Rotate `k` first, then `self.k_cache = torch.cat([self.k_cache, k_rot], dim=-2)` and return the cache
     as it is."""
-    return [replay(chunks, base, keys="again")]
+    return [replay(chunks, turn, keys="again")]
 
 
-def kv_keys_unrotated(chunks: Chunks, base: float) -> list[Run]:
+def kv_keys_unrotated(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
     """Your cache holds the keys as they came in, unrotated: the keys of earlier calls come back without
     their rotation, so attention sees them all at no position at all.
 
@@ -398,10 +438,10 @@ def kv_keys_unrotated(chunks: Chunks, base: float) -> list[Run]:
     it raw and rotate every cached key at its own position each time you return the cache.
 
     Fix: Append the rotated keys, `self.k_cache = torch.cat([self.k_cache, k_rot], dim=-2)`, not `k`."""
-    return [replay(chunks, base, keys="raw")]
+    return [replay(chunks, turn, keys="raw")]
 
 
-def kv_interleaved(chunks: Chunks, base: float) -> list[Run]:
+def kv_interleaved(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
     """Your rotation pairs adjacent components, (x[2i], x[2i+1]) (Meta's and GPT-J's interleaved layout);
     this exercise, like transformers' Llama, pairs x[i] with x[i + Dh/2] (`rotate_half`).
 
@@ -410,11 +450,11 @@ def kv_interleaved(chunks: Chunks, base: float) -> list[Run]:
 
     Fix: `x * cos + rotate_half(x) * sin`, with `rotate_half(x) = torch.cat([-x[..., Dh//2:], x[..., :Dh//2]], -1)`
     and each pair's angle repeated side by side: `torch.cat([angles, angles], -1)`."""
-    return [replay(chunks, base, pairing="adjacent")]
+    return [replay(chunks, turn_of(base, pairing="adjacent"))]
 
 
-def kv_wrong_base(chunks: Chunks, base: float) -> list[Run]:
-    return [replay(chunks, other) for other in (1000.0, 10000.0) if other != base]
+def kv_wrong_base(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
+    return [replay(chunks, turn_of(other)) for other in (1000.0, 10000.0) if other != base]
 
 
 kv_wrong_base.__doc__ = """Your frequencies ignore the `base` the module was built with: 1000 (a typo of popular
@@ -426,8 +466,8 @@ Fix: `self.register_buffer('inv_freq', base ** (-torch.arange(0, head_dim, 2).fl
 with the `base` argument."""
 
 
-def kv_wrong_exponent(chunks: Chunks, base: float) -> list[Run]:
-    return [replay(chunks, base, exponent=e) for e in ("i/d", "4i/d", "+2i/d", "integer")]
+def kv_wrong_exponent(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
+    return [replay(chunks, turn_of(base, exponent=e)) for e in ("i/d", "4i/d", "+2i/d", "integer")]
 
 
 kv_wrong_exponent.__doc__ = """Your frequencies have the wrong exponent: θ_i is not base^(-2i/Dh) for
@@ -439,7 +479,7 @@ Hint: θ_0 must be 1 and the last θ just above 1/base. The usual slips: a missi
 Fix: `base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)`, true division."""
 
 
-def kv_low_precision(chunks: Chunks, base: float) -> list[Run]:
+def kv_low_precision(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
     """Your angles are computed in half precision (the input's bfloat16 or float16) instead of float32:
     bfloat16 holds every integer only up to 256, so positions past it collide and their rotations are
     wrong by up to a radian.
@@ -448,46 +488,97 @@ def kv_low_precision(chunks: Chunks, base: float) -> list[Run]:
 
     Fix: `angles = positions.float()[:, None] * self.inv_freq.float()`, cos and sin in float32,
     `(q.float() * cos + rotate_half(q.float()) * sin).to(q.dtype)`."""
-    return [replay(chunks, base, angle_dtype=dtype) for dtype in (torch.bfloat16, torch.float16)]
+    return [replay(chunks, turn_of(base, angle_dtype=dtype)) for dtype in (torch.bfloat16, torch.float16)]
 
 
-def generation(probe: Probe, cls: Any, sizes: list[int], *, base: float, dtype: torch.dtype, max_len: int) -> None:
-    """A prompt then more calls, with GQA (Hq = 4, Hk = 2): every call's q_rot, k_all and v_all against RoPE
-    in float64 at the absolute positions, and `offset` after each call."""
-    B, Hq, Hk, Dh = 2, 4, 2, 8
-    module = probe.build(cls, Dh, max_len, base)
+HEADS = (4, 2, 2)  # Hq, Hk, Hk: grouped-query attention, as Llama 3 and Mistral use it
+B, DH = 2, 8
+
+
+def kv_inputs(probe: Probe, sizes: list[int], dtype: torch.dtype, max_len: int) -> Chunks:
+    """One (q, k, v) per call, T = sizes[i], their lengths marked (T = 1, T = max_len are the edges)."""
+    return [tuple(probe.sequence(probe.randn(B, H, T, DH, dtype=dtype), max_len, dim=2) for H in HEADS) for T in sizes]
+
+
+def whole(chunks: Chunks) -> tuple[Tensor, Tensor, Tensor]:
+    return tuple(torch.cat([chunk[i] for chunk in chunks], dim=-2) for i in range(3))
+
+
+def described(probe: Probe, max_len: int, base: float) -> str:
+    return f"`{probe.name}({DH}, max_len={max_len}, base={base:g})`"
+
+
+def one_pass(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len: int) -> None:
+    """The rotation: a fresh module called once on the whole sequence, against RoPE in float64."""
+    q, k, v = whole(chunks)
+    L = q.shape[-2]
+    module = probe.build(cls, DH, max_len, base)
+    what = f"one call of {described(probe, max_len, base)} on a whole sequence (T = {L}, {q.dtype})"
+    q_rot, k_all, v_all = three_tensors(probe, probe.call(module, q, k, v, what=what), what)
+    positions = torch.arange(L)
+    found = probe.known_mistakes([tuple(t.cpu() for t in (q, k, v))], turn_of(base), base)
+    for index, (name, got, x) in enumerate((("q_rot", q_rot, q), ("k_all", k_all, k))):
+        faces = lambda index=index: {code: [run[0][index] for run in runs] for code, runs in found().items()}
+        probe.expect(
+            got, rope64(x, positions, base), what=f"{name} of {what}", mistakes=faces, **tolerance(x, positions, base)
+        )
+    probe.expect(v_all, v, what=f"v_all of {what}")
+
+
+INCREMENTAL_HELP = (
+    "Incremental decoding must equal one pass over the whole sequence: each call's queries at their absolute positions, "
+    "every key rotated once, at the position it had when it arrived, and kept as it is from then on.",
+    "Print, after each call, the positions you rotate at and the shape of your cache, next to what a prompt of that many "
+    "tokens would give: the first call where they part is the one to fix.",
+)
+
+
+def incremental(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len: int) -> None:
+    """The counting: a prompt then more calls must give what one call on the whole sequence gives, the student's
+    own module's, call by call; and `offset` must count the tokens seen."""
+    q, k, v = whole(chunks)
+    L = q.shape[-2]
+    full = three_tensors(
+        probe, probe.call(probe.build(cls, DH, max_len, base), q, k, v), "one call on the whole sequence"
+    )
+    module = probe.build(cls, DH, max_len, base)
     offset = read_offset(probe, module, 0, "right after construction")
-    chunks = [
-        tuple(probe.sequence(probe.randn(B, H, T, Dh, dtype=dtype), max_len, dim=2) for H in (Hq, Hk, Hk))
-        for T in sizes
-    ]
-    replays: dict[str, list[Run]] = {}
+
+    def own_turn(x: Tensor, first: int) -> Tensor:
+        """The student's own rotation at first .. first + T - 1: the last T rows of a fresh module's q_rot."""
+        padded = torch.cat([x.new_zeros(*x.shape[:-2], first, x.shape[-1]), x], dim=-2)
+        fresh = probe.build(cls, DH, max(max_len, first + 2 * x.shape[-2]), base)
+        return probe.call(fresh, padded, padded[:, :1], padded[:, :1])[0][..., first:, :].cpu()
+
+    cpu_chunks = [tuple(t.cpu() for t in chunk) for chunk in chunks]
+    replays = {}
 
     def mistakes(step: int, index: int) -> Callable[[], dict[str, list[Tensor]]]:
         def run() -> dict[str, list[Tensor]]:
             if not replays:
-                replays.update(probe.known_mistakes([tuple(t.cpu() for t in c) for c in chunks], base)())
-            return {code: [faces[step][index].to(probe.device) for faces in runs] for code, runs in replays.items()}
+                replays.update(probe.known_mistakes(cpu_chunks, own_turn, base)())
+            return {code: [r[step][index].to(probe.device) for r in runs] for code, runs in replays.items()}
 
         return run
 
-    seen_k, seen_v = [], []
     for step, (q, k, v) in enumerate(chunks):
         T = q.shape[-2]
-        what = f"call {step + 1} of `{probe.name}({Dh}, max_len={max_len}, base={base:g})` (T = {T}, positions {offset}..{offset + T - 1}, {dtype})"
-        out = probe.call(module, q, k, v, what=f"{what}")
-        q_rot, k_all, v_all = three_tensors(probe, out, what)
-        seen_k.append(k), seen_v.append(v)
-        positions = torch.arange(offset, offset + T)
-        every_key, every_position = torch.cat(seen_k, dim=-2), torch.arange(offset + T)
-        for index, (name, got, expected, tol) in enumerate(
-            (
-                ("q_rot", q_rot, rope64(q, positions, base), tolerance(q, positions, base)),
-                ("k_all", k_all, rope64(every_key, every_position, base), tolerance(every_key, every_position, base)),
-                ("v_all", v_all, torch.cat(seen_v, dim=-2), {}),
-            )
-        ):
-            probe.expect(got, expected, what=f"{name} of {what}", mistakes=mistakes(step, index), **tol)
+        what = f"call {step + 1} of {described(probe, max_len, base)} (T = {T}, positions {offset}..{offset + T - 1})"
+        out = three_tensors(probe, probe.call(module, q, k, v, what=what), what)
+        rows = (slice(offset, offset + T), slice(0, offset + T), slice(0, offset + T))
+        for index, name in enumerate(("q_rot", "k_all", "v_all")):
+            try:
+                probe.expect(
+                    out[index],
+                    full[index][..., rows[index], :],
+                    what=f"{name} of {what}",
+                    mistakes=mistakes(step, index),
+                )
+            except Failure as failure:
+                if failure.code != "wrong_values":
+                    raise
+                said = failure.message.replace("from the reference", f"from what one call on all {L} tokens gives")
+                probe.fail("wrong_values", said.replace("expected", "one call gives"), *INCREMENTAL_HELP)
         offset = read_offset(probe, module, offset + T, f"after {what}")
 
 
@@ -607,11 +698,14 @@ def kv_device_pass(probe: Probe, cls: Any) -> None:
 
 
 def check_rope_kv_cache(cls: Any, probe: Probe) -> None:
+    # a prompt, two decode steps, a chunk of two (chunked prefill), a step
+    steps = kv_inputs(probe, [5, 1, 1, 2, 1], torch.float32, 16)
+    # a long prompt in bfloat16 with another base: positions past 256, where half-precision angles collide
+    long = kv_inputs(probe, [300, 1, 1], torch.bfloat16, 4096)
     probe.independent(
-        # a prompt, two decode steps, a chunk of two (chunked prefill), a step; GQA throughout
-        lambda: generation(probe, cls, [5, 1, 1, 2, 1], base=10000.0, dtype=torch.float32, max_len=16),
-        # a long prompt in bfloat16 with another base: positions past 256, where half-precision angles collide
-        lambda: generation(probe, cls, [300, 1, 1], base=500000.0, dtype=torch.bfloat16, max_len=4096),
+        lambda: one_pass(probe, cls, steps, base=10000.0, max_len=16),
+        lambda: one_pass(probe, cls, long, base=500000.0, max_len=4096),
+        lambda: incremental(probe, cls, steps, base=10000.0, max_len=16),
         lambda: length_checked(probe, cls),
         lambda: kv_device_pass(probe, cls),
     )
@@ -700,6 +794,8 @@ STREAMING_CASES = [
 
 
 def check_streaming(fn: Callable, probe: Probe) -> None:
+    """Two independent aspects: which tokens are kept, and their positions, the slots 0 .. K-1 of what is kept."""
+    outs = []
     for seq_len, n_sink, window in STREAMING_CASES:
         what = f"`streaming_positions({seq_len}, n_sink={n_sink}, window={window})`"
         out = probe.call(fn, probe.length(seq_len), n_sink, window, what=what)
@@ -710,14 +806,23 @@ def check_streaming(fn: Callable, probe: Probe) -> None:
                 hint="The caller unpacks the result into the kept tokens and their positions.",
                 fix="End with `return kept, positions`: two LongTensors in a tuple.",
             )
-        expected = reference.streaming_positions(seq_len, n_sink, window)
-        for index, name in enumerate(("kept", "positions")):
-            probe.expect(
-                out[index],
-                expected[index],
-                what=f"{name} of {what}",
-                mistakes=probe.known_mistakes(seq_len, n_sink, window, index=index),
-            )
+        outs.append(((seq_len, n_sink, window), what, out))
+
+    def kept() -> None:
+        for case, what, (got, _) in outs:
+            expected = reference.streaming_positions(*case)[0]
+            probe.expect(got, expected, what=f"kept of {what}", mistakes=probe.known_mistakes(*case, index=0))
+
+    def slots() -> None:
+        for case, what, (got_kept, got) in outs:
+            one_row = isinstance(got_kept, Tensor) and got_kept.dim() == 1
+            expected = torch.arange(len(got_kept)) if one_row else reference.streaming_positions(*case)[1]
+            copied = isinstance(got, Tensor) and got.dtype == got_kept.dtype and torch.equal(got, got_kept)
+            if one_row and copied and not torch.equal(got, expected):
+                probe.fail("positions_not_cache_slots", f"{probe.explain('positions_not_cache_slots')} ({what})")
+            probe.expect(got, expected, what=f"positions of {what}, for the {len(expected)} tokens it keeps")
+
+    probe.independent(kept, slots)
 
 
 # --- the exercises ------------------------------------------------------------------------------
@@ -746,7 +851,7 @@ EXERCISES = [
         points=1,
         kind="function",
         reference=reference.packed_position_ids,
-        check=packed_check(mask=False),
+        check=check_packed_positions,
         mistakes={
             "positions_not_restarted": packed_not_restarted,
             "position_offset": packed_from_one,
@@ -762,7 +867,7 @@ EXERCISES = [
         points=1,
         kind="function",
         reference=reference.document_causal_mask,
-        check=packed_check(mask=True),
+        check=check_document_mask,
         mistakes={
             "mask_causal_only": mask_causal_only,
             "mask_documents_only": mask_documents_only,

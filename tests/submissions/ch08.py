@@ -264,36 +264,36 @@ class CacheAdvancedFirst(CacheCat):
 
 
 class CacheOffsetTwice(CacheCat):
-    """The attribute counts each call twice, the positions are right (taken from the cache's length)."""
+    """Positions from the cache's length (right), and the offset advanced by the parent and again here."""
 
     def positions(self, T, device):
         past = 0 if self.k is None else self.k.shape[-2]
         return torch.arange(past, past + T, device=device)
 
     def forward(self, q, k, v):
-        self.max_len *= 4  # the doubled offset must not trip the length check
         out = super().forward(q, k, v)
-        self.max_len //= 4
         self.offset += q.shape[-2]
         return out
 
 
 class CacheRerotate(CacheCat):
-    """The whole cache rotated by the call's positions on the way out (keys already rotated once)."""
+    """The cache (rotated keys) and the new raw keys concatenated, then all rotated at 0 .. L-1 and stored."""
 
     def forward(self, q, k, v):
-        start = self.offset
-        q_rot, _, v_all = super().forward(q, k, v)
-        old = self.k[..., :start, :]
-        if start:
-            old = self.rotate(old, torch.full((start,), start, device=q.device))
-        self.k = torch.cat([old, self.k[..., start:, :]], dim=-2)
-        return q_rot, self.k, v_all
+        T = q.shape[-2]
+        positions = self.positions(T, q.device)
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.k = self.rotate(self.k, torch.arange(self.k.shape[-2], device=q.device))
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        self.offset += T
+        return self.rotate(q, positions), self.k, self.v
 
 
 class CacheUnrotated(CacheCat):
     def forward(self, q, k, v):
         T = q.shape[-2]
+        if self.offset + T > self.max_len:
+            raise ValueError("past max_len")
         positions = self.positions(T, q.device)
         q_rot, k_rot = self.rotate(q, positions), self.rotate(k, positions)
         self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # raw keys cached
@@ -409,6 +409,36 @@ def stream_one_tensor(seq_len, n_sink, window):
     return torch.stack(stream_slices(seq_len, n_sink, window))
 
 
+# --- two independent mistakes in one submission ------------------------------------------------------
+
+
+def mask_late_and_triu(seq_lens):
+    """Document ids one token late, and the upper triangle."""
+    return mask_late_boundary(seq_lens).T
+
+
+def mask_strict_whole_row(seq_lens):
+    """No documents, and no diagonal: tril(-1) over the whole packed row."""
+    S = int(seq_lens.sum())
+    return torch.ones(S, S, dtype=torch.bool, device=seq_lens.device).tril(-1)
+
+
+def stream_window_original(seq_len, n_sink, window):
+    """The last window only, numbered by the original indices."""
+    kept = torch.arange(max(seq_len - window, 0), seq_len)
+    return kept, kept.clone()
+
+
+class CacheInterleavedAtZero(CacheInterleaved):
+    def positions(self, T, device):
+        return torch.arange(T, device=device)
+
+
+class CacheBase10000Unrotated(CacheUnrotated):
+    def __init__(self, head_dim, max_len=4096, base=10000.0):
+        super().__init__(head_dim, max_len, 10000.0)
+
+
 RIGHT = {
     "position_ids_from_mask": [ids_cumsum, ids_loop, ids_first_real],
     "packed_position_ids": [packed_repeat, packed_cat],
@@ -457,3 +487,36 @@ WRONG = [
     ("streaming_positions", "window_zero_slice", stream_minus_zero),
     ("streaming_positions", "wrong_type", stream_one_tensor),
 ]
+
+ALSO = [
+    ("document_causal_mask", "mask_transposed", "document_boundary_off_by_one", mask_late_and_triu),
+    ("document_causal_mask", "mask_diagonal_excluded", "mask_causal_only", mask_strict_whole_row),
+    ("streaming_positions", "sinks_dropped", "positions_not_cache_slots", stream_window_original),
+    ("RopeKVCache", "rope_interleaved_convention", "decode_at_position_zero", CacheInterleavedAtZero),
+    ("RopeKVCache", "wrong_base", "cache_keys_unrotated", CacheBase10000Unrotated),
+]
+
+
+# INDEPENDENT: which catalogue mistakes are independent aspects of the code (each pair made together by an ALSO
+# submission); ONE_ASPECT: why an exercise's mistakes are all values of one choice. tests/test_also_wrong.py reads both.
+INDEPENDENT = {
+    # the causal part (read on one document alone) and the document part (read in either direction)
+    "document_causal_mask": [
+        ("mask_transposed", "document_boundary_off_by_one"),
+        ("mask_diagonal_excluded", "mask_causal_only"),
+    ],
+    # which tokens are kept, and how the kept ones are numbered
+    "streaming_positions": [("sinks_dropped", "positions_not_cache_slots")],
+    # the rotation (one call, against RoPE) and the counting (a prompt then steps, against the module's own one call)
+    "RopeKVCache": [
+        ("rope_interleaved_convention", "decode_at_position_zero"),
+        ("wrong_base", "cache_keys_unrotated"),
+    ],
+}
+ONE_ASPECT = {
+    "position_ids_from_mask": "position_offset, mask_ignored, left_padding_only and batch_seq_confusion are answers to the one "
+    "question 'how many real tokens come before this one': the pads' values, the other aspect, have no catalogue mistake "
+    "(pad_position_out_of_range is a probe of its own)",
+    "packed_position_ids": "its mistakes are all ways of finding each document's first token (none, one late or early, "
+    "counted from 1): one subtraction per token",
+}
