@@ -846,6 +846,28 @@ def packed_masks(seq_lens: list[int], layouts: dict[str, tuple[torch.Tensor, tor
     plt.show()
 
 
+def decode_positions(used: dict[str, list[int]], prompt_len: int) -> None:
+    """For each cache (name -> the position it rotated each new token at, prompt first): the
+    position against the token's true index in the sequence. Right is the diagonal."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(11.5, 4.2))
+    for n, (name, positions) in enumerate(used.items()):
+        style = dict(marker="o", markersize=3, linewidth=1.4, color=f"C{n}", label=name)
+        if n == 0:
+            style.update(linewidth=5, alpha=0.3, marker=None)  # the right one, drawn wide beneath the others
+        ax.plot(range(len(positions)), positions, **style)
+    ax.axvline(prompt_len - 0.5, color="0.4", linestyle=":", label=f"prefill | decode (prompt of {prompt_len})")
+    ax.set(
+        title="Where each cache rotates each new token (the prefill is right in all of them)",
+        xlabel="the token's index in the sequence",
+        ylabel="the position RoPE rotates it at",
+    )
+    ax.title.set_fontsize(10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    plt.show()
+
+
 def streaming_cache(seq_len: int, kept: torch.Tensor, positions: torch.Tensor, n_sink: int, window: int) -> None:
     """Every token seen so far, 0 .. seq_len - 1, in one strip: the attention sinks, the recent
     window and the evicted tokens; above each kept token, the cache slot RoPE rotates it by."""
