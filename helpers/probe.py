@@ -293,7 +293,7 @@ class Probe:
         originals = [(name, t) for name, arg in zip(names, args) for t in _tensors_in(arg)]
         originals += [(name, t) for name, arg in kwargs.items() for t in _tensors_in(arg)]
         saved = [t.detach().clone() for _, t in originals]
-        state_before = _own_state(fn)
+        state_before = _own_state(fn, buffers=not self.exercise.stateful)
         watch = _Watch(self.exercise.forbidden)
         state = TorchState.capture()
         session = REMOTE.get()
@@ -600,11 +600,11 @@ def describe_difference(
     return f"{what}: {entries} from the reference; the worst is at index {list(worst)}: you have {a[worst].item():.6g}, expected {b[worst].item():.6g}."
 
 
-def _own_state(fn: Any) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def _own_state(fn: Any, buffers: bool = True) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """A module's parameters and buffers (name -> (the tensor, a copy of its values)), before a call into it."""
     if not isinstance(fn, torch.nn.Module):
         return {}
-    tensors = [*fn.named_parameters(), *fn.named_buffers()]
+    tensors = [*fn.named_parameters(), *(fn.named_buffers() if buffers else ())]
     return {name: (t, t.detach().clone()) for name, t in tensors if not t.is_meta}
 
 

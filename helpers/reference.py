@@ -522,3 +522,94 @@ def llama3_scaling(
 
 
 # (end of chapter 07)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 08: positions in practice
+# ---------------------------------------------------------------------------
+
+# How positions are *counted* once a model is served or trained at scale: a
+# KV cache that decodes one token at a time (its offset), a left-padded batch
+# (positions from the attention mask, as transformers' generate makes them),
+# packed documents (positions and a mask per document, FlashAttention's varlen
+# cu_seqlens), and StreamingLLM's rolling cache (Xiao et al. 2023, §3.2).
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.LongTensor:
+    """Each row numbers its real tokens 0, 1, 2, ... whatever its padding side; a pad
+    gets 0 (transformers' generate: `cumsum(-1) - 1`, then pads filled)."""
+    mask = attention_mask.long()  # bool, int or long: 0/1 as long; a new tensor, the caller's untouched
+    positions = mask.cumsum(-1) - 1  # (B, T): real token t gets the count of real tokens before it
+    return positions.clamp(min=0) * mask  # left pads read -1 before the first real token: 0 there
+
+
+def packed_position_ids(seq_lens: torch.Tensor) -> torch.LongTensor:
+    """Documents of lengths seq_lens (N,) packed into one row of S = sum tokens: positions
+    restart at 0 in every document."""
+    starts = seq_lens.cumsum(0) - seq_lens  # (N,) where each document begins in the row
+    S = int(seq_lens.sum())
+    document = torch.repeat_interleave(torch.arange(len(seq_lens), device=seq_lens.device), seq_lens, output_size=S)
+    return torch.arange(S, device=seq_lens.device) - starts[document]  # (S,): token index minus its document's start
+
+
+def document_causal_mask(seq_lens: torch.Tensor) -> torch.BoolTensor:
+    """(S, S) True where query i may attend key j: the same document, and j ≤ i."""
+    S = int(seq_lens.sum())
+    document = torch.repeat_interleave(torch.arange(len(seq_lens), device=seq_lens.device), seq_lens, output_size=S)
+    same = document[:, None] == document[None, :]  # (S, S) block diagonal
+    causal = torch.ones(S, S, dtype=torch.bool, device=seq_lens.device).tril()  # j ≤ i
+    return same & causal
+
+
+class RopeKVCache(nn.Module):
+    """RoPE with a KV cache, for generation: each call rotates its new q and k at
+    their absolute positions offset .. offset + T - 1, appends k and v to the cache,
+    and returns every key and value so far. A key is rotated once, when it arrives:
+    its position never changes, so neither does its rotation (HF's `cache_position`)."""
+
+    def __init__(self, head_dim: int, max_len: int = 4096, base: float = 10000.0):
+        super().__init__()
+        self.max_len = max_len
+        self.offset = 0  # tokens seen so far: the position of the next one
+        # float32 angles whatever q's dtype; buffers: they follow .to(device), never trained nor saved
+        self.register_buffer("inv_freq", rope_frequencies(head_dim, base), persistent=False)
+        self.k_cache: torch.Tensor | None = None  # (B, Hk, offset, Dh), rotated keys
+        self.v_cache: torch.Tensor | None = None
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        T = q.shape[-2]
+        if self.offset + T > self.max_len:
+            raise ValueError(
+                f"positions {self.offset}..{self.offset + T - 1} go past max_len = {self.max_len}: build RopeKVCache with a larger max_len"
+            )
+        positions = torch.arange(self.offset, self.offset + T, device=q.device, dtype=torch.float32)
+        angles = torch.outer(positions, self.inv_freq)  # (T, Dh/2) float32
+        cos, sin = torch.cat([angles, angles], -1).cos(), torch.cat([angles, angles], -1).sin()  # (T, Dh)
+
+        def rotate(x: torch.Tensor) -> torch.Tensor:
+            return (x.float() * cos + rotate_half(x.float()) * sin).to(x.dtype)
+
+        q_rot, k_rot = rotate(q), rotate(k)
+        self.k_cache = (
+            k_rot if self.k_cache is None else torch.cat([self.k_cache, k_rot], dim=-2)
+        )  # (B, Hk, offset+T, Dh)
+        self.v_cache = v if self.v_cache is None else torch.cat([self.v_cache, v], dim=-2)
+        self.offset += T
+        return q_rot, self.k_cache, self.v_cache
+
+
+def streaming_positions(seq_len: int, n_sink: int, window: int) -> tuple[torch.LongTensor, torch.LongTensor]:
+    """StreamingLLM's cache after seq_len tokens: the first n_sink (attention sinks) and the
+    last `window`, in order (all of them while seq_len ≤ n_sink + window); positions are
+    their slots in the cache, 0 .. K-1, as StreamingLLM rotates them."""
+    tokens = torch.arange(seq_len)
+    if seq_len <= n_sink + window:
+        kept = tokens
+    else:
+        kept = torch.cat([tokens[:n_sink], tokens[seq_len - window :]])  # not tokens[-window:]: -0 is everything
+    return kept, torch.arange(len(kept))
+
+
+# (end of chapter 08)

@@ -138,6 +138,26 @@ DIAGNOSES: dict[str, str] = {
     "band_factor_hard_coded": "the band parameters are constants (Llama 3.1's 1 and 4, YaRN's 32 and 1) instead of the arguments given",
     "band_from_stretched_length": "the bands are computed from the stretched length factor × L (max_position_embeddings) instead of the trained length L",
     "bucket_log_in_float64": "T5's log-spaced buckets computed in float64: at some boundaries a distance lands one bucket away from transformers' float32 bucket",
+    # positions in practice (chapter 08)
+    "mask_ignored": "position ids ignore the attention mask: every row gets 0 .. T-1, wrong for a left-padded row",
+    "left_padding_only": "position ids subtract each row's pad count: right for left padding only, negative for right padding",
+    "pad_position_out_of_range": "a pad gets a position outside [0, T) (the -1 of cumsum - 1 left in place)",
+    "positions_not_restarted": "packed documents' positions run on through the row instead of restarting at 0 in each document",
+    "document_boundary_off_by_one": "packed documents start one token too late or too early",
+    "mask_causal_only": "the packed mask is causal only: a document attends to the documents before it",
+    "mask_documents_only": "the packed mask is block-diagonal only: a token attends to the keys after it",
+    "mask_transposed": "the mask is transposed: True where j ≥ i instead of j ≤ i",
+    "mask_diagonal_excluded": "the mask leaves out the diagonal: a token does not attend to itself",
+    "decode_at_position_zero": "each call of the KV cache rotates its tokens at 0 .. T-1: every decoded token at position 0",
+    "offset_not_advanced": "the KV cache's offset does not move on by the tokens of each call",
+    "offset_double_counted": "the KV cache's offset is counted twice: positions jump ahead after the prompt",
+    "keys_rotated_twice": "cached keys are rotated again on a later call instead of once, when they arrived",
+    "cache_keys_unrotated": "the cache holds the keys unrotated: earlier keys come back without their rotation",
+    "sinks_dropped": "the streaming cache keeps the last window only: the attention sinks are dropped",
+    "window_off_by_one": "the streaming window keeps one token too many or too few",
+    "positions_not_cache_slots": "streaming positions are the tokens' original indices instead of their slots in the cache",
+    "tokens_kept_twice": "the streaming cache keeps some tokens twice while sinks and window overlap",
+    "window_zero_slice": "window = 0 keeps every token: tokens[-0:] is the whole sequence",
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",
     "library_raised": "the code raised inside transformers' own model, on inputs as the model makes them (non-contiguous views, GQA, left padding)",
@@ -272,6 +292,9 @@ class Exercise:
     # (helpers.exercises.oracle: inside a tiny transformers model), once, after `check` passed on the CPU
     # (checking.check runs it; a GPU's second pass does not).
     oracle: Callable[[Any, Any], None] | None = None  # a helpers.probe.Oracle
+    # A module whose forward changes its own buffers on purpose (a KV cache appends to them): the probe's
+    # check that a forward leaves the module's tensors as they were then looks at its Parameters only.
+    stateful: bool = False
 
     @property
     def badge(self) -> str:

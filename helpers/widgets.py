@@ -171,3 +171,25 @@ def scaling_explorer(methods: dict, plain: torch.Tensor, trained: int, factor: f
 
 
 # (end of chapter 07)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 08: positions in practice
+# ---------------------------------------------------------------------------
+
+
+def streaming_explorer(
+    streaming_positions: Callable[[int, int, int], tuple[torch.Tensor, torch.Tensor]],
+    n_sink: int = 4,
+    window: int = 12,
+    seq_len: int = 24,
+    longest: int = 64,
+) -> ipywidgets.interactive:
+    """Slide the number of tokens seen: which ones a StreamingLLM cache keeps, and at which slots."""
+    import ipywidgets as widgets
+
+    slider = widgets.IntSlider(value=seq_len, min=1, max=longest, description="tokens seen", continuous_update=False)
+    return _explorer(
+        lambda seq_len: plots.streaming_cache(seq_len, *streaming_positions(seq_len, n_sink, window), n_sink, window),
+        seq_len=slider,
+    )

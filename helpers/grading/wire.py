@@ -581,7 +581,10 @@ def tensor_entry(
         entry.update(dtype=str(COMPLEX[values.dtype]).removeprefix("torch."), complex=True)
         values = torch.view_as_real(values.resolve_conj()) if not values.is_meta else values
     if values.layout == torch.strided and not values.is_contiguous() and values.dim() > 1 and _distinct(values):
-        entry["stride"] = list(values.stride())  # a transpose or a slice: the receiver lays it out the same way
+        # a transpose or a slice: the receiver lays it out the same way, unless the layout spans far more than the
+        # values (a slice of a preallocated KV cache), which the receiver refuses to allocate: that one travels contiguous
+        if _span(values.shape, values.stride()) <= SPARSEST * max(values.numel(), 1):
+            entry["stride"] = list(values.stride())
     if sent:
         if values.layout != torch.strided:
             values = values.to_dense()
@@ -603,6 +606,9 @@ def digest(tensor: torch.Tensor, smallest: int = 2**20) -> bytes | None:
     return fingerprint.digest()[:16]
 
 
+SPARSEST = 4  # the most memory, in units of its values, a laid-out tensor may take on the receiving side
+
+
 def _distinct(tensor: torch.Tensor) -> bool:
     """No two elements share memory (an expand() does: its copy is made contiguous instead)."""
     sized = [(n, s) for n, s in zip(tensor.shape, tensor.stride()) if n > 1]
@@ -613,7 +619,7 @@ def laid_out(values: torch.Tensor, strides: list[int]) -> torch.Tensor:
     """`values` with the given strides (as the sender had them: views fail or copy alike)."""
     span = _span(values.shape, strides)
     if (
-        span > 4 * max(values.numel(), 1)
+        span > SPARSEST * max(values.numel(), 1)
         or span < values.numel()
         or any(s <= 0 for n, s in zip(values.shape, strides) if n > 1)
     ):

@@ -1,0 +1,522 @@
+"""Chapter 08 submissions (positions in practice), written as students write them.
+
+RIGHT: different correct implementations; every one must pass.
+WRONG: (exercise id, the diagnosis it must get, the code); each is a real
+mistake, from the public bug reports the chapter cites, and the check must name
+exactly that code.
+"""
+
+import torch
+from torch import nn
+
+# --- position_ids_from_mask -------------------------------------------------------------
+
+
+def ids_cumsum(attention_mask):
+    """transformers' generate: cumsum - 1, the pads filled with 1."""
+    positions = attention_mask.long().cumsum(-1) - 1
+    return positions.masked_fill(attention_mask == 0, 1)
+
+
+def ids_loop(attention_mask):
+    """Row by row, token by token: a counter of real tokens."""
+    out = torch.zeros(attention_mask.shape, dtype=torch.long, device=attention_mask.device)
+    for b in range(attention_mask.shape[0]):
+        count = 0
+        for t in range(attention_mask.shape[1]):
+            if attention_mask[b, t]:
+                out[b, t] = count
+                count += 1
+    return out
+
+
+def ids_first_real(attention_mask):
+    """Index minus the index of the row's first real token, counting pads between (none, left or right)."""
+    mask = attention_mask.bool()
+    before = (~mask).long().cumsum(-1)  # pads up to each token
+    return torch.where(mask, torch.arange(mask.shape[1], device=mask.device) - before, torch.zeros_like(before))
+
+
+def ids_from_one(attention_mask):
+    return attention_mask.long().cumsum(-1).masked_fill(attention_mask == 0, 0)
+
+
+def ids_arange(attention_mask):
+    """One cache_position for every row."""
+    B, T = attention_mask.shape
+    return torch.arange(T, device=attention_mask.device).unsqueeze(0).expand(B, T)
+
+
+def ids_left_only(attention_mask):
+    """The pads are assumed on the left: index minus the row's pad count."""
+    T = attention_mask.shape[1]
+    pads = (attention_mask == 0).sum(-1, keepdim=True)
+    return (torch.arange(T, device=attention_mask.device) - pads).clamp(min=0)
+
+
+def ids_minus_one_left(attention_mask):
+    """cumsum - 1 with the pads left at -1."""
+    return attention_mask.long().cumsum(-1) - 1
+
+
+def ids_in_place(attention_mask):
+    """cumsum_ in place: the caller's mask becomes the running count."""
+    return (attention_mask.cumsum_(-1) - 1).clamp(min=0).long()
+
+
+def ids_float(attention_mask):
+    return (attention_mask.float().cumsum(-1) - 1).clamp(min=0)
+
+
+def ids_batch_axis(attention_mask):
+    return (attention_mask.long().cumsum(0) - 1).clamp(min=0)
+
+
+def ids_on_cpu(attention_mask):
+    positions = attention_mask.long().cumsum(-1) - 1
+    return torch.where(attention_mask.bool(), positions, torch.zeros(attention_mask.shape, dtype=torch.long))
+
+
+# --- packed_position_ids ---------------------------------------------------------------------
+
+
+def packed_repeat(seq_lens):
+    starts = torch.cumsum(seq_lens, 0) - seq_lens
+    return torch.arange(int(seq_lens.sum()), device=seq_lens.device) - starts.repeat_interleave(seq_lens)
+
+
+def packed_cat(seq_lens):
+    """One arange per document, concatenated."""
+    return torch.cat([torch.arange(int(n), device=seq_lens.device) for n in seq_lens])
+
+
+def packed_arange(seq_lens):
+    return torch.arange(int(seq_lens.sum()), device=seq_lens.device)
+
+
+def packed_from_one(seq_lens):
+    return torch.cat([torch.arange(1, int(n) + 1, device=seq_lens.device) for n in seq_lens])
+
+
+def packed_inclusive_starts(seq_lens):
+    """Each token's document by searchsorted on the ends, without right=True: the first token of a
+    document is still counted in the one before."""
+    S = int(seq_lens.sum())
+    ends = seq_lens.cumsum(0)
+    document = torch.searchsorted(ends, torch.arange(S, device=seq_lens.device))
+    return torch.arange(S, device=seq_lens.device) - (ends - seq_lens)[document]
+
+
+def packed_cpu(seq_lens):
+    return torch.cat([torch.arange(int(n)) for n in seq_lens])
+
+
+# --- document_causal_mask ---------------------------------------------------------------------
+
+
+def mask_repeat(seq_lens):
+    S = int(seq_lens.sum())
+    document = torch.repeat_interleave(torch.arange(len(seq_lens), device=seq_lens.device), seq_lens)
+    causal = torch.arange(S, device=seq_lens.device)[None, :] <= torch.arange(S, device=seq_lens.device)[:, None]
+    return (document[:, None] == document[None, :]) & causal
+
+
+def mask_blocks(seq_lens):
+    """Lower-triangular blocks on the diagonal, one per document (torch.block_diag)."""
+    blocks = [torch.ones(int(n), int(n), device=seq_lens.device).tril() for n in seq_lens]
+    return torch.block_diag(*blocks).bool()
+
+
+def mask_causal(seq_lens):
+    S = int(seq_lens.sum())
+    return torch.ones(S, S, dtype=torch.bool, device=seq_lens.device).tril()
+
+
+def mask_block_only(seq_lens):
+    return torch.block_diag(*[torch.ones(int(n), int(n), device=seq_lens.device) for n in seq_lens]).bool()
+
+
+def mask_triu(seq_lens):
+    return torch.block_diag(*[torch.ones(int(n), int(n), device=seq_lens.device).triu() for n in seq_lens]).bool()
+
+
+def mask_strict(seq_lens):
+    return torch.block_diag(*[torch.ones(int(n), int(n), device=seq_lens.device).tril(-1) for n in seq_lens]).bool()
+
+
+def mask_late_boundary(seq_lens):
+    """Document ids from the ends, searchsorted without right=True: each boundary one token late."""
+    S = int(seq_lens.sum())
+    ends = seq_lens.cumsum(0)
+    document = torch.searchsorted(ends, torch.arange(S, device=seq_lens.device))
+    causal = torch.ones(S, S, dtype=torch.bool, device=seq_lens.device).tril()
+    return (document[:, None] == document[None, :]) & causal
+
+
+def mask_additive(seq_lens):
+    """A float mask of 0 and -inf, as attention adds it."""
+    allowed = mask_repeat(seq_lens)
+    return torch.zeros(allowed.shape, device=seq_lens.device).masked_fill(~allowed, float("-inf"))
+
+
+# --- RopeKVCache -----------------------------------------------------------------------------------
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+class CacheCat(nn.Module):
+    """Keys rotated on arrival and appended with torch.cat (HF's DynamicCache)."""
+
+    def __init__(self, head_dim, max_len=4096, base=10000.0):
+        super().__init__()
+        self.max_len, self.offset = max_len, 0
+        self.register_buffer(
+            "inv_freq", 1.0 / base ** (torch.arange(0, head_dim, 2).float() / head_dim), persistent=False
+        )
+        self.k = self.v = None
+
+    def positions(self, T, device):
+        return torch.arange(self.offset, self.offset + T, device=device)
+
+    def rotate(self, x, positions):
+        angles = positions.float()[:, None] * self.inv_freq  # (T, Dh/2), float32
+        angles = torch.cat([angles, angles], dim=-1)
+        return (x.float() * angles.cos() + rotate_half(x.float()) * angles.sin()).to(x.dtype)
+
+    def forward(self, q, k, v):
+        T = q.shape[-2]
+        if self.offset + T > self.max_len:
+            raise ValueError(f"position {self.offset + T - 1} is past max_len {self.max_len}")
+        positions = self.positions(T, q.device)
+        q, k = self.rotate(q, positions), self.rotate(k, positions)
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        self.offset += T
+        return q, self.k, self.v
+
+
+class CacheStatic(nn.Module):
+    """A preallocated cache written in place (HF's StaticCache), cos/sin tables built once in float64."""
+
+    def __init__(self, head_dim, max_len=4096, base=10000.0):
+        super().__init__()
+        self.max_len, self.offset = max_len, 0
+        theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        angles = torch.outer(torch.arange(max_len, dtype=torch.float64), theta).repeat(1, 2)
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+        self.register_buffer("k_buf", torch.zeros(0), persistent=False)
+        self.register_buffer("v_buf", torch.zeros(0), persistent=False)
+
+    def forward(self, q, k, v):
+        B, Hk, T, Dh = k.shape
+        start, end = self.offset, self.offset + T
+        if end > self.max_len:
+            raise ValueError(f"positions up to {end - 1} but max_len is {self.max_len}")
+        if self.k_buf.numel() == 0:
+            self.k_buf = torch.zeros(B, Hk, self.max_len, Dh, dtype=k.dtype, device=k.device)
+            self.v_buf = torch.zeros(B, Hk, self.max_len, Dh, dtype=v.dtype, device=v.device)
+        cos, sin = self.cos[start:end], self.sin[start:end]
+        q_rot = (q.float() * cos + rotate_half(q.float()) * sin).to(q.dtype)
+        self.k_buf[:, :, start:end] = (k.float() * cos + rotate_half(k.float()) * sin).to(k.dtype)
+        self.v_buf[:, :, start:end] = v
+        self.offset = end
+        return q_rot, self.k_buf[:, :, :end], self.v_buf[:, :, :end]
+
+
+class CacheRaw(CacheCat):
+    """Raw keys kept, every key rotated at its own position on each call: slower, the same values."""
+
+    def forward(self, q, k, v):
+        T = q.shape[-2]
+        if self.offset + T > self.max_len:
+            raise ValueError("past max_len")
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        everything = torch.arange(self.offset + T, device=q.device)
+        q_rot = self.rotate(q, everything[self.offset :])
+        self.offset += T
+        return q_rot, self.rotate(self.k, everything), self.v
+
+
+class CacheAtZero(CacheCat):
+    def positions(self, T, device):
+        return torch.arange(T, device=device)
+
+
+class CacheNoOffset(CacheCat):
+    """self.offset never advanced: every call starts at 0."""
+
+    def forward(self, q, k, v):
+        out = super().forward(q, k, v)
+        self.offset -= q.shape[-2]
+        return out
+
+
+class CacheAdvancedFirst(CacheCat):
+    """cache_position computed after the cache grew: past_len includes the new tokens."""
+
+    def positions(self, T, device):
+        return torch.arange(self.offset + T, self.offset + 2 * T, device=device)
+
+
+class CacheOffsetTwice(CacheCat):
+    """Positions from the cache's length (right), and the offset advanced by the parent and again here."""
+
+    def positions(self, T, device):
+        past = 0 if self.k is None else self.k.shape[-2]
+        return torch.arange(past, past + T, device=device)
+
+    def forward(self, q, k, v):
+        out = super().forward(q, k, v)
+        self.offset += q.shape[-2]
+        return out
+
+
+class CacheRerotate(CacheCat):
+    """The cache (rotated keys) and the new raw keys concatenated, then all rotated at 0 .. L-1 and stored."""
+
+    def forward(self, q, k, v):
+        T = q.shape[-2]
+        positions = self.positions(T, q.device)
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.k = self.rotate(self.k, torch.arange(self.k.shape[-2], device=q.device))
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        self.offset += T
+        return self.rotate(q, positions), self.k, self.v
+
+
+class CacheUnrotated(CacheCat):
+    def forward(self, q, k, v):
+        T = q.shape[-2]
+        if self.offset + T > self.max_len:
+            raise ValueError("past max_len")
+        positions = self.positions(T, q.device)
+        q_rot, k_rot = self.rotate(q, positions), self.rotate(k, positions)
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # raw keys cached
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        self.offset += T
+        return q_rot, torch.cat([self.k[..., :-T, :], k_rot], dim=-2), self.v
+
+
+class CacheInterleaved(CacheCat):
+    def rotate(self, x, positions):
+        angles = positions.float()[:, None] * self.inv_freq
+        cos, sin = angles.cos(), angles.sin()
+        even, odd = x.float()[..., 0::2], x.float()[..., 1::2]
+        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2).to(x.dtype)
+
+
+class CacheBase10000(CacheCat):
+    def __init__(self, head_dim, max_len=4096, base=10000.0):
+        super().__init__(head_dim, max_len, 10000.0)
+
+
+class CacheNoTwo(CacheCat):
+    def __init__(self, head_dim, max_len=4096, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+        self.inv_freq = 1.0 / base ** (torch.arange(head_dim // 2).float() / head_dim)
+
+
+class CacheAnglesInInput(CacheCat):
+    """Angles in q's dtype: bfloat16 inputs, bfloat16 angles."""
+
+    def rotate(self, x, positions):
+        angles = positions.to(x.dtype)[:, None] * self.inv_freq.to(x.dtype)
+        angles = torch.cat([angles, angles], dim=-1)
+        return (x.float() * angles.cos().float() + rotate_half(x.float()) * angles.sin().float()).to(x.dtype)
+
+
+class CacheNoCheck(CacheCat):
+    def __init__(self, head_dim, max_len=4096, base=10000.0):
+        super().__init__(head_dim, 10**9, base)
+
+
+class CacheOffByOne(CacheCat):
+    def forward(self, q, k, v):
+        if self.offset + q.shape[-2] >= self.max_len:
+            raise ValueError("past max_len")
+        return super().forward(q, k, v)
+
+
+class CacheFloatOut(CacheCat):
+    def rotate(self, x, positions):
+        angles = positions.float()[:, None] * self.inv_freq
+        angles = torch.cat([angles, angles], dim=-1)
+        return x.float() * angles.cos() + rotate_half(x.float()) * angles.sin()
+
+
+class CacheCpuPositions(CacheCat):
+    def positions(self, T, device):
+        return torch.arange(self.offset, self.offset + T)
+
+
+# --- streaming_positions ---------------------------------------------------------------------------
+
+
+def stream_slices(seq_len, n_sink, window):
+    tokens = torch.arange(seq_len)
+    if seq_len <= n_sink + window:
+        kept = tokens
+    else:
+        kept = torch.cat([tokens[:n_sink], tokens[seq_len - window :]])
+    return kept, torch.arange(len(kept))
+
+
+def stream_list(seq_len, n_sink, window):
+    """A list comprehension over the tokens: kept if a sink or in the window."""
+    kept = [t for t in range(seq_len) if t < n_sink or t >= seq_len - window]
+    return torch.tensor(kept, dtype=torch.long), torch.arange(len(kept))
+
+
+def stream_window_only(seq_len, n_sink, window):
+    kept = torch.arange(max(seq_len - window, 0), seq_len)
+    return kept, torch.arange(len(kept))
+
+
+def stream_window_plus_one(seq_len, n_sink, window):
+    tokens = torch.arange(seq_len)
+    if seq_len <= n_sink + window:
+        kept = tokens
+    else:
+        kept = torch.cat([tokens[:n_sink], tokens[seq_len - window - 1 :]])
+    return kept, torch.arange(len(kept))
+
+
+def stream_original(seq_len, n_sink, window):
+    kept, _ = stream_slices(seq_len, n_sink, window)
+    return kept, kept.clone()
+
+
+def stream_overlap(seq_len, n_sink, window):
+    tokens = torch.arange(seq_len)
+    kept = torch.cat([tokens[:n_sink], tokens[max(seq_len - window, 0) :]])
+    return kept, torch.arange(len(kept))
+
+
+def stream_minus_zero(seq_len, n_sink, window):
+    tokens = torch.arange(seq_len)
+    if seq_len <= n_sink + window:
+        return tokens, torch.arange(seq_len)
+    kept = torch.cat([tokens[:n_sink], tokens[-window:]])
+    return kept, torch.arange(len(kept))
+
+
+def stream_one_tensor(seq_len, n_sink, window):
+    return torch.stack(stream_slices(seq_len, n_sink, window))
+
+
+# --- two independent mistakes in one submission ------------------------------------------------------
+
+
+def mask_late_and_triu(seq_lens):
+    """Document ids one token late, and the upper triangle."""
+    return mask_late_boundary(seq_lens).T
+
+
+def mask_strict_whole_row(seq_lens):
+    """No documents, and no diagonal: tril(-1) over the whole packed row."""
+    S = int(seq_lens.sum())
+    return torch.ones(S, S, dtype=torch.bool, device=seq_lens.device).tril(-1)
+
+
+def stream_window_original(seq_len, n_sink, window):
+    """The last window only, numbered by the original indices."""
+    kept = torch.arange(max(seq_len - window, 0), seq_len)
+    return kept, kept.clone()
+
+
+class CacheInterleavedAtZero(CacheInterleaved):
+    def positions(self, T, device):
+        return torch.arange(T, device=device)
+
+
+class CacheBase10000Unrotated(CacheUnrotated):
+    def __init__(self, head_dim, max_len=4096, base=10000.0):
+        super().__init__(head_dim, max_len, 10000.0)
+
+
+RIGHT = {
+    "position_ids_from_mask": [ids_cumsum, ids_loop, ids_first_real],
+    "packed_position_ids": [packed_repeat, packed_cat],
+    "document_causal_mask": [mask_repeat, mask_blocks],
+    "RopeKVCache": [CacheCat, CacheStatic, CacheRaw],
+    "streaming_positions": [stream_slices, stream_list],
+}
+
+WRONG = [
+    ("position_ids_from_mask", "position_offset", ids_from_one),
+    ("position_ids_from_mask", "mask_ignored", ids_arange),
+    ("position_ids_from_mask", "left_padding_only", ids_left_only),
+    ("position_ids_from_mask", "pad_position_out_of_range", ids_minus_one_left),
+    ("position_ids_from_mask", "mutated_input", ids_in_place),
+    ("position_ids_from_mask", "wrong_dtype", ids_float),
+    ("position_ids_from_mask", "batch_seq_confusion", ids_batch_axis),
+    ("position_ids_from_mask", "wrong_device", ids_on_cpu),
+    ("packed_position_ids", "positions_not_restarted", packed_arange),
+    ("packed_position_ids", "position_offset", packed_from_one),
+    ("packed_position_ids", "document_boundary_off_by_one", packed_inclusive_starts),
+    ("packed_position_ids", "wrong_device", packed_cpu),
+    ("document_causal_mask", "mask_causal_only", mask_causal),
+    ("document_causal_mask", "mask_documents_only", mask_block_only),
+    ("document_causal_mask", "mask_transposed", mask_triu),
+    ("document_causal_mask", "mask_diagonal_excluded", mask_strict),
+    ("document_causal_mask", "document_boundary_off_by_one", mask_late_boundary),
+    ("document_causal_mask", "wrong_dtype", mask_additive),
+    ("RopeKVCache", "decode_at_position_zero", CacheAtZero),
+    ("RopeKVCache", "offset_not_advanced", CacheNoOffset),
+    ("RopeKVCache", "offset_double_counted", CacheAdvancedFirst),
+    ("RopeKVCache", "offset_double_counted", CacheOffsetTwice),
+    ("RopeKVCache", "keys_rotated_twice", CacheRerotate),
+    ("RopeKVCache", "cache_keys_unrotated", CacheUnrotated),
+    ("RopeKVCache", "rope_interleaved_convention", CacheInterleaved),
+    ("RopeKVCache", "wrong_base", CacheBase10000),
+    ("RopeKVCache", "wrong_exponent", CacheNoTwo),
+    ("RopeKVCache", "low_precision_angles", CacheAnglesInInput),
+    ("RopeKVCache", "no_length_check", CacheNoCheck),
+    ("RopeKVCache", "length_check_off_by_one", CacheOffByOne),
+    ("RopeKVCache", "wrong_dtype", CacheFloatOut),
+    ("RopeKVCache", "wrong_device", CacheCpuPositions),
+    ("streaming_positions", "sinks_dropped", stream_window_only),
+    ("streaming_positions", "window_off_by_one", stream_window_plus_one),
+    ("streaming_positions", "positions_not_cache_slots", stream_original),
+    ("streaming_positions", "tokens_kept_twice", stream_overlap),
+    ("streaming_positions", "window_zero_slice", stream_minus_zero),
+    ("streaming_positions", "wrong_type", stream_one_tensor),
+]
+
+ALSO = [
+    ("document_causal_mask", "mask_transposed", "document_boundary_off_by_one", mask_late_and_triu),
+    ("document_causal_mask", "mask_diagonal_excluded", "mask_causal_only", mask_strict_whole_row),
+    ("streaming_positions", "sinks_dropped", "positions_not_cache_slots", stream_window_original),
+    ("RopeKVCache", "rope_interleaved_convention", "decode_at_position_zero", CacheInterleavedAtZero),
+    ("RopeKVCache", "wrong_base", "cache_keys_unrotated", CacheBase10000Unrotated),
+]
+
+
+# INDEPENDENT: which catalogue mistakes are independent aspects of the code (each pair made together by an ALSO
+# submission); ONE_ASPECT: why an exercise's mistakes are all values of one choice. tests/test_also_wrong.py reads both.
+INDEPENDENT = {
+    # the causal part (read on one document alone) and the document part (read in either direction)
+    "document_causal_mask": [
+        ("mask_transposed", "document_boundary_off_by_one"),
+        ("mask_diagonal_excluded", "mask_causal_only"),
+    ],
+    # which tokens are kept, and how the kept ones are numbered
+    "streaming_positions": [("sinks_dropped", "positions_not_cache_slots")],
+    # the rotation (one call, against RoPE) and the counting (a prompt then steps, against the module's own one call)
+    "RopeKVCache": [
+        ("rope_interleaved_convention", "decode_at_position_zero"),
+        ("wrong_base", "cache_keys_unrotated"),
+    ],
+}
+ONE_ASPECT = {
+    "position_ids_from_mask": "position_offset, mask_ignored, left_padding_only and batch_seq_confusion are answers to the one "
+    "question 'how many real tokens come before this one': the pads' values, the other aspect, have no catalogue mistake "
+    "(pad_position_out_of_range is a probe of its own)",
+    "packed_position_ids": "its mistakes are all ways of finding each document's first token (none, one late or early, "
+    "counted from 1): one subtraction per token",
+}
