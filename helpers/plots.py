@@ -241,9 +241,6 @@ def loss_curves(curves: dict[str, list[float]], floor: float | None = None) -> N
     plt.show()
 
 
-# (end of chapter 02)
-
-
 # ---------------------------------------------------------------------------
 # Chapter 03: sinusoidal encodings
 # ---------------------------------------------------------------------------
@@ -393,9 +390,6 @@ def additive_vs_rotary(
     plt.show()
 
 
-# (end of chapter 03)
-
-
 # ---------------------------------------------------------------------------
 # Chapter 04: learned positions and BERT
 # ---------------------------------------------------------------------------
@@ -480,9 +474,6 @@ def position_components(table: torch.Tensor, zoom: int = 48) -> None:
     fig.colorbar(points, ax=circle, label="position")
     fig.suptitle(f"Principal components of the {N} learned position vectors")
     plt.show()
-
-
-# (end of chapter 04)
 
 
 # ---------------------------------------------------------------------------
@@ -653,9 +644,6 @@ def bf16_positions(positions: torch.Tensor, zoom: tuple[int, int] = (248, 272), 
     plt.show()
 
 
-# (end of chapter 05)
-
-
 # ---------------------------------------------------------------------------
 # Chapter 06: comparing, and ALiBi
 # ---------------------------------------------------------------------------
@@ -736,9 +724,6 @@ def accuracy_by_position(accuracy: dict[str, torch.Tensor], trained: int, chance
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     plt.show()
-
-
-# (end of chapter 06)
 
 
 # ---------------------------------------------------------------------------
@@ -826,9 +811,6 @@ def curves_by_position(
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     plt.show()
-
-
-# (end of chapter 07)
 
 
 # ---------------------------------------------------------------------------
