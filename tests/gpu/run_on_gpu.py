@@ -20,7 +20,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = ["tests/test_checks.py", "tests/test_devices.py", "tests/test_check_messages.py", "tests/test_remote.py"]
-SUITES += ["tests/test_oracle.py", "tests/test_long_context.py", "tests/test_library.py"]
+SUITES += [
+    "tests/test_oracle.py",
+    "tests/test_long_context.py",
+    "tests/test_library.py",
+    "tests/test_positions_in_practice.py",
+]
 DEVICE_LINE = re.compile(r"\b(cuda|mps|cpu|GPU)\b|trained on|device")
 TRAINING_LINE = re.compile(r"\b(trained|fine-tuned)\b.*\bon (cpu|cuda|mps)\b")  # "18 models trained on cuda in 8 s"
 
