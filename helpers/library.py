@@ -523,6 +523,18 @@ def from_first_real_token(positions: Callable, attention_mask: torch.Tensor) -> 
 # ---------------------------------------------------------------------------
 
 
+def require_cache_argument(model: torch.nn.Module) -> None:
+    """Chapter 08's decode loops hand a forward call's cache back as `cache=`, the name transformers uses
+    from 5.23 on; before, it was `past_key_values` (which now warns). Where the model's forward has no
+    `cache`, the cell is skipped with that said, not run with the cache silently dropped."""
+    import inspect
+
+    if "cache" not in inspect.signature(model.forward).parameters:
+        raise LibraryUnavailable(
+            f"transformers {transformers_version()} passes a model's cache as `past_key_values`; these cells use `cache`, its name from 5.23 on"
+        )
+
+
 @contextlib.contextmanager
 def skip_if_unavailable() -> Iterator[None]:
     """`with library.skip_if_unavailable():` around a notebook cell's library part: where this

@@ -556,3 +556,16 @@ def test_gpt2_small_shapes_are_gpt2_small():
     assert tuple(wte.weight.shape) == (50257, 768) and tuple(wpe.weight.shape) == (1024, 768)
     assert lm_head.weight is wte.weight and wte.weight.device.type == "meta"
     assert sum(p.numel() for p in model.parameters()) == 124_439_808  # GPT-2 small's 124M, the tied matrix once
+
+
+def test_a_forward_without_the_cache_keyword_skips_chapter_08s_decode_cells_with_a_reason():
+    """transformers before 5.23 names the cache `past_key_values`: chapter 08's decode loops say so and skip,
+    rather than pass `cache=` into **kwargs, where it would be dropped and every step decoded without it."""
+
+    class OldForward(torch.nn.Module):
+        def forward(self, input_ids, past_key_values=None, **kwargs):
+            return input_ids
+
+    with pytest.raises(library.LibraryUnavailable, match="past_key_values"):
+        library.require_cache_argument(OldForward())
+    library.require_cache_argument(library.tiny_llama())  # the tested range names it `cache`
