@@ -65,7 +65,8 @@ def ids_mask_ignored(attention_mask: Tensor) -> Tensor:
 def ids_left_padding_only(attention_mask: Tensor) -> list[Tensor]:
     """Your positions are right for left padding only: you subtract each row's number of pads
     from 0 .. T-1, which assumes the pads come first. On a right-padded batch every real token
-    of a padded row is shifted down by the pad count (to negative positions).
+    of a padded row is shifted down by the pad count
+    (below 0, or clamped to 0).
 
     Hint: Training batches are usually right-padded and generation batches left-padded: the same
     function serves both. Which count says how many real tokens come before token t, on either side?
@@ -827,6 +828,20 @@ def check_streaming(fn: Callable, probe: Probe) -> None:
 
 # --- the exercises ------------------------------------------------------------------------------
 
+# Positions and kept tokens are indices, a mask says yes or no: a float result is the usual slip.
+INDICES_ARE_LONG = (
+    "Positions index tables (an nn.Embedding, a cos/sin cache), so they are integers: torch.long, as torch.arange "
+    "and a cumulative sum of a long tensor make them. A float or int32 result has to be cast by every caller.",
+    "Keep the computation in integers, e.g. `attention_mask.long().cumsum(-1)` (no `.float()` on the way), or end "
+    "with `.long()`.",
+)
+MASK_IS_BOOL = (
+    "This mask says yes or no: True where query i may attend key j. An additive mask of 0 and -inf is what attention "
+    "adds to its scores; transformers builds that from the boolean one.",
+    "Return the comparison itself, a BoolTensor: the same-document test `&` the causal one, with no `.float()`, "
+    "`masked_fill(..., float('-inf'))` or `.int()` after it.",
+)
+
 EXERCISES = [
     Exercise(
         id="RopeKVCache",
@@ -846,6 +861,20 @@ EXERCISES = [
             "low_precision_angles": kv_low_precision,
         },
         stateful=True,
+        advice={
+            "wrong_dtype": (
+                "The angles and the rotation are computed in float32 whatever q's dtype; the results go back to the "
+                "inputs' dtypes, so that a bfloat16 model gets bfloat16 queries, keys and values.",
+                "Cast the rotated tensors back, `(q.float() * cos + rotate_half(q.float()) * sin).to(q.dtype)` and the "
+                "same with k, and cache k and v in their own dtype.",
+            ),
+            "wrong_shape": (
+                "k_all and v_all keep the key heads, Hk of them: grouped-query attention shares each key head among "
+                "Hq/Hk query heads in the attention itself, so the cache stores each one once (that is what GQA saves).",
+                "Cache k and v as they come, (B, Hk, T, Dh), concatenated along the sequence axis, dim=-2: no "
+                "repeat_interleave to Hq heads, no torch.cat on dim 1 or -1.",
+            ),
+        },
         difficulty=3,
         importance=3,
         minutes=25,
@@ -858,6 +887,7 @@ EXERCISES = [
         kind="function",
         reference=reference.position_ids_from_mask,
         check=check_position_ids,
+        advice={"wrong_dtype": INDICES_ARE_LONG},
         mistakes={
             "position_offset": ids_from_one,
             "mask_ignored": ids_mask_ignored,
@@ -875,6 +905,7 @@ EXERCISES = [
         kind="function",
         reference=reference.packed_position_ids,
         check=check_packed_positions,
+        advice={"wrong_dtype": INDICES_ARE_LONG},
         mistakes={
             "positions_not_restarted": packed_not_restarted,
             "position_offset": packed_from_one,
@@ -891,6 +922,7 @@ EXERCISES = [
         kind="function",
         reference=reference.document_causal_mask,
         check=check_document_mask,
+        advice={"wrong_dtype": MASK_IS_BOOL},
         mistakes={
             "mask_causal_only": mask_causal_only,
             "mask_documents_only": mask_documents_only,
@@ -909,6 +941,7 @@ EXERCISES = [
         kind="function",
         reference=reference.streaming_positions,
         check=check_streaming,
+        advice={"wrong_dtype": INDICES_ARE_LONG},
         mistakes={
             "sinks_dropped": stream_sinks_dropped,
             "window_off_by_one": stream_window_off_by_one,

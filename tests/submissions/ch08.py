@@ -342,6 +342,14 @@ class CacheOffByOne(CacheCat):
         return super().forward(q, k, v)
 
 
+class CacheRepeatKV(CacheCat):
+    """repeat_kv before the cache: every key and value stored once per query head."""
+
+    def forward(self, q, k, v):
+        groups = q.shape[1] // k.shape[1]
+        return super().forward(q, k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1))
+
+
 class CacheFloatOut(CacheCat):
     def rotate(self, x, positions):
         angles = positions.float()[:, None] * self.inv_freq
@@ -479,6 +487,7 @@ WRONG = [
     ("RopeKVCache", "no_length_check", CacheNoCheck),
     ("RopeKVCache", "length_check_off_by_one", CacheOffByOne),
     ("RopeKVCache", "wrong_dtype", CacheFloatOut),
+    ("RopeKVCache", "wrong_shape", CacheRepeatKV),
     ("RopeKVCache", "wrong_device", CacheCpuPositions),
     ("streaming_positions", "sinks_dropped", stream_window_only),
     ("streaming_positions", "window_off_by_one", stream_window_plus_one),
