@@ -26,7 +26,7 @@ from torch import Tensor
 
 from helpers import reference
 from helpers.exercises.common import TAKES_NO_TENSOR, raised, says
-from helpers.exercises.rope import rope64, rotated, tolerance
+from helpers.exercises.rope import rope64, rotated, tensors, tolerance
 from helpers.probe import Probe
 from helpers.registry import Exercise
 from helpers.safety import Failure
@@ -614,15 +614,15 @@ def read_offset(probe: Probe, module: Any, expected: int, when: str) -> int:
 
 
 def three_tensors(probe: Probe, out: Any, what: str) -> tuple[Tensor, Tensor, Tensor]:
-    if not (isinstance(out, (tuple, list)) and len(out) == 3 and all(isinstance(t, Tensor) for t in out)):
-        got = type(out).__name__ + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
-        probe.fail(
-            "wrong_type",
-            f"{what} should return three tensors, (q_rot, k_all, v_all); got {got}.",
-            hint="The attention that calls the cache needs the rotated queries and every key and value so far, as three separate tensors.",
-            fix="End forward with `return q_rot, self.k_cache, self.v_cache`.",
-        )
-    return out[0], out[1], out[2]
+    q_rot, k_all, v_all = tensors(
+        probe,
+        out,
+        what,
+        "(q_rot, k_all, v_all)",
+        hint="The attention that calls the cache needs the rotated queries and every key and value so far, as three separate tensors.",
+        fix="End forward with `return q_rot, self.k_cache, self.v_cache`.",
+    )
+    return q_rot, k_all, v_all
 
 
 def refuses_position(probe: Probe, run: Callable[[], Any], what: str) -> None:

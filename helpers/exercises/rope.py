@@ -331,16 +331,21 @@ def further_findings(probe: Probe, findings: Callable[[], list[tuple[str, str]]]
         raise
 
 
-def two_tensors(probe: Probe, out: Any, what: str, names: str) -> tuple[Tensor, Tensor]:
-    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, Tensor) for t in out)):
+def tensors(probe: Probe, out: Any, what: str, names: str, hint: str, fix: str) -> tuple[Tensor, ...]:
+    """`out` as the separate tensors `names` ("(a, b, ...)") says it returns, or a wrong_type failure."""
+    count = names.count(",") + 1
+    if not (isinstance(out, (tuple, list)) and len(out) == count and all(isinstance(t, Tensor) for t in out)):
         got = type(out).__name__ + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
-        probe.fail(
-            "wrong_type",
-            f"{what} should return two tensors, {names}; got {got}.",
-            hint="The caller unpacks your result into two names, so it must be a pair of separate tensors, not one stacked or concatenated tensor.",
-            fix=f"End with `return {names.strip('()')}`: two tensors in a tuple, in that order.",
-        )
-    return out[0], out[1]
+        number = {2: "two", 3: "three"}.get(count, str(count))
+        probe.fail("wrong_type", f"{what} should return {number} tensors, {names}; got {got}.", hint=hint, fix=fix)
+    return tuple(out)
+
+
+def two_tensors(probe: Probe, out: Any, what: str, names: str) -> tuple[Tensor, Tensor]:
+    hint = "The caller unpacks your result into two names, so it must be a pair of separate tensors, not one stacked or concatenated tensor."
+    fix = f"End with `return {names.strip('()')}`: two tensors in a tuple, in that order."
+    first, second = tensors(probe, out, what, names, hint, fix)
+    return first, second
 
 
 def far_positions(probe: Probe, *shape: int) -> Tensor:
