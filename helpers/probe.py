@@ -165,7 +165,8 @@ class Probe:
         self.timeout = float(os.environ.get(TIMEOUT_ENV, 10))
         self.memory_mb = int(os.environ.get(MEMORY_ENV, 4096))
         # Inputs the student did not choose, yet the same on every run.
-        self.generator = torch.Generator().manual_seed(zlib.crc32(exercise.id.encode()) ^ SEED_SALT.get())
+        self.seed = zlib.crc32(exercise.id.encode()) ^ SEED_SALT.get()
+        self.generator = torch.Generator().manual_seed(self.seed)
         self.calls_seen: set[Callable] = set()
         self.factories_on_meta = False  # set during device_pass's second run
         self.copies_off_meta = False  # set during its first run

@@ -156,14 +156,16 @@ def test_dropout_rate_tolerance():
 
 
 def test_dropped_fraction_tolerance():
-    """DROPPED_FRACTION_TOLERANCE: right dropout's share of zeros stays within it over many draws;
-    a mask of another share, scaled by the right 1/(1-p), is beyond it."""
+    """dropped_fraction_tolerance: right dropout's share of zeros stays within it over many draws, at
+    the rates and sizes the checks use; a mask of another share, scaled by the right 1/(1-p), is beyond it."""
     torch.manual_seed(0)
+    for p, n in ((0.25, 250), (0.36, 252), (0.1, 1000)):
+        x = torch.randn(n) + 3
+        shares = [float((F.dropout(x, p) == 0).float().mean()) for _ in range(500)]
+        assert max(abs(share - p) for share in shares) < common.dropped_fraction_tolerance(p, n) * 0.8
     x, p = torch.randn(250) + 3, 0.25
-    shares = [float((F.dropout(x, p) == 0).float().mean()) for _ in range(200)]
-    assert max(abs(share - p) for share in shares) < common.DROPPED_FRACTION_TOLERANCE
     mask = torch.rand(250) >= 0.4  # 40% zeroed, scaled as if 25%
-    assert abs(float((x * mask / (1 - p) == 0).float().mean()) - p) > common.DROPPED_FRACTION_TOLERANCE
+    assert abs(float((x * mask / (1 - p) == 0).float().mean()) - p) > common.dropped_fraction_tolerance(p, 250)
 
 
 def test_structure_tolerance_on_frequencies():
