@@ -28,9 +28,7 @@ KERNEL_ENV = {
 }  # graded kernels keep no progress file
 # A graded kernel's outputs are never kept: its figures are drawn (a cell's code runs as written) but not
 # rendered to images, which took a second or more of a notebook with a few plots.
-# With --jobs N, N kernels share the cores: torch's idle OpenMP threads sleep rather than spin (the same
-# results; chapter 03's class of 6 took less CPU time so).
-GRADED_ENV = {**KERNEL_ENV, "MPLBACKEND": "agg", "OMP_WAIT_POLICY": "PASSIVE"}
+GRADED_ENV = {**KERNEL_ENV, "MPLBACKEND": "agg"}
 # What a sandboxed kernel inherits from the grader's environment, by exact name: nothing else
 # (tokens, keys and the grader's own settings stay out). The checks read none of the kernel's.
 SANDBOX_ENV = (
