@@ -133,9 +133,10 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
     device = check_device()
     probe = Probe(exercise, name, torch.device("cpu"))  # first on the CPU: the same diagnosis on every machine
     before = TorchState.capture()
-    # A module's dropout draws from torch's global generator: seeded here (and put back after), its masks and so
-    # the verdict are the same whatever the notebook drew before.
-    torch.manual_seed(probe.seed)
+    # A module's dropout draws from torch's global CPU generator, where the probes run: seeded here (and put back
+    # after), its masks and so the verdict are the same whatever the notebook drew before. Not torch.manual_seed:
+    # before CUDA starts, it queues a seed for the GPU that nothing would put back.
+    torch.default_generator.manual_seed(probe.seed)
     try:
         what = "a function" if exercise.kind == "function" else "an nn.Module class"
         if submission is None or not callable(submission):

@@ -94,6 +94,25 @@ def test_the_callers_rng_and_settings_are_restored():
     assert torch.equal(torch.rand(3), expected_next)
 
 
+def test_a_dropout_verdict_never_depends_on_what_the_notebook_drew(monkeypatch):
+    """check() seeds the CPU generator its probes draw dropout masks from, and only that one: the GPU's
+    generator, not started yet, is left alone (torch.manual_seed would queue a seed for it)."""
+    from tests.submissions.ch03 import TokenAndPositionDropoutTwice
+
+    seeded_gpu = []
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda seed: seeded_gpu.append(seed))
+    results = []
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        torch.rand(seed * 1000 + 17)  # the notebook's own draws before the check
+        before = torch.get_rng_state()
+        results.append(check("TokenAndPositionEmbedding", TokenAndPositionDropoutTwice))
+        assert torch.equal(torch.get_rng_state(), before)
+    assert {(r.diagnosis, r.message) for r in results} == {(results[0].diagnosis, results[0].message)}
+    assert results[0].diagnosis == "dropout_twice"
+    assert seeded_gpu == [0, 1, 2]  # the test's own torch.manual_seed calls, none of check()'s
+
+
 @pytest.mark.parametrize(
     "change",
     [
