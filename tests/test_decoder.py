@@ -194,3 +194,39 @@ def test_first_token_attention_is_the_eager_attention_on_key_0(tiny):
     assert tiny.config._attn_implementation == before  # put back
     # query 1 shares between keys 0 and 1 only: its share on key 0 is their softmax, at most 1
     assert ((share > 0) & (share < 1)).all()
+
+
+# The real decoder, at the smallest sizes that show what the notebooks show at larger ones.
+
+
+def test_the_corpus_is_pythons_own_documentation():
+    _, tokenizer = models.decoder()
+    ids = models.corpus_ids(tokenizer, 64)
+    assert ids.shape == (64,) and ids.dtype == torch.long
+    assert tokenizer.decode(ids).startswith('The "assert" statement\n')
+    assert torch.equal(models.corpus_ids(tokenizer, 128)[:64], ids)
+    with pytest.raises(ValueError, match="the corpus has"):
+        models.corpus_ids(tokenizer, 10**7)
+
+
+def test_the_decoder_parks_its_attention_on_the_first_token():
+    model, tokenizer = models.decoder()
+    share = evaluation.first_token_attention(model, models.corpus_ids(tokenizer, 64)).mean(1)  # (30,) by layer
+    uniform = (1 / torch.arange(2, 65)).mean()  # query i spread evenly over its i + 1 keys: 7% on key 0
+    assert share.shape == (30,) and uniform < 0.08
+    assert (share > 0.3).sum() >= 20, share  # measured: 24 of 30 layers, up to 72%; layers 0, 1, 11 under 5%
+
+
+def test_window_attention_fails_where_sinks_keep_the_decoder_stable():
+    """StreamingLLM's central result in miniature: 160 tokens through a cache of 64."""
+    model, tokenizer = models.decoder()
+    ids = models.corpus_ids(tokenizer, 160)
+    full = evaluation.nll_by_position(model, ids)
+    sinks = evaluation.streaming_nll(model, ids, n_sink=4, window=60, chunk=32)
+    window = evaluation.streaming_nll(model, ids, n_sink=0, window=64, chunk=32)
+    torch.testing.assert_close(sinks[:64], full[:64], atol=1e-4, rtol=0)  # nothing evicted yet
+    after = {
+        name: float(evaluation.perplexity(nll[64:]))
+        for name, nll in (("full", full), ("sinks", sinks), ("window", window))
+    }
+    assert after["window"] > 2 * after["sinks"] and after["sinks"] < 2 * after["full"], after
