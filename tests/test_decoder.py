@@ -4,6 +4,7 @@ Set-up converts it in every environment course.py makes (CI's included), so the 
 run there; they share one load per process (helpers.models caches it)."""
 
 import copy
+import os
 import re
 import subprocess
 import sys
@@ -33,6 +34,12 @@ def test_a_missing_set_up_says_what_to_run(monkeypatch, tmp_path):
     finally:
         models.decoder.cache_clear()
 
+    # and set-up itself, where the wheel is missing, names what to install
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{models.DECODER_WHEEL} is not installed")):
+        models.convert_decoder()
+    assert not (tmp_path / "not-converted").exists()
+
 
 def test_the_decoder_loads_offline_in_float32_eval_mode():
     """In a fresh process: nothing is downloaded (HF_HUB_OFFLINE is set by the loader itself, and the
@@ -47,7 +54,7 @@ def test_the_decoder_loads_offline_in_float32_eval_mode():
         "print(model.dtype, model.training, {p.dtype for p in model.parameters()}, model.config.num_hidden_layers)\n"
         "print(tokenizer.decode(tokenizer('The capital of France').input_ids))\n"
     )
-    env = {k: v for k, v in __import__("os").environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["torch.float32 False {torch.float32} 30", "The capital of France"]
