@@ -24,7 +24,14 @@ from helpers.plots.rope import (
     rope_pairs,
     rope_table,
 )
-from helpers.plots.scaling import D_MODELS, embedding_norms, embedding_norms_at, loss_curves, tied_gradients
+from helpers.plots.scaling import (
+    D_MODELS,
+    embedding_norms,
+    embedding_norms_at,
+    loss_curves,
+    tied_gradients,
+    trained_row_norms,
+)
 from helpers.plots.sinusoidal import (
     additive_vs_rotary,
     dot_product_vs_offset,
@@ -66,4 +73,5 @@ __all__ = [
     "slowdown_by_pair",
     "streaming_cache",
     "tied_gradients",
+    "trained_row_norms",
 ]
