@@ -23,6 +23,7 @@ from helpers.plots.rope import (
     rope_matrices,
     rope_pairs,
     rope_table,
+    rotary_pairs_of_model,
 )
 from helpers.plots.scaling import D_MODELS, embedding_norms, embedding_norms_at, loss_curves, tied_gradients
 from helpers.plots.sinusoidal import (
@@ -60,6 +61,7 @@ __all__ = [
     "rope_matrices",
     "rope_pairs",
     "rope_table",
+    "rotary_pairs_of_model",
     "shift_matrix",
     "sinusoidal_heatmap",
     "sinusoidal_slices",
