@@ -23,8 +23,16 @@ from helpers.plots.rope import (
     rope_matrices,
     rope_pairs,
     rope_table,
+    rotary_pairs_of_model,
 )
-from helpers.plots.scaling import D_MODELS, embedding_norms, embedding_norms_at, loss_curves, tied_gradients
+from helpers.plots.scaling import (
+    D_MODELS,
+    embedding_norms,
+    embedding_norms_at,
+    loss_curves,
+    tied_gradients,
+    trained_row_norms,
+)
 from helpers.plots.sinusoidal import (
     additive_vs_rotary,
     dot_product_vs_offset,
@@ -60,10 +68,12 @@ __all__ = [
     "rope_matrices",
     "rope_pairs",
     "rope_table",
+    "rotary_pairs_of_model",
     "shift_matrix",
     "sinusoidal_heatmap",
     "sinusoidal_slices",
     "slowdown_by_pair",
     "streaming_cache",
     "tied_gradients",
+    "trained_row_norms",
 ]

@@ -168,3 +168,33 @@ def bf16_positions(positions: torch.Tensor, zoom: tuple[int, int] = (248, 272), 
     )
     fig.tight_layout()
     plt.show()
+
+
+def rotary_pairs_of_model(
+    wavelengths: torch.Tensor, trained: int, norms: dict[str, torch.Tensor], name: str = "the model"
+) -> None:
+    """A trained model's rotary pairs: left, each pair's wavelength 2π/θ_j against the trained length
+    (pairs above it never complete a turn in training); right, the size of the weights that feed each pair
+    (norms: label -> (pairs,) mean norm of the q_proj or k_proj rows of pair j)."""
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    pairs = torch.arange(len(wavelengths))
+    never = wavelengths > trained
+    left.semilogy(pairs[~never], wavelengths[~never], "o", color="C0", label="turns at least once within L")
+    left.semilogy(pairs[never], wavelengths[never], "o", color="C3", label="never a full turn within L")
+    left.axhline(trained, color="0.3", ls=":", label=f"trained length L = {trained:,}")
+    left.set(title=f"{name}: wavelength of each rotary pair", xlabel="pair index j", ylabel="2π / θ_j (tokens)")
+    left.legend(fontsize=8)
+    for label, values in norms.items():
+        right.plot(pairs, values, "o-", markersize=3, label=label)
+    right.axvspan(
+        float(pairs[never][0]) - 0.5, float(pairs[-1]) + 0.5, color="C3", alpha=0.08, label="pairs that never turn"
+    )
+    right.set(
+        title="Trained weights: norm of the rows that feed each pair",
+        xlabel="pair index j",
+        ylabel="mean row norm (layers, heads)",
+    )
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    plt.show()

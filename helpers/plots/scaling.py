@@ -159,3 +159,24 @@ def loss_curves(curves: dict[str, list[float]], floor: float | None = None) -> N
     ax.legend(fontsize=8)
     fig.tight_layout()
     plt.show()
+
+
+def trained_row_norms(norms: torch.Tensor, marks: dict[str, float], model: str) -> None:
+    """A histogram of a trained table's row norms (log scale), with the norms that
+    inits of the chapter would give (vertical lines): where training took the rows."""
+    plt = pyplot()
+    norms = norms.detach().float().cpu()
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    bins = torch.logspace(torch.log10(torch.tensor(0.3)), torch.log10(torch.tensor(30.0)), 80)
+    ax.hist(norms.numpy(), bins=bins.numpy(), color="0.45", label=f"{model}'s {len(norms):,} trained rows")
+    for n, (name, value) in enumerate(marks.items()):
+        ax.axvline(value, color=f"C{n}", linestyle="--", label=f"{name}: {value:.2f}")
+    ax.set_xscale("log")
+    ax.set(
+        title=f"{model}'s tied table: its trained rows against the norms an init gives",
+        xlabel="row norm ‖E[v]‖ (log scale)",
+        ylabel="number of rows",
+    )
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    plt.show()
