@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from helpers.grading.limits import GRADER_MEMORY_MB, STARTUP_TIMEOUT, WORKER_GRACE
+from helpers.grading.reports import bounded
 
 # Forked, not spawned: a worker starts in milliseconds, with the grader's settings as they are.
 _CONTEXT = multiprocessing.get_context("fork")
@@ -57,11 +58,13 @@ def _work(
     # OpenMP's threads do not survive a fork: a parallel region in the child of a process that ran one
     # waits for them for ever. One thread each: the checks are small, and --jobs runs workers side by side.
     torch.set_num_threads(1)
+    if kwargs.get("cpus"):  # the cores of its sandbox: a busy grader slows only its own submission
+        os.sched_setaffinity(0, kwargs["cpus"])
     os.setsid()  # a process group of its own: an unsandboxed kernel it starts is killed with it
     limit = int((data_mb() + memory_mb) * 2**20)
     hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
     resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
-    report = asyncio.run(grade(**kwargs))
+    report = bounded(asyncio.run(grade(**kwargs)))  # a few MB at most, whatever the notebook: the grader has no limit
     results.send_bytes(json.dumps(report).encode())
 
 
