@@ -478,3 +478,23 @@ def test_a_reply_the_grader_cannot_decode_costs_that_exercise_only(reply, values
     result, gone = checked_in_a_submission(reply, values)
     assert gone is None and (result["passed"], result["score"], result["diagnosis"]) == (False, 0, "raised"), result
     assert "no valid answer from the kernel" in result["message"]
+
+
+def test_the_tensors_a_checks_replies_carry_count_against_its_budget(monkeypatch):
+    """Kept, mirrored, until the check ends: each reply under its own limit, together past the check's (one check
+    reached 4.1 GB under a stated 2 GB when only copies counted)."""
+    monkeypatch.setattr(wire, "CHECK_BUDGET", 3 * 2**20)
+
+    class Carrying(Server):
+        def reply(self, request):
+            tree, tensors = wire.unpack(super().reply(request))
+            return wire.pack(tree, {**tensors, "ballast": torch.zeros(2**18)})  # 1 MB with every reply
+
+    def lookup(weight, ids):
+        return weight[ids]
+
+    server = Carrying({"lookup": lookup})
+    session = Session(lambda request, timeout: server.reply(request))
+    with session.active(0):
+        result = check("lookup", session.stand_in("lookup"))
+    assert not result.passed and "more memory than the grader allows" in result.message, str(result)
