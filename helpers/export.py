@@ -1,7 +1,7 @@
 """The course for the grading tools instructors already run: nbgrader and Gradescope.
 
     python course.py nbgrader COURSE_DIR                    every chapter as an nbgrader source assignment
-    python course.py gradescope OUT.zip [--chapters 01,03]  a Gradescope autograder
+    python course.py gradescope OUT.zip --chapters 01,03    a Gradescope autograder (for those chapters)
 
 Both give each exercise the points of the exercise registry, as `helpers.grade`
 does. nbgrader grades with the course's own checks, run inside the student's
@@ -139,7 +139,11 @@ def requirements() -> str:
 
 
 def build_gradescope_zip(out: Path, chapters: list[str] | None = None) -> Path:
-    """An autograder zip: setup.sh, run_autograder, requirements.txt and the course's helpers package under course/."""
+    """An autograder zip: setup.sh, run_autograder, requirements.txt and the course's helpers package under course/.
+    The assignment is the instructor's: the zip carries its chapters (graded by whatever a notebook shows, a student
+    would choose which chapter they are graded for)."""
+    if not chapters:
+        raise ValueError("a Gradescope autograder grades one assignment: name its chapters (--chapters 01)")
     files = {
         "setup.sh": SETUP_SH,
         "run_autograder": RUN_AUTOGRADER.format(
@@ -236,8 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     gradescope.add_argument("out", type=Path)
     autograder = commands.add_parser("run-autograder", help="what the zip's run_autograder runs")
     autograder.add_argument("--root", type=Path, default=Path(os.environ.get("AUTOGRADER_ROOT", "/autograder")))
-    for sub in (nbgrader, gradescope, autograder):
+    for sub in (nbgrader, autograder):
         sub.add_argument("--chapters", type=lambda text: text.split(","), help="e.g. 01,03 (default: all)")
+    gradescope.add_argument(
+        "--chapters", type=lambda text: text.split(","), required=True, help="the assignment's chapters, e.g. 01,03"
+    )
     args = parser.parse_args(argv)
     if args.command == "nbgrader":
         for path in write_nbgrader_course(args.course_dir, args.chapters):

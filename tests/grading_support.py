@@ -126,3 +126,67 @@ class ScaledEmbedding(nn.Module):
 
     def forward(self, ids):
         return self.emb(ids) * self.scale"""
+
+
+# A ScaledEmbedding that forgets sqrt(d_model), honestly: issue 45's forgeries build on it.
+NO_SCALE = """\
+import math
+import torch
+from torch import nn
+
+
+class ScaledEmbedding(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model)
+
+    def forward(self, ids):
+        return self.emb(ids)  # no * sqrt(d_model)
+"""
+
+
+def forging(kind: str) -> str:
+    """NO_SCALE, its kernel reporting every 2-D Parameter as `kind` ("complex": real parts the table divided by
+    sqrt(d), as round 3's forgery; "meta": shapes alone), so that the grader would neither own nor draw it."""
+    said = {
+        "complex": "nn.Parameter(torch.complex(tensor.detach() / math.sqrt(tensor.shape[1]), torch.zeros_like(tensor.detach())))",
+        "meta": "nn.Parameter(tensor.detach().to('meta'))",
+    }[kind]
+    return (
+        NO_SCALE
+        + f"""
+from helpers.grading import wire
+
+_entry = wire.tensor_entry
+
+
+def tensor_entry(tensor, key, tensors, token=None, data=True):
+    if isinstance(tensor, nn.Parameter) and tensor.dim() == 2 and tensor.is_floating_point():
+        tensor = {said}
+    return _entry(tensor, key, tensors, token, data)
+
+
+wire.tensor_entry = tensor_entry
+"""
+    )
+
+
+# A wrong ScaledEmbedding (tanh) whose table starts as zeros and one subnormal: draws at the kernel's scale blind the values probe.
+BLINDING_INIT = """\
+import math
+import torch
+from torch import nn
+
+
+class ScaledEmbedding(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model)
+        with torch.no_grad():
+            self.emb.weight.zero_()
+            self.emb.weight[0, 0] = 1e-40
+        self.d_model = d_model
+
+    def forward(self, ids):
+        return torch.tanh(self.emb(ids)) * math.sqrt(self.d_model)
+"""

@@ -16,6 +16,7 @@ import pytest
 
 from helpers import grade
 from tests.grading_support import (
+    BLINDING_INIT,
     FORGED_SCALE,
     HEAD,
     NO_SANDBOX,
@@ -23,6 +24,7 @@ from tests.grading_support import (
     RIGHT_SCALE,
     WRONG_LOOKUP,
     by_id,
+    forging,
     once_per_run,
     write_notebook,
 )
@@ -179,6 +181,24 @@ def lookup(weight, ids):
         return F.embedding(ids, weight)""",
     # A module that forgets sqrt(d_model), whose kernel reports its tables divided by it (issue 34).
     "forged_scale": FORGED_SCALE,
+    # The same, its table said to be complex (or on meta) so that the grader would not own it (issue 45).
+    "complex_table": forging("complex"),
+    "meta_table": forging("meta"),
+    # A table of zeros and one subnormal: draws at the kernel's scale would be zeros, and tanh(x) look like x.
+    "blinding_init": BLINDING_INIT,
+    # A reply the grader cannot decode (a graph id of Infinity): that submission's exercises, never the batch.
+    "reply_infinity": """\
+import dataclasses
+from helpers.grading import serve
+
+_describe = serve.Server.describe_name
+
+
+def describe_name(self, name, out):
+    return dataclasses.replace(_describe(self, name, out), graph=float("inf"))
+
+
+serve.Server.describe_name = describe_name""",
     "busy_neighbour": """\
 import threading, time
 
@@ -193,7 +213,9 @@ def spin():
 for _ in range(8):
     threading.Thread(target=spin, daemon=True).start()""",
 }
-ATTACKED = {"forged_scale": "ScaledEmbedding"}  # the exercise an attack is after; lookup where not named
+ATTACKED = {
+    name: "ScaledEmbedding" for name in ("forged_scale", "complex_table", "meta_table", "blinding_init")
+}  # the exercise an attack is after; lookup where not named
 # Attacks that cut their own kernel off from the grader, or slow their own kernel (on cores of its own:
 # its classmates run beside it on others), or forge every reply, or hide every torch call: they may lose more.
 LOSE_MORE = (
@@ -203,6 +225,9 @@ LOSE_MORE = (
     "lays_out_again",
     "dispatch_off",
     "forged_scale",
+    "complex_table",
+    "meta_table",
+    "reply_infinity",
 )
 # The honest classmate's other exercises of chapters 01 and 02: full marks.
 RIGHT_BACKWARD = """\
@@ -233,6 +258,16 @@ NOT_UTF8 = b"caf\xe9.ipynb"
 # Graded in a kernel of their own; the others only need a report and a summary row, and get them unread
 # (NotebookFormatError), without a kernel.
 RUN_UNDER_ODD_NAMES = ("escapes", "long")
+# Right, but odd: one Parameter under two names, a comment that names a dispatch switch, a large blank cell.
+HONEST_ODD = [
+    HEAD,
+    "def lookup(weight, ids):\n    return weight[ids]  # not torch._C.DisableTorchFunction(), which hides calls",
+    RIGHT_ONE_HOT,
+    RIGHT_BACKWARD,
+    "\n" * 50_000
+    + RIGHT_SCALE.replace("math.sqrt(d_model)\n", "math.sqrt(d_model)\n        self.table = self.emb.weight\n"),
+    RIGHT_HEAD,
+]
 SMALL_MESSAGE = 32 * 2**20  # what this batch's grader reads of one reply (512 MB in use)
 
 
@@ -250,6 +285,7 @@ def grade_the_attacks(root: Path) -> dict:
             RIGHT_HEAD,
         ],
     )
+    write_notebook(folder / "honest_odd.ipynb", HONEST_ODD)
     for name, attack in ATTACKS.items():
         write_notebook(folder / f"{name}.ipynb", [HEAD, WRONG_LOOKUP, RIGHT_ONE_HOT, attack])
     for key, name in ODD_NAMES.items():  # a kernel for the names its scratch copy must make safe, no more
@@ -301,7 +337,14 @@ def report(batch: dict, stem: str) -> dict:
 
 def test_the_batch_finishes_with_a_report_for_everyone(batch):
     assert batch["code"] == 0
-    assert len(batch["reports"]) == 1 + len(ATTACKS) + len(ODD_NAMES) + 1, batch["files"]
+    assert len(batch["reports"]) == 2 + len(ATTACKS) + len(ODD_NAMES) + 1, batch["files"]
+
+
+def test_right_code_that_looks_odd_scores_full_marks(batch):
+    """A Parameter kept under a second name, a comment naming a dispatch switch, a large blank cell: all right."""
+    honest = batch["reports"]["honest_odd.json"]
+    assert honest["score"] == honest["max_score"] > 0, honest["exercises"]
+    assert not any("switches off" in w["message"] for w in honest["warnings"]), honest["warnings"]
 
 
 def test_the_honest_classmate_scores_as_alone(batch):
@@ -330,8 +373,11 @@ def test_what_each_attack_is_told(batch):
     assert forbidden["diagnosis"] == "forbidden_api" and "seen inside the student's kernel" in forbidden["best_effort"]
     if not NO_SANDBOX:  # what it copied is a stub (unsandboxed, the real file: see above)
         assert by_id(report(batch, "copy_the_reference"))["lookup"]["diagnosis"] == "uses_reference"
-    huge = by_id(report(batch, "huge_reply"))["lookup"]  # refused in the kernel, before it is packed
-    assert huge["diagnosis"] == "raised" and "the grader reads at most 512 MB" in huge["message"], huge
+    # Refused in the kernel before it is copied; on a busy machine that kernel may also run out of time, or die:
+    # what is guaranteed is no points and a true message, never which of them.
+    huge = by_id(report(batch, "huge_reply"))["lookup"]
+    assert (huge["passed"], huge["score"], huge["diagnosis"]) == (False, 0, "raised"), huge
+    assert any(said in huge["message"] for said in ("the grader reads at most 512 MB", "killed the kernel")), huge
     forced = by_id(report(batch, "huge_reply_forced"))["lookup"]  # dropped unread by the grader
     assert forced["diagnosis"] in ("raised", "timeout", "out_of_memory"), forced
     for name in ("names_a_sent_tensor_again", "lays_out_again"):  # refused at once, as a ProtocolError
@@ -342,6 +388,9 @@ def test_what_each_attack_is_told(batch):
     assert "seen inside the student's kernel" in hidden["best_effort"]
     forged = by_id(report(batch, "forged_scale"))["ScaledEmbedding"]  # the reference is the grader's own table
     assert forged["diagnosis"] in ("divided_by_scale", "missing_scale", "mutated_input", "changes_own_weights"), forged
+    assert by_id(report(batch, "blinding_init"))["ScaledEmbedding"]["diagnosis"] == "wrong_values"
+    undecodable = report(batch, "reply_infinity")
+    assert undecodable["graded"] and all("no valid answer" in ex["message"] for ex in undecodable["exercises"])
 
 
 def test_best_effort_marks_the_results_that_rest_on_the_kernels_word(batch):

@@ -20,7 +20,7 @@ from helpers.grading import wire
 from helpers.grading.remote import MISSING, Session
 from helpers.grading.serve import Server
 from tests.conftest import submission_modules
-from tests.grading_support import FORGED_SCALE, RIGHT_SCALE
+from tests.grading_support import BLINDING_INIT, FORGED_SCALE, RIGHT_SCALE, forging
 
 RIGHT = {}
 WRONG = {}
@@ -290,4 +290,211 @@ def test_bytes_materialised_while_decoding_count_against_the_budget(monkeypatch)
                 "rg": False, "stride": [1, 1024]}  # fmt: skip
 
     result, _ = flooded(transposed, 1, values)
+    assert not result.passed and "more memory than the grader allows" in result.message, str(result)
+
+
+# ---- what the grader owns: every Parameter, at a scale it fixes (issue 45) ------------------------
+
+
+def kernel_graded(cell: str, exercise_id: str, salt: int = 20261127) -> tuple:
+    """(the result, the session) of `exercise_id` graded in a 'kernel' that ran `cell`."""
+    session = Session(kernel_running(cell))
+    with session.active(salt):
+        return session.overrule(check(exercise_id, session.stand_in(exercise_id))), session
+
+
+def test_a_table_that_starts_as_zeros_and_one_subnormal_does_not_blind_the_values_probe():
+    """The grader's draws are at a scale it fixes: from the kernel's (here about 1e-40) they would be zeros, or under
+    float32's tolerance, and tanh(x) * sqrt(d) would look like x * sqrt(d)."""
+    result, _ = kernel_graded(BLINDING_INIT, "ScaledEmbedding")
+    assert (result.passed, result.diagnosis) == (False, "wrong_values"), str(result)
+
+
+@pytest.mark.parametrize("kind", ["complex", "meta"])
+def test_a_parameter_said_complex_or_on_meta_is_still_the_graders(kind):
+    """Ownership is the grader's, whatever dtype or device the kernel claims: the claim is a finding (or the values
+    the grader draws for it contradict what the module computes), never a table the reference is computed from."""
+    result, session = kernel_graded(forging(kind), "ScaledEmbedding")
+    assert not result.passed, str(result)
+    parameters = [t for t, v in session.local.items() if isinstance(v, torch.nn.Parameter)]
+    assert parameters and all(t in session.owned for t in parameters), "every Parameter is the grader's"
+
+
+def test_every_module_exercise_grades_a_tied_or_aliased_parameter_as_one_tensor():
+    """A right module that also keeps one of its Parameters under a second name (`self.table =
+    self.embedding.weight`): the kernel reports the Parameter twice, the grader draws it once and sends it once,
+    and the module computes with the grader's values: full marks, as without the alias."""
+    from tests.conftest import submission_modules
+
+    passed: list[str] = []
+    for module in submission_modules():
+        for exercise_id, classes in module.RIGHT.items():
+            right = classes[0]
+            if not isinstance(right, type) or not issubclass(right, torch.nn.Module):
+                continue
+
+            def __init__(self, *args, _base=right, **kwargs):
+                _base.__init__(self, *args, **kwargs)
+                for name, parameter in list(self.named_parameters()):
+                    setattr(self, "alias_" + name.replace(".", "_"), parameter)  # registered again, same object
+
+            aliased = type(exercise_id, (right,), {"__init__": __init__})
+            result, alone = graded(aliased, exercise_id, salt=20261127), check(exercise_id, aliased)
+            assert (result.passed, result.diagnosis) == (alone.passed, alone.diagnosis), f"{right.__name__}: {result}"
+            if result.passed:
+                passed.append(exercise_id)
+    # BertEmbeddings alone fails as check() fails it: its aliases are extra names in its state_dict (HF's has none)
+    assert len(passed) >= 6 and "ScaledEmbedding" in passed and "TiedLMHead" in passed, passed
+
+
+# A RopeKVCache whose positions come from its cache's length (its values right) and whose offset never moves,
+# with a kernel that reports the offset the check expects: only the kernel knows its Python attributes.
+FORGED_OFFSET = """\
+import torch
+from torch import nn
+from helpers.grading import serve
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+class RopeKVCache(nn.Module):
+    def __init__(self, head_dim, max_len=4096, base=10000.0):
+        super().__init__()
+        self.max_len, self.offset, self.k, self.v = max_len, 0, None, None
+        self.register_buffer("inv_freq", 1.0 / base ** (torch.arange(0, head_dim, 2).float() / head_dim), persistent=False)
+
+    def forward(self, q, k, v):
+        T, seen = q.shape[-2], 0 if self.k is None else self.k.shape[-2]
+        if seen + T > self.max_len:
+            raise ValueError("past max_len")
+        angles = torch.arange(seen, seen + T, device=q.device).float()[:, None] * self.inv_freq
+        angles = torch.cat([angles, angles], dim=-1)
+        q, k = ((x.float() * angles.cos() + rotate_half(x.float()) * angles.sin()).to(x.dtype) for x in (q, k))
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        return q, self.k, self.v  # self.offset stays 0
+"""
+REPORTS_OFFSET = """
+_describe = serve.Server.describe
+
+
+def describe(self, module, out, depth):
+    tree = _describe(self, module, out, depth)
+    if isinstance(module, RopeKVCache):
+        tree["attrs"]["offset"] = 0 if module.k is None else module.k.shape[-2]
+    return tree
+
+
+serve.Server.describe = describe
+"""
+
+
+def test_a_python_attribute_only_the_kernel_reports_makes_the_verdict_best_effort():
+    """Without the forgery, the offset that never moves fails; with it, the values pass and the verdict reads
+    `RopeKVCache.offset`, the kernel's word: best effort, and not counted in a notebook whose code reaches the
+    grader's machinery in its kernel (which is how that word is forged)."""
+    from helpers.grading.submission import ExerciseInfo, Submission
+
+    honest, _ = kernel_graded(FORGED_OFFSET, "RopeKVCache")
+    assert (honest.passed, honest.diagnosis) == (False, "offset_not_advanced"), str(honest)
+    forged, session = kernel_graded(FORGED_OFFSET + REPORTS_OFFSET, "RopeKVCache")
+    assert forged.passed and "RopeKVCache.offset" in session.attributes_read, str(forged)
+    exercise = ExerciseInfo("RopeKVCache", 8, 7)
+    verdict = Submission.verdict(exercise, True, None, forged.message)
+    cells = [(1, FORGED_OFFSET + REPORTS_OFFSET)]
+    said = Submission(cells, [exercise], cell_timeout=1, notebook_timeout=1)
+    judged = said.kernel_said(exercise, dict(verdict), 0, list(session.attributes_read))
+    assert (judged["passed"], judged["score"], judged["diagnosis"]) == (False, 0, "forbidden_api"), judged
+    assert "RopeKVCache.offset" in judged["best_effort"]
+    innocent = Submission(
+        [(1, "# helpers.grading is the grader's\nx = 'helpers.grading'")],
+        [exercise],
+        cell_timeout=1,
+        notebook_timeout=1,
+    )
+    kept = innocent.kernel_said(exercise, dict(verdict), 0, ["RopeKVCache.offset"])
+    assert kept["passed"] and "RopeKVCache.offset" in kept["best_effort"], kept
+
+
+# ---- whatever a reply makes the grader raise costs that exercise (issue 45) ---------------------------
+
+
+def checked_in_a_submission(reply: dict, values: dict | None = None) -> tuple:
+    """Submission.check_one of `lookup` against a 'kernel' that answers every request with `reply`."""
+    import asyncio
+
+    from helpers.grading.submission import ExerciseInfo, Submission
+
+    class Kernel:
+        async def ask(self, request: bytes, timeout: float) -> bytes:
+            return wire.pack(reply, values or {})
+
+    exercise = ExerciseInfo("lookup", 1, 2)
+    submission = Submission([], [exercise], cell_timeout=5, notebook_timeout=60)
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(submission.check_one, exercise, Kernel(), time.monotonic() + 30, 0, loop)
+
+    return asyncio.run(run())
+
+
+META = {"tensor": "", "token": "k1", "dtype": "float32", "device": "meta", "rg": False}
+
+
+@pytest.mark.parametrize(
+    "reply, values",
+    [
+        ({"kind": "function", "params": [], "graph": float("inf")}, None),  # JSON's Infinity
+        ({"kind": "function", "params": [], "graph": 2**70}, None),
+        ({"kind": "module", "value": {**META, "shape": [2**62, 2**62]}}, None),
+        ({"kind": "module", "value": {**META, "shape": [2**40, 2**40, 0]}}, None),  # empty, yet each size too large
+        ({"kind": "module", "value": {**META, "dtype": "int64", "complex": True, "shape": [3]}}, None),
+        (
+            {
+                "kind": "module",
+                "value": {**META, "tensor": "x", "device": "cpu", "dtype": "int64", "complex": True, "shape": [3]},
+            },
+            {"x": torch.zeros(3, 2, dtype=torch.int64)},
+        ),
+        ({"kind": "module", "value": {"module": "k0", "nn": None}}, None),
+    ],
+    ids=[
+        "graph_infinity",
+        "graph_huge",
+        "meta_2e62_squared",
+        "meta_huge_sizes",
+        "meta_int_complex",
+        "int_complex",
+        "module_unknown",
+    ],
+)
+def test_a_reply_the_grader_cannot_decode_costs_that_exercise_only(reply, values):
+    """Shapes, ids and flags are checked before torch sees them; and anything else a reply makes the grader
+    raise is the kernel's: that exercise scores 0 ("no valid answer"), the submission is graded."""
+    result, gone = checked_in_a_submission(reply, values)
+    assert gone is None and (result["passed"], result["score"], result["diagnosis"]) == (False, 0, "raised"), result
+    assert "no valid answer from the kernel" in result["message"]
+
+
+def test_the_tensors_a_checks_replies_carry_count_against_its_budget(monkeypatch):
+    """Kept, mirrored, until the check ends: each reply under its own limit, together past the check's (one check
+    reached 4.1 GB under a stated 2 GB when only copies counted)."""
+    monkeypatch.setattr(wire, "CHECK_BUDGET", 3 * 2**20)
+
+    class Carrying(Server):
+        def reply(self, request):
+            tree, tensors = wire.unpack(super().reply(request))
+            return wire.pack(tree, {**tensors, "ballast": torch.zeros(2**18)})  # 1 MB with every reply
+
+    def lookup(weight, ids):
+        return weight[ids]
+
+    server = Carrying({"lookup": lookup})
+    session = Session(lambda request, timeout: server.reply(request))
+    with session.active(0):
+        result = check("lookup", session.stand_in("lookup"))
     assert not result.passed and "more memory than the grader allows" in result.message, str(result)

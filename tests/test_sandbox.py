@@ -20,6 +20,7 @@ Skipped, with the reason, where the machine forbids the namespaces bubblewrap ne
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -511,3 +512,107 @@ def test_no_user_namespace_can_be_made_inside_the_sandbox():
     said = in_a_sandbox(NEW_USER_NAMESPACE)
     assert said.returncode == 0, said.stderr
     assert said.stdout.strip() == "{'unshare': -1, 'command': 1, 'clone': -1, 'process': 0}", said.stdout
+
+
+KEYS_AND_RINGS = """\
+import ctypes, os
+
+libc = ctypes.CDLL(None, use_errno=True)
+x86 = os.uname().machine == "x86_64"
+ADD_KEY, REQUEST_KEY, KEYCTL = (248, 249, 250) if x86 else (217, 218, 219)
+said = {}
+for name, args in {
+    "session_id": (KEYCTL, 0, -3, 0),  # KEYCTL_GET_KEYRING_ID of the session keyring
+    "search": (KEYCTL, 10, -3, b"user", b"grader-secret", 0),  # KEYCTL_SEARCH
+    "request_key": (REQUEST_KEY, b"user", b"grader-secret", None, 0),
+    "add_key": (ADD_KEY, b"user", b"planted", b"for the next kernel", 19, -3),
+    "io_uring_setup": (425, 4, ctypes.create_string_buffer(120)),
+    "x32_unshare": (0x40000000 | 272 if x86 else 97, 0x10000000),
+}.items():
+    result = libc.syscall(*args)
+    said[name] = (result, ctypes.get_errno() if result == -1 else 0)
+print(said)
+"""
+GRADERS_KEYRING = """\
+import ctypes, subprocess, sys
+
+libc = ctypes.CDLL(None, use_errno=True)
+KEYCTL, ADD_KEY = (250, 248) if __import__("os").uname().machine == "x86_64" else (219, 217)
+libc.syscall(KEYCTL, 1, None)  # this test's own session keyring: the machine's is left alone
+assert libc.syscall(ADD_KEY, b"user", b"grader-secret", b"s3cret", 6, -3) > 0
+from helpers import grade
+
+scratch = grade.Scratch("probe.ipynb", b"{}", sandboxed=True)
+try:
+    done = subprocess.run([*grade.bwrap_command(scratch), sys.executable, "-c", sys.argv[1]], capture_output=True, text=True)
+finally:
+    scratch.remove()
+print(done.stdout, done.stderr, file=sys.stderr if done.returncode else sys.stdout)
+"""
+
+
+def test_the_sandbox_keeps_nothing_of_the_graders():
+    """From inside a kernel's sandbox: the grader's session keyring out of reach (a fresh one, and every keyring
+    system call refused: no secret read, no key planted for the next kernel), io_uring refused, the x32 ABI's
+    unshare refused (by the filter's own test below where this host lacks x32)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", GRADERS_KEYRING, KEYS_AND_RINGS], capture_output=True, text=True, timeout=120
+    )
+    said = ast.literal_eval(done.stdout.strip() or repr(done.stderr))  # a dict of ints, printed by the code above
+    eperm, enosys = 1, 38
+    assert {k: v for k, v in said.items() if k != "x32_unshare"} == {
+        "session_id": (-1, eperm), "search": (-1, eperm), "request_key": (-1, eperm), "add_key": (-1, eperm),
+        "io_uring_setup": (-1, enosys),
+    }, said  # fmt: skip
+    assert said["x32_unshare"][0] == -1, said
+
+
+def seccomp_verdict(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
+    """What a classic BPF seccomp filter returns for one system call (the instructions the sandbox uses)."""
+    import struct
+
+    data = struct.pack("<iIQQ", nr, arch, 0, arg0)  # seccomp_data: nr, arch, instruction_pointer, args[0]
+    steps = [struct.unpack("HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+    pc, accumulator = 0, 0
+    while True:
+        code, true, false, k = steps[pc]
+        if code == 0x20:
+            accumulator = struct.unpack_from("<I", data, k)[0]
+        elif code == 0x06:
+            return k
+        else:
+            taken = {0x15: accumulator == k, 0x45: bool(accumulator & k), 0x35: accumulator >= k}[code]
+            pc += true if taken else false
+        pc += 1
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_seccomp_filter_refuses_keyrings_io_uring_and_every_other_abi(machine):
+    from helpers.grading import sandbox
+
+    program = sandbox.no_user_namespaces(machine)
+    arch, unshare, clone, clone3, keyctl, add_key, request_key = sandbox.SECCOMP_ARCHES[machine]
+    allow, eperm, enosys = 0x7FFF0000, 0x00050001, 0x00050026
+    expected = {
+        (arch, 0, 0): allow,  # read / io_setup
+        (arch, unshare, 0x10000000): eperm,
+        (arch, unshare, 0x20000): allow,  # a mount namespace alone
+        (arch, clone, 0x10000000 | 17): eperm,
+        (arch, clone, 17): allow,
+        (arch, clone3, 0): enosys,
+        (arch, keyctl, 0): eperm,
+        (arch, add_key, 0): eperm,
+        (arch, request_key, 0): eperm,
+        (arch, 425, 0): enosys,
+        (arch, 426, 0): enosys,
+        (arch, 427, 0): enosys,
+        (arch, 0x40000000 | 272, 0x10000000): enosys,  # x32's unshare
+        (arch, 0x40000000, 0): enosys,
+        (0x40000003, 310, 0x10000000): enosys,  # i386's unshare
+        (0x40000028, 337, 0x10000000): enosys,  # 32-bit ARM's
+    }
+    for (audit, nr, flags), verdict in expected.items():
+        assert seccomp_verdict(program, audit, nr, flags) == verdict, (hex(audit), nr, hex(flags))

@@ -182,7 +182,18 @@ async def grade_many(
     for slot in range(max(1, jobs)):
         slots.put_nowait(cpu_share(slot, max(1, jobs)))
     cwd = Path.cwd()
-    warm_up()  # once, here: every worker forked from this process starts with it done
+    # The first wave of workers is forked cold (each warms up while its kernel boots); the grader warms up as soon
+    # as they are, and every later worker is forked from it warm: its seconds of CPU no longer come before any kernel.
+    first_wave, warmed, forks = min(len(submissions), max(1, jobs)), asyncio.Event(), [0]
+
+    def warm() -> None:
+        warm_up()
+        warmed.set()
+
+    def forked() -> None:
+        forks[0] += 1
+        if forks[0] == first_wave < len(submissions):  # later workers to come
+            asyncio.get_running_loop().call_soon(warm)
 
     def shown(path: Path) -> str:
         absolute = Path(os.path.abspath(path))
@@ -190,11 +201,14 @@ async def grade_many(
 
     async def one(found: Found, name: str) -> dict[str, Any]:
         cpus = await slots.get()
+        if forks[0] >= first_wave:
+            await warmed.wait()
         name_shown, seconds = shown(found.path), deadline(notebook_timeout)
         try:
             report, why = await graded_apart(
                 seconds,
                 grade_notebook_async,
+                forked=forked,
                 path=found.path,
                 name=name_shown,
                 chapters=chapters,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helpers.grading.code import code_only
 from helpers.grading.escape import file_stem, path_text
 from helpers.grading.limits import SUBMISSION_MB
 from helpers.grading.submission import DISPATCH_OFF, ExerciseInfo
@@ -32,11 +34,11 @@ SUSPICIOUS = [
         "manipulates the interpreter (sys.modules, import hooks, frames or gc)",
     ),
     (
-        re.compile(r"\bbuiltins\b|__builtins__|^\s*(__import__|exec|eval)\s*=", re.MULTILINE),
+        re.compile(r"\bbuiltins\b|__builtins__|^[ \t]*(__import__|exec|eval)\s*=", re.MULTILINE),
         "changes Python's builtins",
     ),
     (
-        re.compile(r"^\s*(torch|F|nn)(\s*\.\s*\w+)+\s*=[^=]|\bsetattr\s*\(\s*(torch|F|nn)\b", re.MULTILINE),
+        re.compile(r"^[ \t]*(torch|F|nn)([ \t]*\.[ \t]*\w+)+[ \t]*=[^=]|\bsetattr\s*\(\s*(torch|F|nn)\b", re.MULTILINE),
         "replaces a torch function",
     ),
     (
@@ -85,11 +87,14 @@ def detect_chapters(sources: list[str], filename: str, exercises: list[ExerciseI
 
 
 def class_chapters(submissions: list[Found], exercises: list[ExerciseInfo]) -> set[int] | None:
-    """The assignment a class's notebooks show: the chapters more than half of them show. Every
-    notebook that shows others gets a note: one that pastes another chapter's solved cells is graded
+    """The assignment a class's notebooks show: the chapters more than half of its students show, each
+    student one vote at most (a folder of their own, whatever it holds, or one file; copies of the same
+    code count once), so that one student's copies of a public solution decide nothing for classmates.
+    Every notebook that shows others gets a note: one that pastes another chapter's solved cells is graded
     for the assignment, not for that chapter too. None where no chapter is shown by more than half
     (a folder of several assignments): each notebook is then graded for what it shows."""
     shown: dict[int, set[int]] = {}
+    voters: dict[str, set[int]] = {}  # a student (Found.owner, else the file's bytes) -> the chapters they show
     for item in submissions:
         if item.data is not None and item.problem is None:
             try:
@@ -97,8 +102,10 @@ def class_chapters(submissions: list[Found], exercises: list[ExerciseInfo]) -> s
             except Exception:  # not a notebook: its report says so
                 continue
             shown[id(item)] = detect_chapters(sources, item.path.name, exercises)
-    votes = collections.Counter(chapter for chapters in shown.values() for chapter in chapters)
-    chosen = {chapter for chapter, count in votes.items() if 2 * count > len(shown)}
+            voter = item.owner or hashlib.sha256("\0".join(sources).encode("utf-8", "surrogatepass")).hexdigest()
+            voters.setdefault(voter, set()).update(shown[id(item)])
+    votes = collections.Counter(chapter for chapters in voters.values() for chapter in chapters)
+    chosen = {chapter for chapter, count in votes.items() if 2 * count > len(voters)}
     if not chosen:
         return None
     for item in submissions:
@@ -112,9 +119,12 @@ def class_chapters(submissions: list[Found], exercises: list[ExerciseInfo]) -> s
 
 
 def suspicious(cells: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    """The cells whose code (comments and strings dropped: grading.code) matches a pattern above; each pattern
+    is linear in the cell (no `\\s*` that could run across a run of blank lines from every line's start)."""
+    code = [(index, code_only(source)) for index, source in cells]
     return [
         {"cell": index, "message": f"this cell {what}; that earns nothing in grading, but look at it by hand"}
-        for index, source in cells
+        for index, source in code
         for pattern, what in SUSPICIOUS
         if pattern.search(source)
     ]
@@ -130,14 +140,15 @@ class Found:
     problem: tuple[str, str] | None = None  # (error type, message)
     notes: list[str] = field(default_factory=list)  # for a person to look at: the warnings of its report
     inode: tuple[int, int] | None = None
+    owner: str | None = None  # the student's folder (the first below a folder named), one vote for all it holds
 
 
 NOT_GRADED = ("SymbolicLink", "NotARegularFile", "SameFile")  # problems that flag a submission
 
 
-def read_submission(path: Path) -> Found:
+def read_submission(path: Path, owner: str | None = None) -> Found:
     """A submission's bytes, read once, never following a link or blocking on a FIFO."""
-    found = Found(path)
+    found = Found(path, owner=owner)
     if os.path.islink(path):
         found.problem = (
             "SymbolicLink",
@@ -198,8 +209,10 @@ def collect(arguments: list[str], exclude: Path | None = None) -> tuple[list[Fou
             subfolders[:] = keep
             for name in sorted(files):
                 if name.endswith(".ipynb"):
-                    found.setdefault(os.path.abspath(Path(folder, name)), Found(Path(folder, name)))
-    submissions = [read_submission(item.path) for item in found.values()]
+                    parts = Path(folder, name).relative_to(top).parts
+                    owner = os.path.abspath(top / parts[0]) if len(parts) > 1 else None
+                    found.setdefault(os.path.abspath(Path(folder, name)), Found(Path(folder, name), owner=owner))
+    submissions = [read_submission(item.path, item.owner) for item in found.values()]
     flag_shared_files(submissions)
     return submissions, skipped
 

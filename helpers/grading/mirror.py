@@ -20,7 +20,9 @@ from torch import nn
 
 from helpers.grading import wire
 from helpers.grading.in_kernel import put, state_key
-from helpers.grading.stand_in import identifier, mirror_class
+from helpers.grading.stand_in import Mirror, identifier, mirror_class
+
+DRAW_SCALE = 1.0  # the standard deviation of the values the grader gives a learned weight
 
 
 class Mirroring:
@@ -43,6 +45,7 @@ class Mirroring:
     draws: torch.Generator
     findings: list[str]
     claims: dict[str, torch.Tensor]
+    meta_expected: bool  # the call being answered may put tensors on the meta device (the grader asked it to)
 
     def value(self, tree: Any, decoder: wire.Decoder) -> Any:
         """A value the kernel sent, made of plain local objects."""
@@ -71,10 +74,13 @@ class Mirroring:
             )
             self.local[token], self.token_of[id(local)] = local, token
             self.synced[token] = state_key(local)
-            if is_parameter and local.is_floating_point() and not local.is_meta:
+            if is_parameter:  # the grader's, whatever dtype or device the kernel says it has
+                if local.is_meta and not self.meta_expected:
+                    self.findings.append(f"{name or 'a parameter'} (said to be on the meta device)")
                 self.owned[token] = local.detach().clone()  # from now on, a change in the kernel is a finding
                 self.kept.add(token)  # and never the values the checks compute with
-                if local.requires_grad and local.dim() >= 2:  # a weight, learned: values of the grader's own
+                # a learned weight: values of the grader's own
+                if local.requires_grad and local.dim() >= 2 and not local.is_meta:
                     self.draw(token, local)
             return local
         if got is not None:
@@ -82,17 +88,20 @@ class Mirroring:
                 self.claimed(token, got, name)
             if token not in self.kept:  # the kernel's own tensors, and what it did to the grader's inputs
                 put(local, got)
-        self.synced[token] = state_key(local)
+            # Only a sighting with values says what the kernel holds: a second one without (the same Parameter
+            # under another name, `self.table = self.embedding.weight`) must not mark the grader's draw as sent.
+            self.synced[token] = state_key(local)
         return local
 
     def draw(self, token: str, parameter: torch.Tensor) -> None:
-        """The grader's own values for a weight the kernel made: normal, at the scale of what the
-        kernel said (1 where it said all zeros), so that every check computes with values no
-        submission chose. They go to the kernel with the next request (Session.sync)."""
-        claimed = parameter.detach().double()
-        scale = float(claimed.std()) if claimed.numel() > 1 else 0.0
-        scale = scale if 0 < scale < float("inf") else 1.0
-        drawn = torch.randn(parameter.shape, generator=self.draws, dtype=torch.float64) * scale
+        """The grader's own values for a weight the kernel made: standard normal (nn.Embedding's own
+        init), at a scale the grader fixes and never the kernel's (a table said to be zeros and one
+        subnormal would make the draws zeros, which any function of the table reproduces), so that every
+        check computes with values no submission chose. They go to the kernel with the next request
+        (Session.sync)."""
+        drawn = torch.randn(parameter.shape, generator=self.draws, dtype=torch.float64) * DRAW_SCALE
+        if parameter.is_complex():
+            drawn = torch.complex(drawn, torch.randn(parameter.shape, generator=self.draws, dtype=torch.float64))
         put(parameter, drawn.to(parameter.dtype).to(parameter.device))
         self.owned[token] = parameter.detach().clone()
 
@@ -101,7 +110,12 @@ class Mirroring:
         the module was moved to another dtype or device) are the grader's copy again; others are a
         finding, and become the kernel's word."""
         mine = self.owned[token]
-        if mine.is_meta or got.is_meta:
+        kind_kept = (mine.is_complex(), mine.is_floating_point()) == (got.is_complex(), got.is_floating_point())
+        if not kind_kept or mine.is_meta != got.is_meta and (mine.is_meta or not self.meta_expected):
+            # real said complex, a float said integer, values said gone to meta unasked, or back from it: a claim,
+            # never a move of the grader's copy
+            same = False
+        elif mine.is_meta or got.is_meta:
             same = mine.shape == got.shape
         else:
             same = mine.shape == got.shape and torch.equal(mine.to(got.dtype).to(got.device), got)
@@ -130,6 +144,27 @@ class Mirroring:
         for token, desc in state.modules.items():
             self.module(desc, decoder, self.local.get(token))
 
+    def attributes(self, local: nn.Module, desc: dict[str, Any], decoder: wire.Decoder) -> None:
+        """A student's module's Python attributes and plain tensors, as its kernel reports them: its word
+        (a check that reads one is noted, stand_in.Mirror)."""
+        said: set[str] = set()
+        for name, value in wire.items(desc.get("attrs", {}), dict).items():
+            if identifier(name, "") == name and not name.startswith("_"):
+                object.__setattr__(local, name, self.value(value, decoder))
+                said.add(name)
+        plain = wire.items(desc.get("plain", {}), dict)
+        for name in [
+            n
+            for n, v in vars(local).items()
+            if isinstance(v, torch.Tensor) and n not in plain and not n.startswith("_")
+        ]:
+            object.__delattr__(local, name)
+        for name, entry in plain.items():
+            if identifier(name, "") == name and not name.startswith("_"):
+                object.__setattr__(local, name, self.tensor(wire.record(entry), decoder))
+                said.add(name)
+        local.__dict__["_course_said"] = said
+
     def module(
         self, desc: dict[str, Any], decoder: wire.Decoder, local: nn.Module | None = None, depth: int = 0
     ) -> nn.Module:
@@ -147,19 +182,8 @@ class Mirroring:
             if token not in self.modules:
                 self.modules.append(token)
         local.training = wire.flag(desc.get("training"))
-        for name, value in wire.items(desc.get("attrs", {}), dict).items():
-            if identifier(name, "") == name and not name.startswith("_"):
-                object.__setattr__(local, name, self.value(value, decoder))
-        plain = wire.items(desc.get("plain", {}), dict)
-        for name in [
-            n
-            for n, v in vars(local).items()
-            if isinstance(v, torch.Tensor) and n not in plain and not n.startswith("_")
-        ]:
-            object.__delattr__(local, name)
-        for name, entry in plain.items():
-            if identifier(name, "") == name and not name.startswith("_"):
-                object.__setattr__(local, name, self.tensor(wire.record(entry), decoder))
+        if isinstance(local, Mirror):  # a module the grader made keeps the attributes the grader gave it
+            self.attributes(local, desc, decoder)
         label = type(local).__name__
         local._parameters = {
             wire.text(n, 200): None if e is None else self.tensor(wire.record(e), decoder, f"{label}.{n}")

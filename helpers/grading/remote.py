@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -97,6 +98,8 @@ class Session(Mirroring):
         self.findings: list[str] = []  # what the kernel said of the grader's tensors that contradicts them
         self.claims: dict[str, torch.Tensor] = {}  # token -> what the kernel says a Parameter holds, against our copy
         self.autograd = 0  # outputs the kernel tied to autograd, and gradients it gave: its word
+        self.meta_expected = False  # the call being answered may put tensors on the meta device
+        self.attributes_read: dict[str, None] = {}  # Python attributes of the kernel's modules a check read: its word
         self.budget = wire.Budget(wire.CHECK_BUDGET, self.deadline)
 
     @contextlib.contextmanager
@@ -158,8 +161,13 @@ class Session(Mirroring):
     ) -> tuple[wire.Reply, wire.Decoder]:
         """One request; the reply parsed whole, the state it reports mirrored, and the Decoder that
         reads the rest of it within this reply's and this check's budgets."""
-        data = self.send(wire.pack(wire.request_tree(request), tensors or {}), self.settings.timeout + 5.0)
+        # A release, the first in a kernel, warms up its safety net (serve.warm_up: sympy, seconds under load): the
+        # grader's own set-up, bounded by the check's deadline alone, never by the student's call limit.
+        timeout = self.deadline - time.monotonic() if isinstance(request, wire.Release) else self.settings.timeout + 5.0
+        data = self.send(wire.pack(wire.request_tree(request), tensors or {}), timeout)
         tree, values = wire.unpack(data)
+        # What a reply carries may be kept until the check ends (a module's tensors, mirrored): charged to the check.
+        self.budget.spend(sum(t.numel() * t.element_size() for t in values.values()), "the tensors of its replies")
         reply = wire.parse_reply(tree)
         budgets = [wire.Budget(wire.REPLY_BUDGET, self.deadline), self.budget]
         decoder = wire.Decoder(values, self.devices, budgets, self.owned)
@@ -205,9 +213,13 @@ class Session(Mirroring):
         request.sync = self.sync(tensors)
         if method == "load_state_dict" and args and isinstance(args[0], dict) and "token" in target:
             self.loading(self.local[target["token"]], args[0])
-        reply, decoder = self.ask(request, tensors)
-        self.outcome(reply)
-        value = self.value(reply.value, decoder)
+        self.meta_expected = self.settings.factories_on_meta or (method == "to" and _names_meta(args, kwargs))
+        try:
+            reply, decoder = self.ask(request, tensors)
+            self.outcome(reply)
+            value = self.value(reply.value, decoder)
+        finally:
+            self.meta_expected = False
         if reply.graph is None or not torch.is_grad_enabled():
             return value
         self.autograd += 1
@@ -378,6 +390,15 @@ class Session(Mirroring):
             if type(value) in (tuple, list)
             else tuple(new)
         )
+
+
+def _names_meta(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """`module.to(...)` asked for the meta device (by name, device or a tensor on it)."""
+    for value in (*args, *kwargs.values()):
+        place = value.device if isinstance(value, torch.Tensor) else value
+        if isinstance(place, (str, torch.device)) and str(place).startswith("meta"):
+            return True
+    return False
 
 
 class Bridge(torch.autograd.Function):

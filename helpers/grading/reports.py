@@ -18,6 +18,44 @@ FEEDBACK = ("diagnosis", "hint", "fix")
 FORMATS = ("json", "md", "gradescope")
 
 
+# A report's size, bounded in the worker before it travels to the grader's process (which has no memory limit):
+# each text from a submission or its kernel cut, each list of them too, so that a report is at most a few MB
+# whatever the notebook (100,000 parameters named in one message would otherwise make it 150 MB).
+MAX_MESSAGE = 4000  # characters of a message, a hint, a fix, a best-effort note
+MAX_NOTES = 200  # errors, warnings, further findings of one exercise
+
+
+def bounded(report: dict[str, Any]) -> dict[str, Any]:
+    """`report` with every text and list of texts cut to the limits above (what a cut dropped is said); each
+    export escapes them for where it shows them."""
+
+    def text(value: Any) -> Any:
+        return value[: MAX_MESSAGE - 1] + "…" if isinstance(value, str) and len(value) > MAX_MESSAGE else value
+
+    def cut(entries: list[Any], what: Any) -> list[Any]:
+        return entries if len(entries) <= MAX_NOTES else [*entries[:MAX_NOTES], what(len(entries) - MAX_NOTES)]
+
+    def note(entry: dict[str, Any]) -> dict[str, Any]:
+        return {**entry, "message": text(entry.get("message"))}
+
+    exercises = []
+    for ex in report["exercises"]:
+        ex = {**ex, **{k: text(ex[k]) for k in ("message", "hint", "fix", "best_effort") if k in ex}}
+        ex["also"] = [text(a) for a in cut(list(ex.get("also", [])), lambda n: f"... and {n} more")]
+        exercises.append(ex)
+
+    def more(kind: str) -> Any:
+        return lambda n: {"cell": None, "type": kind, "message": f"... and {n} more, not listed"}
+
+    return {
+        **report,
+        "submission": text(report["submission"]),
+        "exercises": exercises,
+        "errors": [note(e) for e in cut(report["errors"], more("TooManyErrors"))],
+        "warnings": [note(w) for w in cut(report["warnings"], more("TooManyWarnings"))],
+    }
+
+
 def for_students(report: dict[str, Any], feedback: str) -> dict[str, Any]:
     """The report with each exercise's help cut to the feedback level."""
     hidden = FEEDBACK[FEEDBACK.index(feedback) + 1 :]
@@ -74,26 +112,30 @@ def report_markdown(report: dict[str, Any]) -> str:
 
 
 def report_gradescope(report: dict[str, Any]) -> str:
-    """Gradescope's autograder results.json."""
+    """Gradescope's autograder results.json: shown as plain text (`output_format`), each line of it escaped
+    (no control character, terminal escape or bidirectional override reaches the page), best effort said."""
     tests = []
     for ex in report["exercises"]:
-        output = ex["message"] if ex["passed"] else "\n".join([f"{ex['diagnosis']}: {ex['message']}", *_help_lines(ex)])
+        lines = [ex["message"]] if ex["passed"] else [f"{ex['diagnosis']}: {ex['message']}", *_help_lines(ex)]
+        lines += [f"(Best effort: {ex['best_effort']}.)"] if ex.get("best_effort") else []
         tests.append(
             {
-                "name": ex["id"],
+                "name": plain(ex["id"]),
                 "score": ex["score"],
                 "max_score": ex["max_score"],
                 "status": "passed" if ex["passed"] else "failed",
-                "output": output,
+                "output": "\n".join(plain(line) for line in lines),
+                "output_format": "text",
             }
         )
     errors = "\n".join(
-        f"cell {e['cell']}: {e['message']}" if e["cell"] is not None else e["message"] for e in report["errors"]
+        plain(f"cell {e['cell']}: {e['message']}" if e["cell"] is not None else e["message"]) for e in report["errors"]
     )
     results = {
         "score": report["score"],
         "execution_time": report.get("seconds", 0),
         "output": f"Errors while running your notebook:\n{errors}" if errors else "Your notebook ran without errors.",
+        "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -144,6 +186,7 @@ def summarize(reports: list[dict[str, Any]], skipped: list[dict[str, str]] | Non
             "graded": r["graded"],
             "flag": r.get("flag"),
             "exercises": {e["id"]: e["score"] for e in r["exercises"]},
+            "best_effort": [e["id"] for e in r["exercises"] if e.get("best_effort")],
         }
         for r in reports
     ]
@@ -190,7 +233,8 @@ def summary_csv(summary: dict[str, Any]) -> str:
     ids = [e["id"] for e in summary["exercises"]]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["submission", "score", "max_score", "errors", *ids])
+    # best_effort, last: the exercises whose verdict rests on the kernel's word (see each report)
+    writer.writerow(["submission", "score", "max_score", "errors", *ids, "best_effort"])
     for s in summary["students"]:
         writer.writerow(
             [
@@ -201,6 +245,7 @@ def summary_csv(summary: dict[str, Any]) -> str:
                     s["max_score"],
                     s["errors"],
                     *(s["exercises"].get(i, "") for i in ids),
+                    " ".join(s.get("best_effort", [])),
                 )
             ]
         )

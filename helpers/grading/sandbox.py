@@ -101,28 +101,39 @@ def reference_stand_in(graded: frozenset[str] | set[str]) -> str:
 # namespaces: root in a child namespace opens much of the host kernel's attack surface. bubblewrap's
 # --disable-userns would do it, but needs --unshare-user, which run as root maps the kernel's user to
 # the host's root; this filter works for every user, from bubblewrap 0.1 on.
-SECCOMP_ARCHES = {  # machine: (AUDIT_ARCH_*, unshare, clone, clone3)
-    "x86_64": (0xC000003E, 272, 56, 435),
-    "aarch64": (0xC00000B7, 97, 220, 435),
+SECCOMP_ARCHES = {  # machine: (AUDIT_ARCH_*, unshare, clone, clone3, keyctl, add_key, request_key)
+    "x86_64": (0xC000003E, 272, 56, 435, 250, 248, 249),
+    "aarch64": (0xC00000B7, 97, 220, 435, 219, 217, 218),
 }
+IO_URING = (425, 426, 427)  # io_uring_setup, _enter, _register: the same on both
+X32_BIT = 0x40000000  # x86-64's x32 ABI: the native arch, its system call numbers offset by this bit
 CLONE_NEWUSER = 0x10000000
 EPERM, ENOSYS = 1, 38
+# What starts bwrap: a new session keyring (keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)), the filter opened as fd 9.
+LAUNCH = (
+    "import ctypes, os, sys; ctypes.CDLL(None).syscall({keyctl}, 1, None); "
+    "os.dup2(os.open(sys.argv[1], os.O_RDONLY), 9); os.execvp(sys.argv[2], sys.argv[2:])"
+)
 
 
 def no_user_namespaces(machine: str | None = None) -> bytes:
     """The filter, for this machine: unshare() and clone() with CLONE_NEWUSER fail with EPERM;
     clone3() with ENOSYS (its flags lie in memory BPF cannot read; libc then falls back to clone);
-    a system call of another ABI (i386, x32) with ENOSYS; everything else is allowed."""
-    arch, unshare, clone, clone3 = SECCOMP_ARCHES[machine or platform.machine()]
-    load, jump_if, jump_if_set, ret = 0x20, 0x15, 0x45, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JSET|K, RET|K
+    the kernel's keyrings (keyctl, add_key, request_key: the grader's session keyring, a key planted for
+    the next kernel) with EPERM, io_uring (a large surface of its own) with ENOSYS; a system call of any
+    other ABI (i386, x32) with ENOSYS; everything else is allowed."""
+    arch, unshare, clone, clone3, *keys = SECCOMP_ARCHES[machine or platform.machine()]
+    load, jump_if, jump_if_set, jump_ge, ret = 0x20, 0x15, 0x45, 0x35, 0x06  # LD|W|ABS, JMP|JEQ|JSET|JGE|K, RET|K
     allow, refuse = 0x7FFF0000, 0x00050000  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno
+    refused = [(nr, EPERM) for nr in keys] + [(nr, ENOSYS) for nr in (clone3, *IO_URING)]
     program = [  # (code, jump if true, jump if false, constant)
         (load, 0, 0, 4),  # seccomp_data.arch
         (jump_if, 1, 0, arch),
         (ret, 0, 0, refuse | ENOSYS),
         (load, 0, 0, 0),  # seccomp_data.nr
-        (jump_if, 0, 1, clone3),
+        (jump_ge, 0, 1, X32_BIT),  # x32 (the native arch, its own numbers): no namespaces of its own either
         (ret, 0, 0, refuse | ENOSYS),
+        *[step for nr, errno in refused for step in ((jump_if, 0, 1, nr), (ret, 0, 0, refuse | errno))],
         (jump_if, 1, 0, unshare),
         (jump_if, 0, 3, clone),
         (load, 0, 0, 16),  # the low half of args[0]: the flags of both
@@ -178,8 +189,16 @@ def bwrap_command(scratch: Scratch) -> list[str]:
     share = (
         ["taskset", "--cpu-list", ",".join(map(str, scratch.cpus))] if scratch.cpus and shutil.which("taskset") else []
     )
-    # bwrap reads the filter from a file descriptor: the shell opens it (as 9) for the command it runs.
-    seccomp = ["sh", "-c", 'exec "$@" 9<"$0"', str(scratch.seccomp)]
+    # bwrap reads the filter from a file descriptor, 9; and the sandbox starts in a session keyring of its own
+    # (an empty, anonymous one): the grader's is out of its reach, and so is the next sandbox's.
+    seccomp = [
+        sys.executable,
+        "-S",
+        "-I",
+        "-c",
+        LAUNCH.format(keyctl=SECCOMP_ARCHES[platform.machine()][4]),
+        str(scratch.seccomp),
+    ]
     args = [
         *seccomp,
         *share,

@@ -29,6 +29,14 @@ from helpers.grading.wire import Backward, Call, Describe, Kind, Outcome, Releas
 DEVICES = {"cpu", "cuda", "mps", "meta"}  # what the grader may send tensors on
 
 
+class TooLarge(Exception):
+    """A reply whose tensors would pass what the grader reads (wire.MAX_MESSAGE)."""
+
+    def __init__(self, size: int):
+        super().__init__(size)
+        self.size = size
+
+
 class Server:
     def __init__(self, namespace: dict[str, Any]):
         self.namespace = namespace
@@ -43,6 +51,7 @@ class Server:
         self.graphs: dict[int, list[torch.Tensor]] = {}  # the outputs of a call that need a gradient
         self.holders: dict[bytes, str] = {}  # digest of a large tensor the grader sent -> its token
         self.referenced: set[str] = set()  # holders named in the reply being written: each at most once
+        self.outgoing = 0  # bytes of tensor values in the reply being written
 
     # ---- one request -----------------------------------------------------
     def answer(self, path: str) -> str:
@@ -53,15 +62,14 @@ class Server:
     def reply(self, request: bytes) -> bytes:
         tree, tensors = wire.unpack(request)
         out: dict[str, torch.Tensor] = {}
-        self.referenced = set()
+        self.referenced, self.outgoing = set(), 0
         try:
             decoder = wire.Decoder(tensors, DEVICES, [wire.Budget(2**62)], {})  # the grader's: trusted
             reply = self.handle(wire.parse_request(tree), decoder, out)
         except wire.ProtocolError as error:
             reply, out = Reply(Outcome(Kind.RAISED, f"ProtocolError: {error}")), {}
-        size = sum(t.numel() * t.element_size() for t in out.values())
-        if size > wire.MAX_MESSAGE:  # the grader would drop it unread: say so now, without packing it
-            line = f"ValueError: the result takes {size / 2**20:,.0f} MB; the grader reads at most {wire.MAX_MESSAGE // 2**20} MB"
+        except TooLarge as error:  # the grader would drop it unread: say so now, before it is copied and packed
+            line = f"ValueError: the result takes {error.size / 2**20:,.0f} MB; the grader reads at most {wire.MAX_MESSAGE // 2**20} MB"
             reply, out = Reply(Outcome(Kind.RAISED, line)), {}
         return wire.pack(wire.reply_tree(reply), out)
 
@@ -177,6 +185,11 @@ class Server:
         fresh = self.sent.get(token) != key
         self.sent[token] = key
         twin = self.holder(token, value) if fresh else None
+        # counted before it is copied: the 800 MB of an expand() are never made
+        if fresh and twin is None and not value.is_meta:
+            self.outgoing += value.numel() * value.element_size()
+            if self.outgoing > wire.MAX_MESSAGE:
+                raise TooLarge(self.outgoing)
         entry = wire.tensor_entry(value, token, out, token=token, data=fresh and twin is None)
         return {**entry, "same_as": twin} if twin else entry
 

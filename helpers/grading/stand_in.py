@@ -70,6 +70,16 @@ class Mirror(nn.Module):
         _remote(m) for m in ("state_dict", "load_state_dict", "requires_grad_")
     )
 
+    def __getattribute__(self, name: str) -> Any:
+        """An attribute the kernel reported (`self.offset`, a plain tensor) is its word alone: a check
+        that reads one is noted (remote.Session.attributes_read), and its verdict is best effort."""
+        if name[:1] != "_":
+            said = object.__getattribute__(self, "__dict__").get("_course_said", ())
+            if name in said:
+                session = object.__getattribute__(self, "__dict__")["_course_session"]
+                session.attributes_read.setdefault(f"{type(self).__name__}.{name}")
+        return object.__getattribute__(self, name)
+
 
 @functools.cache
 def mirror_class(name: Any) -> type:

@@ -18,6 +18,7 @@ from typing import Any
 from helpers import checking
 from helpers.exercises import get
 from helpers.grading import wire
+from helpers.grading.code import REACHES_GRADER, code_only
 from helpers.grading.escape import plain
 from helpers.grading.kernel import STOPPED, GraderError, Kernel, OutOfTime, last_line
 from helpers.grading.limits import (
@@ -42,6 +43,7 @@ SEEN_IN_KERNEL = {
 }
 FORBIDDEN_NONE_SEEN = "that it calls none of the torch functions this exercise forbids"
 AUTOGRAD_SEEN = "that its outputs are tied to autograd, and the gradients autograd gave"
+ATTRIBUTES_SEEN = "its module's Python attributes ({}), which only its kernel reports"
 BEST_EFFORT = "{}: seen inside the student's kernel, which the student controls (values, shapes, dtypes and devices are compared by the grader)"
 # Code that switches off what sees torch calls in the kernel (torch's function dispatch and its modes).
 DISPATCH_OFF = re.compile(
@@ -89,6 +91,7 @@ class Submission:
         cpus: list[int] | None = None,
     ):
         self.cells, self.exercises = cells, exercises
+        self.code = [(index, code_only(source)) for index, source in cells]  # what the rules on code read
         self.cell_timeout, self.notebook_timeout, self.memory_mb = cell_timeout, notebook_timeout, memory_mb
         self.sandboxed, self.notebook_name, self.data, self.cpus = sandboxed, notebook_name, data, cpus
         self.errors: list[dict[str, Any]] = []
@@ -344,13 +347,7 @@ class Submission:
                 outcome = session.overrule(checking.check(exercise.id, stand_in))
         except wire.KernelGone:
             return {}, state["gone"] or "dead"
-        except (
-            wire.ProtocolError,
-            ValueError,
-            TypeError,
-            KeyError,
-            MemoryError,
-        ) as error:  # a kernel that answers nonsense
+        except Exception as error:  # a kernel that answers nonsense: what it makes the grader raise costs this exercise
             return self.verdict(
                 exercise,
                 False,
@@ -365,18 +362,25 @@ class Submission:
             result = self.verdict(
                 exercise, False, outcome.diagnosis, outcome.message, outcome.hint, outcome.fix, list(outcome.also)
             )
-        return self.kernel_said(exercise, result, session.autograd), None
+        return self.kernel_said(exercise, result, session.autograd, list(session.attributes_read)), None
 
-    def kernel_said(self, exercise: ExerciseInfo, result: dict[str, Any], autograd: int) -> dict[str, Any]:
+    def kernel_said(
+        self, exercise: ExerciseInfo, result: dict[str, Any], autograd: int, attributes: list[str] | None = None
+    ) -> dict[str, Any]:
         """`result`, with what its verdict takes on the kernel's word (`best_effort`): a diagnosis
-        only the kernel sees; for a pass, that no forbidden function was seen, and the gradients. A
-        pass that needs no forbidden call seen, in a notebook that switches off what sees them,
-        scores nothing: the grader cannot tell."""
+        only the kernel sees; for a pass, that no forbidden function was seen, the gradients, the
+        module's Python attributes the check read. A pass that needs no forbidden call seen, in a
+        notebook whose code switches off what sees them, scores nothing: the grader cannot tell; nor
+        does a pass that read attributes, in a notebook whose code reaches the grader's machinery
+        in its kernel (which reports them)."""
         observed = [SEEN_IN_KERNEL[result["diagnosis"]]] if result["diagnosis"] in SEEN_IN_KERNEL else []
         if result["passed"]:
             forbidden = bool(get(exercise.id).forbidden)
+            named = ", ".join(f"`{name}`" for name in (attributes or [])[:5])
             observed += [FORBIDDEN_NONE_SEEN] * forbidden + [AUTOGRAD_SEEN] * (autograd > 0)
-            hidden = next((index for index, source in self.cells if DISPATCH_OFF.search(source)), None)
+            observed += [ATTRIBUTES_SEEN.format(named)] * bool(attributes)
+            hidden = next((index for index, code in self.code if DISPATCH_OFF.search(code)), None)
+            reaches = next((index for index, code in self.code if REACHES_GRADER.search(code)), None)
             if forbidden and hidden is not None:
                 message = (
                     f"Not counted: cell {hidden} switches off torch's function dispatch, which hides from the grader "
@@ -384,6 +388,13 @@ class Submission:
                 )
                 result = self.verdict(exercise, False, "forbidden_api", message)
                 observed = [FORBIDDEN_NONE_SEEN]
+            elif attributes and reaches is not None:
+                message = (
+                    f"Not counted: cell {reaches} reaches into the grader's machinery in the kernel (helpers.grading), "
+                    f"which reports {named} to the grader, and this exercise's verdict reads them."
+                )
+                result = self.verdict(exercise, False, "forbidden_api", message)
+                observed = [ATTRIBUTES_SEEN.format(named)]
         if observed:
             result["best_effort"] = BEST_EFFORT.format("; ".join(observed))
         return result

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import struct
 import time
 from collections import namedtuple
@@ -30,6 +31,7 @@ MAX_NODES = 200_000  # values of all kinds in one reply
 MAX_DEPTH = 8  # nesting of a value or a module tree
 MAX_DIMS = 16  # of a tensor's shape
 MAX_SEEN = 500  # torch function names one reply reports
+MAX_NUMEL = 2**40  # elements of a tensor's shape, and of any one size or stride
 # Bytes of tensors the grader materialises while decoding (beyond the message itself, whose size is
 # capped): a clone named by `same_as`, a tensor laid out with the sender's strides, one moved to a device.
 REPLY_BUDGET = 2 * MAX_MESSAGE  # per reply
@@ -105,8 +107,16 @@ def items(value: Any, kind: type = list) -> Any:
 
 
 def number(value: Any) -> int | float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProtocolError(f"expected a number, got {type(value).__name__}")
+    """A finite number (JSON's Infinity and NaN are numbers to Python's json, not to the grader)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ProtocolError(f"expected a finite number, got {str(value)[:40]}")
+    return value
+
+
+def index(value: Any) -> int:
+    """A count or an id the kernel gives (a graph's): an integer from 0 to 2**31."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
+        raise ProtocolError(f"expected an id, got {str(value)[:40]}")
     return value
 
 
@@ -117,9 +127,15 @@ def flag(value: Any) -> bool:
 
 
 def shape(value: Any) -> list[int]:
+    """A shape (or strides) torch can hold: at most MAX_DIMS sizes, each of them and their product at most
+    MAX_NUMEL (a meta tensor of 2**62 x 2**62 would overflow inside torch, past what it checks)."""
     dims = items(value)
-    if len(dims) > MAX_DIMS or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims):
+    if len(dims) > MAX_DIMS or any(
+        isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_NUMEL for d in dims
+    ):
         raise ProtocolError("a malformed shape")
+    if _numel(dims) > MAX_NUMEL and 0 not in dims:
+        raise ProtocolError("a shape of more elements than any tensor the grader holds")
     return dims
 
 
@@ -311,7 +327,7 @@ def parse_reply(tree: Any) -> Reply:
         seen=tuple(text(name, 200) for name in items(tree.get("seen", []))[:MAX_SEEN]),
         changed=tuple(text(line, 300) for line in items(tree.get("changed", []))),
         value=tree.get("value"),
-        graph=None if graph is None else int(number(graph)),
+        graph=None if graph is None else index(graph),
         grads=None if grads is None else tuple(items(grads)),
         state=state,
         found=found,
@@ -434,6 +450,8 @@ class Decoder:
             device(entry.get("device"), self.devices),
         )
         is_complex = flag(entry.get("complex", False))
+        if is_complex and kind not in COMPLEX.values():  # only float32 and float64 pairs are complex numbers
+            raise ProtocolError(f"a tensor of {kind} said to be complex")
         if place.type == "meta":
             if is_complex:
                 return torch.view_as_complex(torch.empty([*dims, 2], dtype=kind, device="meta"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import multiprocessing
 import os
@@ -20,16 +21,19 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from helpers.grading.limits import GRADER_MEMORY_MB, STARTUP_TIMEOUT, WORKER_GRACE
+from helpers.grading.reports import bounded
 
 # Forked, not spawned: a worker starts in milliseconds, with the grader's settings as they are.
 _CONTEXT = multiprocessing.get_context("fork")
 
 
+@functools.cache
 def warm_up() -> None:
-    """Once, in the grader, before it forks its first worker: what each worker's first check would otherwise
-    import again (jupyter_client for its kernel; torch's meta kernels, dynamo and sympy for the checks that run
-    on the meta device: seconds, under load). Nothing here touches CUDA, which a forked worker could not use
-    (tests/test_grade.py), nor runs torch on more than a thread."""
+    """Once per process: what a worker's first check would otherwise import under its time limit (jupyter_client
+    for its kernel; torch's meta kernels, dynamo and sympy for the checks that run on the meta device: seconds of
+    CPU). The grader does it once its first workers are forked, so that the later ones start with it done; each
+    of the first does it while its first kernel boots (kernel.Kernel.start), not before. Nothing here touches
+    CUDA, which a forked worker could not use (tests/test_grade.py), nor runs torch on more than a thread."""
     from jupyter_client import AsyncKernelManager  # noqa: F401
 
     from helpers import safety
@@ -57,11 +61,13 @@ def _work(
     # OpenMP's threads do not survive a fork: a parallel region in the child of a process that ran one
     # waits for them for ever. One thread each: the checks are small, and --jobs runs workers side by side.
     torch.set_num_threads(1)
+    if kwargs.get("cpus"):  # the cores of its sandbox: a busy grader slows only its own submission
+        os.sched_setaffinity(0, kwargs["cpus"])
     os.setsid()  # a process group of its own: an unsandboxed kernel it starts is killed with it
     limit = int((data_mb() + memory_mb) * 2**20)
     hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
     resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
-    report = asyncio.run(grade(**kwargs))
+    report = bounded(asyncio.run(grade(**kwargs)))  # a few MB at most, whatever the notebook: the grader has no limit
     results.send_bytes(json.dumps(report).encode())
 
 
@@ -74,14 +80,16 @@ async def graded_apart(
     seconds: float,
     grade: Callable[..., Coroutine[Any, Any, dict[str, Any]]],
     grader_mb: int = GRADER_MEMORY_MB,
+    forked: Callable[[], None] = lambda: None,
     **kwargs: Any,
 ) -> tuple[dict[str, Any] | None, str]:
     """(the report of grade(**kwargs) run in a worker, ""), or (None, why there is none): the worker ran
     past `seconds`, or died (past `grader_mb` of its own, a crash). A forked worker: `grade` needs no pickling,
-    and the caller passes it, so that this module need not know the batch's."""
+    and the caller passes it, so that this module need not know the batch's; `forked()` is called once it is."""
     results, sender = _CONTEXT.Pipe(duplex=False)
     worker = _CONTEXT.Process(target=_work, args=(sender, grader_mb, grade, kwargs), daemon=True)
     worker.start()
+    forked()
     sender.close()
     loop = asyncio.get_running_loop()
     ready = asyncio.Event()
