@@ -10,7 +10,7 @@ For maintainers with a GPU (see the README's "On a GPU"):
 
 For instructors (see the README):
     python3 course.py nbgrader COURSE_DIR [--chapters 01,03]   nbgrader source assignments
-    python3 course.py gradescope OUT.zip [--chapters 01,03]    a Gradescope autograder zip
+    python3 course.py gradescope OUT.zip --chapters 03          a Gradescope autograder zip (one per assignment)
 
 Set-up installs the CPU build of torch==2.13.0. To use your GPU, install
 your own CUDA/ROCm torch into .venv first (see the README); set-up keeps a
