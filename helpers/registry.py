@@ -158,6 +158,14 @@ DIAGNOSES: dict[str, str] = {
     "positions_not_cache_slots": "streaming positions are the tokens' original indices instead of their slots in the cache",
     "tokens_kept_twice": "the streaming cache keeps some tokens twice while sinks and window overlap",
     "window_zero_slice": "window = 0 keeps every token: tokens[-0:] is the whole sequence",
+    # decode_position_ids, and the axes of issue 41 in chapter 08
+    "decode_offset_shared": "a padded batch decodes at one position for every row (its padded length T, a cache's offset) instead of each row's own count",
+    "decode_position_last": "decode positions start at each row's last position (n - 1) instead of the next one (n)",
+    "decode_counts_left_pads": "decode positions count the pads before each row's text: the column after its last real token instead of its number of real tokens",
+    "mask_inverted": "the mask is read the other way round: 1/True taken for a pad or a masked entry (nn.Transformer's convention) where it means a real token or attend",
+    "new_tokens_ignored": "decode positions ignore new_tokens: one position per row, or the same position for every new token",
+    "padding_side_per_batch": "the padding side is decided once per batch: rows padded on the other side, or on both sides, are counted wrong",
+    "size_one_axis_squeezed": "an axis of size 1 is squeezed away: a batch of one (1, T) returned as (T,), one token per row (B, 1) as (B,)",
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",
     "library_raised": "the code raised inside transformers' own model, on inputs as the model makes them (non-contiguous views, GQA, left padding)",

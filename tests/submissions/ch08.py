@@ -77,6 +77,157 @@ def ids_on_cpu(attention_mask):
     return torch.where(attention_mask.bool(), positions, torch.zeros(attention_mask.shape, dtype=torch.long))
 
 
+# --- decode_position_ids ---------------------------------------------------------------------
+
+
+def decode_sum(attention_mask, new_tokens=1):
+    seen = attention_mask.long().sum(-1, keepdim=True)
+    return seen + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_loop(attention_mask, new_tokens=1):
+    """Row by row: the count of real tokens, then one more per new token."""
+    rows = [[int(row.sum()) + i for i in range(new_tokens)] for row in attention_mask.long()]
+    return torch.tensor(rows, dtype=torch.long, device=attention_mask.device)
+
+
+def decode_generate_steps(attention_mask, new_tokens=1):
+    """transformers' generate, step by step: the mask grows by one real token per step, and the new token's
+    position is cumsum - 1 of the grown mask, read at its column."""
+    mask = attention_mask.long()
+    steps = []
+    for _ in range(new_tokens):
+        mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=-1)
+        steps.append(mask.cumsum(-1)[:, -1:] - 1)
+    return torch.cat(steps, dim=-1)
+
+
+def decode_vllm(attention_mask, new_tokens=1):
+    """vLLM's gpu_model_runner._prepare_inputs: per request num_computed_tokens, the scheduled tokens flattened,
+    positions = num_computed_tokens[req_indices] + the index of each token within its request."""
+    num_computed = attention_mask.long().sum(-1)  # (B,)
+    B = num_computed.shape[0]
+    req_indices = torch.arange(B, device=attention_mask.device).repeat_interleave(new_tokens)
+    arange = torch.arange(B * new_tokens, device=attention_mask.device) % new_tokens
+    return (num_computed[req_indices] + arange).view(B, new_tokens)
+
+
+def decode_columns(attention_mask, new_tokens=1):
+    """The last real column minus the first, plus one: the real tokens sit side by side, pads on either side."""
+    real = attention_mask.bool()
+    T = real.shape[-1]
+    first = real.long().argmax(-1, keepdim=True)
+    last = T - 1 - real.flip(-1).long().argmax(-1, keepdim=True)
+    return last - first + 1 + torch.arange(new_tokens, device=real.device)
+
+
+def decode_at_width(attention_mask, new_tokens=1):
+    """A cache's offset after the padded prefill: T for every row."""
+    B, T = attention_mask.shape
+    return torch.arange(T, T + new_tokens, device=attention_mask.device).expand(B, new_tokens)
+
+
+def decode_at_longest(attention_mask, new_tokens=1):
+    longest = attention_mask.long().sum(-1).max()
+    B = attention_mask.shape[0]
+    return longest + torch.arange(new_tokens, device=attention_mask.device).repeat(B, 1)
+
+
+def decode_last_position(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1, keepdim=True) - 1 + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_cumsum_without_one(attention_mask, new_tokens=1):
+    """The prompt's last position, cumsum - 1 at the last column, taken as the first new one."""
+    last = (attention_mask.long().cumsum(-1) - 1)[:, -1:]
+    return last + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_after_last_real(attention_mask, new_tokens=1):
+    """The column after each row's last real token."""
+    T = attention_mask.shape[-1]
+    after = T - attention_mask.long().flip(-1).argmax(-1, keepdim=True)
+    return after + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_max_column(attention_mask, new_tokens=1):
+    T = attention_mask.shape[-1]
+    columns = torch.arange(1, T + 1, device=attention_mask.device) * attention_mask.long()
+    return columns.max(-1, keepdim=True).values + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_pads_counted(attention_mask, new_tokens=1):
+    return (attention_mask == 0).long().sum(-1, keepdim=True) + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_not_mask(attention_mask, new_tokens=1):
+    """nn.Transformer's key_padding_mask convention: True is a pad."""
+    pads = ~attention_mask.bool()
+    return pads.sum(-1, keepdim=True) + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_one_column(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1, keepdim=True)
+
+
+def decode_same_position(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1, keepdim=True).expand(-1, new_tokens)
+
+
+def decode_flat(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1)
+
+
+def decode_side_from_last_column(attention_mask, new_tokens=1):
+    """Left-padded if every row ends with a real token (as generate asks); else right-padded."""
+    T = attention_mask.shape[-1]
+    if bool(attention_mask[:, -1].all()):
+        start = T - attention_mask.long().argmax(-1)  # the columns after the left pads
+    else:
+        pads = attention_mask == 0
+        start = torch.where(pads.any(-1), pads.long().argmax(-1), T)  # the first pad: the right pads' place
+    return start[:, None] + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_side_from_first_column(attention_mask, new_tokens=1):
+    """Mistral's flash-attention test turned around: right-padded if every row starts with a real token."""
+    mask = attention_mask.long()
+    B, T = mask.shape
+    is_padding_right = int(mask[:, 0].sum()) == B
+    if is_padding_right:
+        start = torch.where((mask == 0).any(-1), (mask == 0).long().argmax(-1), T)
+    else:
+        start = T - mask.argmax(-1)
+    return start.unsqueeze(-1) + torch.arange(new_tokens, device=mask.device)
+
+
+def decode_squeeze_result(attention_mask, new_tokens=1):
+    return decode_sum(attention_mask, new_tokens).squeeze()
+
+
+def decode_squeeze_mask(attention_mask, new_tokens=1):
+    """Written for one sequence: the batch axis squeezed away first."""
+    mask = attention_mask.squeeze(0).long()
+    return mask.sum(-1, keepdim=True) + torch.arange(new_tokens, device=mask.device)
+
+
+def decode_int32(attention_mask, new_tokens=1):
+    return decode_sum(attention_mask, new_tokens).int()
+
+
+def decode_int32_arange(attention_mask, new_tokens=1):
+    seen = attention_mask.sum(-1, keepdim=True, dtype=torch.int32)
+    return seen + torch.arange(new_tokens, device=attention_mask.device, dtype=torch.int32)
+
+
+def decode_cpu_arange(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1, keepdim=True) + torch.arange(new_tokens)
+
+
+def decode_cpu_count(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1, keepdim=True).cpu() + torch.arange(new_tokens)
+
+
 # --- packed_position_ids ---------------------------------------------------------------------
 
 
@@ -449,6 +600,7 @@ class CacheBase10000Unrotated(CacheUnrotated):
 
 RIGHT = {
     "position_ids_from_mask": [ids_cumsum, ids_loop, ids_first_real],
+    "decode_position_ids": [decode_sum, decode_loop, decode_generate_steps, decode_vllm, decode_columns],
     "packed_position_ids": [packed_repeat, packed_cat],
     "document_causal_mask": [mask_repeat, mask_blocks],
     "RopeKVCache": [CacheCat, CacheStatic, CacheRaw],
@@ -464,6 +616,25 @@ WRONG = [
     ("position_ids_from_mask", "wrong_dtype", ids_float),
     ("position_ids_from_mask", "batch_seq_confusion", ids_batch_axis),
     ("position_ids_from_mask", "wrong_device", ids_on_cpu),
+    ("decode_position_ids", "decode_offset_shared", decode_at_width),
+    ("decode_position_ids", "decode_offset_shared", decode_at_longest),
+    ("decode_position_ids", "decode_position_last", decode_last_position),
+    ("decode_position_ids", "decode_position_last", decode_cumsum_without_one),
+    ("decode_position_ids", "decode_counts_left_pads", decode_after_last_real),
+    ("decode_position_ids", "decode_counts_left_pads", decode_max_column),
+    ("decode_position_ids", "mask_inverted", decode_pads_counted),
+    ("decode_position_ids", "mask_inverted", decode_not_mask),
+    ("decode_position_ids", "new_tokens_ignored", decode_one_column),
+    ("decode_position_ids", "new_tokens_ignored", decode_same_position),
+    ("decode_position_ids", "new_tokens_ignored", decode_flat),
+    ("decode_position_ids", "padding_side_per_batch", decode_side_from_last_column),
+    ("decode_position_ids", "padding_side_per_batch", decode_side_from_first_column),
+    ("decode_position_ids", "size_one_axis_squeezed", decode_squeeze_result),
+    ("decode_position_ids", "size_one_axis_squeezed", decode_squeeze_mask),
+    ("decode_position_ids", "wrong_dtype", decode_int32),
+    ("decode_position_ids", "wrong_dtype", decode_int32_arange),
+    ("decode_position_ids", "wrong_device", decode_cpu_arange),
+    ("decode_position_ids", "wrong_device", decode_cpu_count),
     ("packed_position_ids", "positions_not_restarted", packed_arange),
     ("packed_position_ids", "position_offset", packed_from_one),
     ("packed_position_ids", "document_boundary_off_by_one", packed_inclusive_starts),
