@@ -322,10 +322,49 @@ def decode_cases(probe: Probe) -> list[tuple[str, Tensor, int | None]]:
 
 
 def check_decode_positions(fn: Callable, probe: Probe) -> None:
+    """Two independent aspects: where each row's count goes on (its first new position, against the reference), and
+    the new_tokens positions that follow it, one more each, read off the student's own first column."""
+    outs = []
     for said, mask, new_tokens in decode_cases(probe):
         args = (mask,) if new_tokens is None else (mask, new_tokens)
         what = f"`decode_position_ids(mask{'' if new_tokens is None else f', {new_tokens}'})` on {said}"
-        probe.against_reference(probe.call(fn, *args, what=what), *args, what=what)
+        outs.append((probe.call(fn, *args, what=what), args, what))
+
+    def per_row(out: Any, mask: Tensor) -> bool:
+        return (
+            isinstance(out, Tensor) and not out.is_meta and out.dim() == 2 and len(out) == len(mask) > 0 < out.shape[1]
+        )
+
+    def starts() -> None:
+        for out, args, what in outs:
+            if not per_row(out, args[0]):
+                probe.against_reference(out, *args, what=what)  # names the type or the shape
+            found = probe.known_mistakes(*args)
+            probe.expect(
+                out[:, :1],
+                reference.decode_position_ids(*args)[:, :1],
+                what=f"the first new position of each row in {what}",
+                mistakes=lambda found=found: {
+                    code: [face[:, :1] for face in faces if face.dim() == 2] for code, faces in found().items()
+                },
+            )
+
+    def steps() -> None:
+        for out, args, what in outs:
+            if not per_row(out, args[0]):
+                probe.against_reference(out, *args, what=what)
+            new_tokens = args[1] if len(args) > 1 else 1
+            own = out[:, :1].detach().long()
+            probe.expect(
+                out,
+                own + torch.arange(new_tokens, device=own.device),
+                what=f"{what}, its positions after each row's first new one",
+                mistakes=lambda own=own, k=new_tokens: {
+                    "new_tokens_ignored": [own, own.expand(-1, k)] if k > 1 else []
+                },
+            )
+
+    probe.independent(starts, steps)
     mask = decode_cases(probe)[0][1]
     probe.device_pass(lambda device: probe.call(fn, mask.to(device), 2))
 

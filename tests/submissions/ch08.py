@@ -571,6 +571,16 @@ def stream_one_tensor(seq_len, n_sink, window):
 # --- two independent mistakes in one submission ------------------------------------------------------
 
 
+def decode_width_one_column(attention_mask, new_tokens=1):
+    """The padded width for every row, and one position only."""
+    return torch.full((attention_mask.shape[0], 1), attention_mask.shape[-1], device=attention_mask.device)
+
+
+def decode_side_same_position(attention_mask, new_tokens=1):
+    """The padding side decided on the last column, and every new token at the same position."""
+    return decode_side_from_last_column(attention_mask, 1).expand(-1, new_tokens)
+
+
 def mask_late_and_triu(seq_lens):
     """Document ids one token late, and the upper triangle."""
     return mask_late_boundary(seq_lens).T
@@ -672,6 +682,8 @@ ALSO = [
     ("document_causal_mask", "mask_transposed", "document_boundary_off_by_one", mask_late_and_triu),
     ("document_causal_mask", "mask_diagonal_excluded", "mask_causal_only", mask_strict_whole_row),
     ("streaming_positions", "sinks_dropped", "positions_not_cache_slots", stream_window_original),
+    ("decode_position_ids", "decode_offset_shared", "new_tokens_ignored", decode_width_one_column),
+    ("decode_position_ids", "padding_side_per_batch", "new_tokens_ignored", decode_side_same_position),
     ("RopeKVCache", "rope_interleaved_convention", "decode_at_position_zero", CacheInterleavedAtZero),
     ("RopeKVCache", "wrong_base", "cache_keys_unrotated", CacheBase10000Unrotated),
 ]
@@ -684,6 +696,11 @@ INDEPENDENT = {
     "document_causal_mask": [
         ("mask_transposed", "document_boundary_off_by_one"),
         ("mask_diagonal_excluded", "mask_causal_only"),
+    ],
+    # where each row's count goes on (the first new position), and the new_tokens positions after it
+    "decode_position_ids": [
+        ("decode_offset_shared", "new_tokens_ignored"),
+        ("padding_side_per_batch", "new_tokens_ignored"),
     ],
     # which tokens are kept, and how the kept ones are numbered
     "streaming_positions": [("sinks_dropped", "positions_not_cache_slots")],
