@@ -34,6 +34,26 @@ from helpers.exercises.common import TAKES_NO_TENSOR, says
 from helpers.probe import Probe
 from helpers.registry import Exercise
 
+# --- shared by the exercises on a padded batch -------------------------------------------------
+
+
+def squeezed(out: Tensor) -> list[Tensor]:
+    """`out` with its size-1 axes dropped, all at once or one at a time: a batch of one (1, T) read as (T,), one
+    token per row (B, 1) as (B,). None where no axis has size 1."""
+    faces = [out.squeeze(), *(out.squeeze(dim) for dim in range(out.dim()) if out.shape[dim] == 1)]
+    return list({face.shape: face for face in faces if face.shape != out.shape}.values())
+
+
+SQUEEZED = """Your result lost an axis of size 1: {what}. `.squeeze()` (or an index `[0]`, a `.view(-1)`) drops every axis of size 1,
+the batch axis of a batch of one and the token axis of a decode step too.
+
+Hint: A batch of one is still a batch, and one new token per row is still a (B, 1) tensor: the model that reads the
+result indexes it by row and by token whatever their sizes.
+
+Fix: Drop the `.squeeze()`; if you need to remove an axis, name it (`.squeeze(0)` only where the shape says it is
+1 by construction), or keep the axes with `keepdim=True` on the reduction."""
+
+
 # --- position_ids_from_mask -------------------------------------------------------------
 # Each mistake takes the attention mask (B, T) and returns the positions it makes.
 
@@ -95,8 +115,9 @@ token is a sum along its own row.
 Fix: `attention_mask.long().cumsum(-1) - 1` (dim -1, the sequence axis), then `.clamp(min=0)`."""
 
 PAD_RANGE_HINT = (
-    "`cumsum(-1) - 1` is -1 at every pad before a row's first real token. An embedding lookup or a cos/sin "
-    "table indexed with -1 silently reads the last row; transformers overwrites the pads for that reason."
+    "`cumsum(-1) - 1` is -1 at every pad before a row's first real token. An nn.Embedding refuses it (an "
+    "IndexError), and a cos/sin table indexed with it silently reads its last row; transformers' generate "
+    "writes a valid position over the pads."
 )
 PAD_RANGE_FIX = (
     "Give the pads a harmless value in [0, T) after the cumulative sum: `positions.clamp(min=0)` or "
@@ -124,20 +145,49 @@ def real_tokens_only(mask: Tensor, out: Any, found: Callable[[], dict[str, list[
     """The catalogue's positions with the pads taken from the student's output: only real tokens are compared."""
 
     def run() -> dict[str, list[Any]]:
-        if not (isinstance(out, Tensor) and out.shape == mask.shape and not out.is_meta):
+        if not (isinstance(out, Tensor) and out.numel() == mask.numel() and not out.is_meta):
             return found()
-        real = mask.bool()
+        real = mask.bool()  # laid out as a face of the output's shape (a squeezed batch of one) is read
         return {
-            code: [torch.where(real, face, out.to(face.dtype)) for face in faces if face.shape == mask.shape]
+            code: [
+                torch.where(real.reshape(face.shape), face, out.to(face.dtype)) if face.shape == out.shape else face
+                for face in faces
+            ]
             for code, faces in found().items()
         }
 
     return run
 
 
+def ids_side_per_batch(attention_mask: Tensor) -> list[Tensor]:
+    """Your positions decide the padding side once for the whole batch (from its last or its first column, as some
+    model files do): a left-padded batch gets each row's index minus its pads, a right-padded one the column
+    indices. Each is right for a batch padded on one side; a batch that mixes left- and right-padded rows, or holds
+    a row padded on both sides (a prompt plus a response), numbers the rows of the other kind from their column.
+
+    Hint: Each row has its own pads: nothing in one row says where another row's pads are. Which count, read along
+    a row, numbers its real tokens 0, 1, 2, ... whichever side its pads are on?
+
+    Fix: One formula for every row, with no branch on the padding side: `attention_mask.long().cumsum(-1) - 1`,
+    then `.clamp(min=0)` for the pads."""
+    real = attention_mask.detach().cpu().bool()
+    B, T = real.shape
+    columns = torch.arange(T).expand(B, T)
+    left = columns - (~real).long().sum(-1, keepdim=True)  # the pads assumed in front
+    decided_left = (bool(real[:, -1].all()), not bool(real[:, 0].all()))  # every row ends real / not all start real
+    return [left if side else columns for side in decided_left]
+
+
+@says(SQUEEZED.format(what="a batch of one, (1, T), returned as (T,), or a (B, 1) mask's positions as (B,)"))
+def ids_squeezed(attention_mask: Tensor) -> list[Tensor]:
+    return squeezed(reference.position_ids_from_mask(attention_mask.cpu()))
+
+
 def masks(probe: Probe) -> list[tuple[str, Tensor]]:
     """Left and right padding, long, int32 and bool, rows of every fill (all real, one real token):
-    B ≠ T everywhere, so that a sum down the wrong axis shows."""
+    B ≠ T everywhere, so that a sum down the wrong axis shows. Then each padding side in one batch and a row
+    padded on both sides (after the batches of one side, which tell a formula of one side from a choice per
+    batch), a batch of one and one token per row."""
     left = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0, 1]])  # (3, 7)
     right = torch.tensor([[1, 1, 1, 1, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1], [1, 1, 0, 0, 0]])  # (4, 5)
     return [
@@ -147,6 +197,9 @@ def masks(probe: Probe) -> list[tuple[str, Tensor]]:
             "a left-padded bool mask (2, 6)",
             torch.tensor([[0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1]], dtype=torch.bool).to(probe.device),
         ),
+        ("a batch of left-, right-, both-sides- and un-padded rows (5, 7)", MIXED.to(probe.device)),
+        ("a batch of one, (1, 5)", torch.tensor([[0, 0, 1, 1, 1]], dtype=torch.int32, device=probe.device)),
+        ("one token per row, (3, 1)", torch.ones(3, 1, dtype=torch.long, device=probe.device)),
     ]
 
 
@@ -187,23 +240,6 @@ def row_counts(mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 def ahead(start: Tensor, new_tokens: int) -> Tensor:
     """start (B, 1) and the new_tokens - 1 positions after it: (B, new_tokens)."""
     return start + torch.arange(new_tokens)
-
-
-def squeezed(out: Tensor) -> list[Tensor]:
-    """`out` with its size-1 axes dropped, all at once or one at a time: a batch of one (1, T) read as (T,), one
-    token per row (B, 1) as (B,). None where no axis has size 1."""
-    faces = [out.squeeze(), *(out.squeeze(dim) for dim in range(out.dim()) if out.shape[dim] == 1)]
-    return list({face.shape: face for face in faces if face.shape != out.shape}.values())
-
-
-SQUEEZED = """Your result lost an axis of size 1: {what}. `.squeeze()` (or an index `[0]`, a `.view(-1)`) drops every axis of size 1,
-the batch axis of a batch of one and the token axis of a decode step too.
-
-Hint: A batch of one is still a batch, and one new token per row is still a (B, 1) tensor: the model that reads the
-result indexes it by row and by token whatever their sizes.
-
-Fix: Drop the `.squeeze()`; if you need to remove an axis, name it (`.squeeze(0)` only where the shape says it is
-1 by construction), or keep the axes with `keepdim=True` on the reduction."""
 
 
 def decode_shared(attention_mask: Tensor, new_tokens: int = 1) -> list[Tensor]:
@@ -304,15 +340,17 @@ def decode_squeezed(attention_mask: Tensor, new_tokens: int = 1) -> list[Tensor]
     return squeezed(reference.decode_position_ids(attention_mask.cpu(), new_tokens))
 
 
+MIXED = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0, 0], [0, 1, 1, 1, 1, 0, 0], [1] * 7, [0] * 6 + [1]])
+
+
 def decode_cases(probe: Probe) -> list[tuple[str, Tensor, int | None]]:
     """(what, mask, new_tokens or None for the default). A mixed batch first, where every catalogue mistake shows a
     face of its own (a left-padded batch cannot tell T for every row from the pads counted, both T); then each
     padding side alone, a batch of one and a decode step's mask (T = 1, B > 1). B ≠ T everywhere."""
-    mixed = [[0, 0, 0, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0, 0], [0, 1, 1, 1, 1, 0, 0], [1] * 7, [0] * 6 + [1]]
     left = [[0, 0, 0, 1, 1, 1, 1], [1] * 7, [0] * 6 + [1]]
     right = [[1, 1, 1, 1, 0], [1, 0, 0, 0, 0], [1] * 5, [1, 1, 0, 0, 0]]
     cases = [
-        ("a batch of left-, right-, both-sides- and un-padded rows (5, 7)", mixed, torch.long, 2),
+        ("a batch of left-, right-, both-sides- and un-padded rows (5, 7)", MIXED.tolist(), torch.long, 2),
         ("a left-padded bool mask (3, 7)", left, torch.bool, None),
         ("a right-padded int32 mask (4, 5)", right, torch.int32, 3),
         ("a batch of one, (1, 5)", [[0, 0, 1, 1, 1]], torch.long, 1),
@@ -724,10 +762,12 @@ EXERCISES = [
         check=check_position_ids,
         advice={"wrong_dtype": INDICES_ARE_LONG},
         mistakes={
+            "padding_side_per_batch": ids_side_per_batch,  # first: on a mixed batch its faces are another's too
             "position_offset": ids_from_one,
             "mask_ignored": ids_mask_ignored,
             "left_padding_only": ids_left_padding_only,
             "batch_seq_confusion": ids_batch_axis,
+            "size_one_axis_squeezed": ids_squeezed,
         },
         difficulty=1,
         importance=3,

@@ -228,6 +228,42 @@ def decode_cpu_count(attention_mask, new_tokens=1):
     return attention_mask.long().sum(-1, keepdim=True).cpu() + torch.arange(new_tokens)
 
 
+def ids_side_from_last_column(attention_mask):
+    """Left padding if every row ends with a real token (as generate asks for), else right padding."""
+    B, T = attention_mask.shape
+    columns = torch.arange(T, device=attention_mask.device).expand(B, T)
+    if bool(attention_mask[:, -1].all()):
+        pads = (attention_mask == 0).long().sum(-1, keepdim=True)
+        return (columns - pads).clamp(min=0)
+    return columns
+
+
+def ids_side_from_first_column(attention_mask):
+    """Mistral's `is_padding_right`, read on the first column: every row starting real means right padding."""
+    mask = attention_mask.long()
+    B, T = mask.shape
+    columns = torch.arange(T, device=mask.device).repeat(B, 1)
+    if int(mask[:, 0].sum()) == B:
+        return columns * mask
+    return (columns - (T - mask.sum(-1, keepdim=True))) * mask
+
+
+def ids_squeeze_result(attention_mask):
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0).squeeze()
+
+
+def ids_one_sequence(attention_mask):
+    """Written for one sequence, (T,), the batch axis squeezed away on the way in."""
+    mask = attention_mask.squeeze(0).long()
+    return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+
+
+def ids_trl(attention_mask):
+    """TRL's trainer utils (`forward`, query and response in one row): cumsum minus the mask itself, so a pad
+    holds the count of real tokens before it, in [0, T) on either side."""
+    return attention_mask.cumsum(1) - attention_mask.long()
+
+
 # --- packed_position_ids ---------------------------------------------------------------------
 
 
@@ -609,7 +645,7 @@ class CacheBase10000Unrotated(CacheUnrotated):
 
 
 RIGHT = {
-    "position_ids_from_mask": [ids_cumsum, ids_loop, ids_first_real],
+    "position_ids_from_mask": [ids_cumsum, ids_loop, ids_first_real, ids_trl],
     "decode_position_ids": [decode_sum, decode_loop, decode_generate_steps, decode_vllm, decode_columns],
     "packed_position_ids": [packed_repeat, packed_cat],
     "document_causal_mask": [mask_repeat, mask_blocks],
@@ -626,6 +662,10 @@ WRONG = [
     ("position_ids_from_mask", "wrong_dtype", ids_float),
     ("position_ids_from_mask", "batch_seq_confusion", ids_batch_axis),
     ("position_ids_from_mask", "wrong_device", ids_on_cpu),
+    ("position_ids_from_mask", "padding_side_per_batch", ids_side_from_last_column),
+    ("position_ids_from_mask", "padding_side_per_batch", ids_side_from_first_column),
+    ("position_ids_from_mask", "size_one_axis_squeezed", ids_squeeze_result),
+    ("position_ids_from_mask", "size_one_axis_squeezed", ids_one_sequence),
     ("decode_position_ids", "decode_offset_shared", decode_at_width),
     ("decode_position_ids", "decode_offset_shared", decode_at_longest),
     ("decode_position_ids", "decode_position_last", decode_last_position),
@@ -711,9 +751,10 @@ INDEPENDENT = {
     ],
 }
 ONE_ASPECT = {
-    "position_ids_from_mask": "position_offset, mask_ignored, left_padding_only and batch_seq_confusion are answers to the one "
-    "question 'how many real tokens come before this one': the pads' values, the other aspect, have no catalogue mistake "
-    "(pad_position_out_of_range is a probe of its own)",
+    "position_ids_from_mask": "position_offset, mask_ignored, left_padding_only, batch_seq_confusion and "
+    "padding_side_per_batch are answers to the one question 'how many real tokens come before this one': the pads' values, "
+    "the other aspect, have no catalogue mistake (pad_position_out_of_range is a probe of its own); size_one_axis_squeezed "
+    "is met only on the masks with an axis of size 1, probed after the others, so values wrong elsewhere are named first",
     "packed_position_ids": "its mistakes are all ways of finding each document's first token (none, one late or early, "
     "counted from 1): one subtraction per token",
 }
