@@ -640,19 +640,23 @@ def stream_kept_twice(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, T
     return kept, torch.arange(len(kept))
 
 
-def stream_zero_slice(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
-    """With window = 0 your cache keeps every token: a slice [-window:] is [-0:], which Python reads as
-    [0:], the whole sequence, not an empty slice.
+def stream_zero_slice(seq_len: int, n_sink: int, window: int) -> list[tuple[Tensor, Tensor]]:
+    """Your cache keeps every token once its window is down to a slice of -0: `tokens[-window:]` with window = 0,
+    or the newest token plus `[-(window - 1):]` before it (room made for the coming token, as StreamingLLM's
+    `evict_for_space` does) with window = 1. Python reads [-0:] as [0:], the whole sequence, not an empty slice.
 
-    Hint: A negative index counts from the end except at -0, which is 0. Write the window's start as a
-    non-negative index.
+    Hint: A negative index counts from the end except at -0, which is 0. Write where the window starts as a
+    non-negative index, and try the smallest windows, 0 and 1.
 
-    Fix: Start the window at `seq_len - window`: `tokens[seq_len - window:]`."""
+    Fix: Start the window at `seq_len - window`: `tokens[seq_len - window:]`, the newest token included."""
     tokens = torch.arange(seq_len)
     if seq_len <= n_sink + window:
-        return tokens, torch.arange(seq_len)
-    kept = torch.cat([tokens[:n_sink], tokens[-window:]])
-    return kept, torch.arange(len(kept))
+        return [(tokens, torch.arange(seq_len))]
+    recent = [tokens[-window:]]
+    if window >= 1:
+        recent.append(torch.cat([tokens[n_sink:-1][-(window - 1) :], tokens[-1:]]))
+    kept = [torch.cat([tokens[:n_sink], r]) for r in recent]
+    return [(k, torch.arange(len(k))) for k in kept]
 
 
 STREAMING_CASES = [
@@ -663,6 +667,8 @@ STREAMING_CASES = [
     (13, 4, 8),  # one evicted
     (9, 0, 4),  # no sinks: a plain window
     (9, 3, 0),  # no window: the sinks alone
+    (10, 2, 1),  # a window of the newest token alone
+    (6, 0, 1),
     (1, 4, 8),  # the first token
 ]
 

@@ -600,6 +600,39 @@ def stream_minus_zero(seq_len, n_sink, window):
     return kept, torch.arange(len(kept))
 
 
+def stream_newest_plus_recent(seq_len, n_sink, window):
+    """The newest token, then the window - 1 tokens before it (the sinks alone for a window of 0): [-0:] at 1."""
+    tokens = torch.arange(seq_len)
+    if seq_len <= n_sink + window:
+        return tokens, torch.arange(seq_len)
+    if window == 0:
+        kept = tokens[:n_sink]
+    else:
+        kept = torch.cat([tokens[:n_sink], tokens[n_sink:-1][-(window - 1) :], tokens[-1:]])
+    return kept, torch.arange(len(kept))
+
+
+def stream_evict_for_space(seq_len, n_sink, window):
+    """StreamingLLM's evict_for_space, on a list of indices: keep the recent window - 1 and append the coming one."""
+    if seq_len <= n_sink + window:
+        kept = list(range(seq_len))
+    elif window == 0:
+        kept = list(range(n_sink))
+    else:
+        past = list(range(seq_len - 1))
+        kept = past[:n_sink] + past[n_sink:][-(window - 1) :] + [seq_len - 1]
+    return torch.tensor(kept), torch.arange(len(kept))
+
+
+def stream_mlx_trim(seq_len, n_sink, window):
+    """mlx-lm's RotatingKVCache._trim with keep = n_sink and max_size = n_sink + window: the oldest tokens after
+    the kept ones go; positions are the slots (StreamingLLM's rule)."""
+    tokens = torch.arange(seq_len)
+    trim_size = max(seq_len - (n_sink + window), 0)
+    kept = torch.cat([tokens[:n_sink], tokens[trim_size + n_sink :]]) if trim_size > 0 else tokens
+    return kept, torch.arange(len(kept))
+
+
 def stream_one_tensor(seq_len, n_sink, window):
     return torch.stack(stream_slices(seq_len, n_sink, window))
 
@@ -650,7 +683,7 @@ RIGHT = {
     "packed_position_ids": [packed_repeat, packed_cat],
     "document_causal_mask": [mask_repeat, mask_blocks],
     "RopeKVCache": [CacheCat, CacheStatic, CacheRaw],
-    "streaming_positions": [stream_slices, stream_list],
+    "streaming_positions": [stream_slices, stream_list, stream_mlx_trim],
 }
 
 WRONG = [
@@ -715,6 +748,8 @@ WRONG = [
     ("streaming_positions", "positions_not_cache_slots", stream_original),
     ("streaming_positions", "tokens_kept_twice", stream_overlap),
     ("streaming_positions", "window_zero_slice", stream_minus_zero),
+    ("streaming_positions", "window_zero_slice", stream_newest_plus_recent),
+    ("streaming_positions", "window_zero_slice", stream_evict_for_space),
     ("streaming_positions", "wrong_type", stream_one_tensor),
 ]
 
