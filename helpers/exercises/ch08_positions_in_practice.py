@@ -308,7 +308,7 @@ def decode_new_tokens_ignored(attention_mask: Tensor, new_tokens: int = 1) -> li
     Fix: Add `torch.arange(new_tokens, device=attention_mask.device)` to the (B, 1) count: broadcasting makes
     (B, new_tokens)."""
     if new_tokens == 1:
-        return []  # one token: a (B,) result is a squeezed axis (size_one_axis_squeezed), nothing else differs
+        return []  # one token: a (B,) result is a squeezed axis (squeezed_size_one), nothing else differs
     n, _, _ = row_counts(attention_mask)
     return [n, n.expand(-1, new_tokens), n.flatten()]
 
@@ -773,7 +773,7 @@ EXERCISES = [
             "mask_ignored": ids_mask_ignored,
             "left_padding_only": ids_left_padding_only,
             "batch_seq_confusion": ids_batch_axis,
-            "size_one_axis_squeezed": ids_squeezed,
+            "squeezed_size_one": ids_squeezed,
         },
         difficulty=1,
         importance=3,
@@ -806,7 +806,7 @@ EXERCISES = [
             "mask_inverted": decode_inverted,
             "new_tokens_ignored": decode_new_tokens_ignored,
             "padding_side_per_batch": decode_side_per_batch,
-            "size_one_axis_squeezed": decode_squeezed,
+            "squeezed_size_one": decode_squeezed,
         },
         difficulty=2,
         importance=3,

@@ -697,8 +697,8 @@ WRONG = [
     ("position_ids_from_mask", "wrong_device", ids_on_cpu),
     ("position_ids_from_mask", "padding_side_per_batch", ids_side_from_last_column),
     ("position_ids_from_mask", "padding_side_per_batch", ids_side_from_first_column),
-    ("position_ids_from_mask", "size_one_axis_squeezed", ids_squeeze_result),
-    ("position_ids_from_mask", "size_one_axis_squeezed", ids_one_sequence),
+    ("position_ids_from_mask", "squeezed_size_one", ids_squeeze_result),
+    ("position_ids_from_mask", "squeezed_size_one", ids_one_sequence),
     ("decode_position_ids", "decode_offset_shared", decode_at_width),
     ("decode_position_ids", "decode_offset_shared", decode_at_longest),
     ("decode_position_ids", "decode_position_last", decode_last_position),
@@ -712,8 +712,8 @@ WRONG = [
     ("decode_position_ids", "new_tokens_ignored", decode_flat),
     ("decode_position_ids", "padding_side_per_batch", decode_side_from_last_column),
     ("decode_position_ids", "padding_side_per_batch", decode_side_from_first_column),
-    ("decode_position_ids", "size_one_axis_squeezed", decode_squeeze_result),
-    ("decode_position_ids", "size_one_axis_squeezed", decode_squeeze_mask),
+    ("decode_position_ids", "squeezed_size_one", decode_squeeze_result),
+    ("decode_position_ids", "squeezed_size_one", decode_squeeze_mask),
     ("decode_position_ids", "wrong_dtype", decode_int32),
     ("decode_position_ids", "wrong_dtype", decode_int32_arange),
     ("decode_position_ids", "wrong_device", decode_cpu_arange),
@@ -788,7 +788,7 @@ INDEPENDENT = {
 ONE_ASPECT = {
     "position_ids_from_mask": "position_offset, mask_ignored, left_padding_only, batch_seq_confusion and "
     "padding_side_per_batch are answers to the one question 'how many real tokens come before this one': the pads' values, "
-    "the other aspect, have no catalogue mistake (pad_position_out_of_range is a probe of its own); size_one_axis_squeezed "
+    "the other aspect, have no catalogue mistake (pad_position_out_of_range is a probe of its own); squeezed_size_one "
     "is met only on the masks with an axis of size 1, probed after the others, so values wrong elsewhere are named first",
     "packed_position_ids": "its mistakes are all ways of finding each document's first token (none, one late or early, "
     "counted from 1): one subtraction per token",
