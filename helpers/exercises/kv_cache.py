@@ -12,9 +12,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from helpers import reference
 from helpers.exercises.common import raised
 from helpers.exercises.rope import rope64, rotated, tensors, tolerance
-from helpers.probe import Probe
+from helpers.probe import Probe, close
 from helpers.safety import Failure
 
 # --- RopeKVCache --------------------------------------------------------------------------
@@ -371,15 +372,127 @@ def kv_device_pass(probe: Probe, cls: Any) -> None:
     probe.device_pass(run)
 
 
+def defaults_kept(probe: Probe, cls: Any) -> None:
+    """Built with head_dim alone, the module takes the exercise's defaults, max_len = 4096 and base = 10000: a prompt
+    of 4096 tokens reads the table at its last position and is rotated at base 10000; one more token is refused. On
+    the CPU only (the rotation's own probes pass max_len and base explicitly, so a default copied from another
+    codebase, 2048 or 500000, shows only here)."""
+    if probe.accelerator_pass:
+        return
+    max_len, base = 4096, 10000.0
+    x = probe.randn(1, 1, max_len, DH, device="cpu")
+    built = f"`{probe.name}({DH})`, built without max_len and base (defaults 4096 and 10000),"
+    advice = {
+        "hint": "A constructor's defaults are part of the exercise: code that builds your cache with the head size alone "
+        "counts on max_len = 4096 and base = 10000, whatever another codebase uses (2048 in GPT-NeoX's and LitGPT's "
+        "configs, 500000 in Llama 3's).",
+        "fix": "Write the signature as the docstring gives it, `def __init__(self, head_dim, max_len=4096, base=10000.0)`, "
+        "and use both arguments themselves.",
+    }
+    module = probe.build(cls, DH)
+    try:
+        out = probe.call(module, x, x.clone(), x.clone(), what=f"{built}, on a prompt of 4096 tokens")
+    except Failure as failure:
+        if raised(failure, "ValueError"):
+            probe.fail(
+                "default_changed", f"{built} refused a prompt of 4096 tokens: its default max_len is smaller.", **advice
+            )
+        raise
+    q_rot = three_tensors(probe, out, f"{built}, on a prompt of 4096 tokens")[0]
+    positions = torch.arange(max_len)
+    if not close(q_rot, rope64(x, positions, base), **tolerance(x, positions, base)):
+        probe.fail(
+            "default_changed",
+            f"{built} rotates a prompt of 4096 tokens otherwise than RoPE at base 10000 does: its default base is another.",
+            **advice,
+        )
+    try:
+        probe.call(module, x[..., :1, :], x[..., :1, :], x[..., :1, :], what=f"{built}, one token after 4096")
+    except Failure as failure:
+        if raised(failure, "ValueError"):
+            return
+        raise
+    probe.fail(
+        "default_changed",
+        f"{built} accepted a token at position 4096, one past its default max_len of 4096: its default is larger.",
+        **advice,
+    )
+
+
+def gradients_flow(probe: Probe, cls: Any) -> None:
+    """A first call is a training forward too: q_rot, k_all and v_all carry the gradient back to q, k and v (the
+    rotation's transpose, and v as it is), as the reference's do. Read only where the outputs are right (else the
+    rotation's own probes name what is wrong). On the CPU only."""
+    if probe.accelerator_pass:
+        return
+    q, k, v = (probe.randn(B, H, 5, DH, device="cpu").requires_grad_() for H in HEADS)
+    what = f"one call of {described(probe, 16, 10000.0)} on q, k, v that require grad (T = 5)"
+    outs = three_tensors(probe, probe.call(probe.build(cls, DH, 16, 10000.0), q, k, v, what=what), what)
+    mirror = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    expected = reference.RopeKVCache(DH, 16, 10000.0)(*mirror)
+    if not all(close(out, want) for out, want in zip(outs, expected)):
+        return
+    cut = [name for name, out in zip(("q_rot", "k_all", "v_all"), outs) if not out.requires_grad]
+    if cut:
+        probe.fail(
+            "gradient_cut",
+            f"After {what}, {' and '.join(f'`{name}`' for name in cut)} {'does' if len(cut) == 1 else 'do'} not require "
+            "grad: the call is cut off from autograd, so no projection before it could be trained through it.",
+            hint="A KV cache's first call is the forward pass of a training step when the model runs with it: the rotation "
+            "is a product like any other, and torch.no_grad(), inference_mode or .detach() around it ends autograd's record.",
+            fix="Rotate q and k outside any `with torch.no_grad():` or `@torch.inference_mode()`, with no `.detach()` on the "
+            "way; only the cos/sin tables may be made without gradient.",
+        )
+    upstream = [probe.randn(*want.shape, device="cpu") for want in expected]
+    probe.call(
+        lambda: sum((out * u).sum() for out, u in zip(outs, upstream)).backward(),
+        what=f"backward through `{probe.name}`",
+    )
+    sum((want * u).sum() for want, u in zip(expected, upstream)).backward()
+    for name, got, want in zip("qkv", (q, k, v), mirror):
+        if got.grad is None:
+            probe.fail(
+                "gradient_cut",
+                f"After a backward pass through {what}, `{name}` has no gradient: the outputs were computed from a copy of it.",
+            )
+        probe.expect(got.grad, want.grad, what=f"the gradient of `{name}` after a backward pass through {what}")
+
+
+def views_taken(probe: Probe, cls: Any) -> None:
+    """q, k and v as a model hands them over: (B, T, H, Dh) projections viewed as (B, H, T, Dh) by a transpose,
+    not contiguous. A prompt and a step, against the reference."""
+    module = probe.build(cls, DH, 16, 10000.0)
+    mirror = reference.RopeKVCache(DH, 16, 10000.0).to(probe.device)
+    for T in (4, 1):
+        q, k, v = (probe.randn(B, T, H, DH).transpose(1, 2) for H in HEADS)
+        what = f"a call of {described(probe, 16, 10000.0)} on q, k, v transposed from (B, T, H, Dh) (T = {T})"
+        try:
+            out = probe.call(module, q, k, v, what=what)
+        except Failure as failure:
+            if failure.code == "raised" and "view size is not compatible" in failure.message:
+                error = failure.message.split(" raised ", 1)[-1]
+                probe.fail(
+                    "contiguity_assumed",
+                    f"On q, k and v that are views, not contiguous tensors, as a model hands them over, {what} raised {error}",
+                )
+            raise
+        for name, got, want in zip(("q_rot", "k_all", "v_all"), three_tensors(probe, out, what), mirror(q, k, v)):
+            probe.expect(got, want, what=f"{name} of {what}")
+
+
 def check_rope_kv_cache(cls: Any, probe: Probe) -> None:
     # a prompt, two decode steps, a chunk of two (chunked prefill), a step
     steps = kv_inputs(probe, [5, 1, 1, 2, 1], torch.float32, 16)
     # a long prompt in bfloat16 with another base: positions past 256, where half-precision angles collide
     long = kv_inputs(probe, [300, 1, 1], torch.bfloat16, 4096)
+    # the last three read what the others leave right: each is silent where an earlier aspect names the mistake
     probe.independent(
-        lambda: one_pass(probe, cls, steps, base=10000.0, max_len=16),
-        lambda: one_pass(probe, cls, long, base=500000.0, max_len=4096),
-        lambda: incremental(probe, cls, steps, base=10000.0, max_len=16),
-        lambda: length_checked(probe, cls),
-        lambda: kv_device_pass(probe, cls),
+        rotation=lambda: one_pass(probe, cls, steps, base=10000.0, max_len=16),
+        long=lambda: one_pass(probe, cls, long, base=500000.0, max_len=4096),
+        counting=lambda: incremental(probe, cls, steps, base=10000.0, max_len=16),
+        length=lambda: length_checked(probe, cls),
+        device=lambda: kv_device_pass(probe, cls),
+        defaults=lambda: probe.passed("rotation") and probe.passed("length") and defaults_kept(probe, cls),
+        gradients=lambda: gradients_flow(probe, cls),
+        views=lambda: probe.passed("rotation") and probe.passed("counting") and views_taken(probe, cls),
     )

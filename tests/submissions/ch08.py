@@ -549,6 +549,116 @@ class CacheCpuPositions(CacheCat):
         return torch.arange(self.offset, self.offset + T)
 
 
+class CacheTorchtune(nn.Module):
+    """torchtune's KVCache: buffers of max_seq_len written at `cache_pos`, a buffer of positions moved on by each
+    call's length; the rotation read from a cos/sin table built once for max_seq_len (build_rope_cache)."""
+
+    def __init__(self, head_dim, max_len=4096, base=10000.0):
+        super().__init__()
+        self.max_len, self.offset, self.size = max_len, 0, 0
+        theta = 1.0 / (base ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
+        idx_theta = torch.einsum("i,j->ij", torch.arange(max_len).float(), theta)
+        self.register_buffer("cache", torch.cat([idx_theta, idx_theta], dim=-1), persistent=False)
+        self.register_buffer("cache_pos", torch.arange(max_len), persistent=False)
+        self.k_cache = self.v_cache = None
+
+    def forward(self, q, k, v):
+        B, Hk, T, Dh = k.shape
+        if self.size + T > self.max_len:
+            raise ValueError(f"{self.size + T} tokens do not fit a cache of {self.max_len}")
+        if self.k_cache is None:
+            self.k_cache = k.new_zeros(B, Hk, self.max_len, Dh)
+            self.v_cache = v.new_zeros(B, Hk, self.max_len, Dh)
+        input_pos = self.cache_pos[:T] + self.size
+        angles = self.cache[input_pos]
+        cos, sin = angles.cos(), angles.sin()
+        q_rot = (q.float() * cos + rotate_half(q.float()) * sin).to(q.dtype)
+        k_rot = (k.float() * cos + rotate_half(k.float()) * sin).to(k.dtype)
+        self.k_cache = self.k_cache.index_copy(2, input_pos, k_rot)  # out of place: gradients reach k
+        self.v_cache = self.v_cache.index_copy(2, input_pos, v)
+        self.size += T
+        self.offset = self.size
+        return q_rot, self.k_cache[:, :, : self.size], self.v_cache[:, :, : self.size]
+
+
+class CacheMlx(CacheCat):
+    """mlx-lm's KVCache: a buffer grown by steps of 256 slots, the rotation at `offset` (nn.RoPE(dims,
+    traditional=False) is the half-split layout), update_and_fetch returning the filled part."""
+
+    step = 256
+
+    def forward(self, q, k, v):
+        prev, T = self.offset, q.shape[-2]
+        if prev + T > self.max_len:
+            raise ValueError("past max_len")
+        positions = self.positions(T, q.device)
+        q_rot, k_rot = self.rotate(q, positions), self.rotate(k, positions)
+        if self.k is None or prev + T > self.k.shape[2]:
+            grow = ((T + self.step - 1) // self.step) * self.step
+            new_k = k.new_zeros(*k.shape[:2], grow, k.shape[-1])
+            new_v = v.new_zeros(*v.shape[:2], grow, v.shape[-1])
+            self.k = new_k if self.k is None else torch.cat([self.k[..., :prev, :], new_k], dim=2)
+            self.v = new_v if self.v is None else torch.cat([self.v[..., :prev, :], new_v], dim=2)
+        self.k = torch.cat([self.k[..., :prev, :], k_rot, self.k[..., prev + T :, :]], dim=2)
+        self.v = torch.cat([self.v[..., :prev, :], v, self.v[..., prev + T :, :]], dim=2)
+        self.offset += T
+        return q_rot, self.k[..., : self.offset, :], self.v[..., : self.offset, :]
+
+
+class CacheMaxLen2048(CacheCat):
+    """GPT-NeoX's and LitGPT's default context, 2048."""
+
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+
+
+class CacheLlama3Base(CacheCat):
+    """Llama 3's rope_theta as the default base."""
+
+    def __init__(self, head_dim, max_len=4096, base=500000.0):
+        super().__init__(head_dim, max_len, base)
+
+
+class CacheNoGrad(CacheCat):
+    """The rotation under torch.no_grad(), as transformers' LlamaRotaryEmbedding.forward makes cos and sin."""
+
+    def rotate(self, x, positions):
+        with torch.no_grad():
+            return super().rotate(x, positions)
+
+
+class CacheInferenceMode(CacheCat):
+    @torch.inference_mode()
+    def forward(self, q, k, v):
+        return super().forward(q, k, v)
+
+
+class CacheDetached(CacheCat):
+    """Every output detached, "a cache holds no graph"."""
+
+    def forward(self, q, k, v):
+        return tuple(t.detach() for t in super().forward(q, k, v))
+
+
+class CacheFlatHeads(CacheCat):
+    """Heads flattened into the batch with .view before the rotation, and back."""
+
+    def rotate(self, x, positions):
+        B, H, T, Dh = x.shape
+        flat = x.view(B * H, T, Dh)
+        return super().rotate(flat, positions).view(B, H, T, Dh)
+
+
+class CacheViewStore(CacheCat):
+    """Keys and values stored as (B, Hk * T, Dh) rows with .view, reshaped back on the way out."""
+
+    def forward(self, q, k, v):
+        B, Hk, T, Dh = k.shape
+        q_rot, k_all, v_all = super().forward(q, k, v)
+        rows = v.view(B, Hk * T, Dh)
+        return q_rot, k_all, torch.cat([v_all[..., :-T, :], rows.view(B, Hk, T, Dh)], dim=-2)
+
+
 # --- streaming_positions ---------------------------------------------------------------------------
 
 
@@ -682,7 +792,7 @@ RIGHT = {
     "decode_position_ids": [decode_sum, decode_loop, decode_generate_steps, decode_vllm, decode_columns],
     "packed_position_ids": [packed_repeat, packed_cat],
     "document_causal_mask": [mask_repeat, mask_blocks],
-    "RopeKVCache": [CacheCat, CacheStatic, CacheRaw],
+    "RopeKVCache": [CacheCat, CacheStatic, CacheRaw, CacheTorchtune, CacheMlx],
     "streaming_positions": [stream_slices, stream_list, stream_mlx_trim],
 }
 
@@ -743,6 +853,13 @@ WRONG = [
     ("RopeKVCache", "wrong_dtype", CacheFloatOut),
     ("RopeKVCache", "wrong_shape", CacheRepeatKV),
     ("RopeKVCache", "wrong_device", CacheCpuPositions),
+    ("RopeKVCache", "default_changed", CacheMaxLen2048),
+    ("RopeKVCache", "default_changed", CacheLlama3Base),
+    ("RopeKVCache", "gradient_cut", CacheNoGrad),
+    ("RopeKVCache", "gradient_cut", CacheInferenceMode),
+    ("RopeKVCache", "gradient_cut", CacheDetached),
+    ("RopeKVCache", "contiguity_assumed", CacheFlatHeads),
+    ("RopeKVCache", "contiguity_assumed", CacheViewStore),
     ("streaming_positions", "sinks_dropped", stream_window_only),
     ("streaming_positions", "window_off_by_one", stream_window_plus_one),
     ("streaming_positions", "positions_not_cache_slots", stream_original),
