@@ -31,7 +31,7 @@ from torch import Tensor
 from helpers import reference
 from helpers.exercises import kv_cache
 from helpers.exercises.common import TAKES_NO_TENSOR, says
-from helpers.probe import Probe
+from helpers.probe import Probe, close
 from helpers.registry import Exercise
 
 # --- shared by the exercises on a padded batch -------------------------------------------------
@@ -532,7 +532,7 @@ def mask_boundary_off_by_one(seq_lens: Tensor) -> list[Tensor]:
 def documents(probe: Probe) -> list[Tensor]:
     """Lengths with a document of one token, one document alone, and equal lengths (where a mistake with
     the lengths' order hides): small, so that a mask is read at a glance."""
-    return [torch.tensor(lens, device=probe.device) for lens in ([3, 1, 4], [5], [2, 2, 3], [1, 6])]
+    return [torch.tensor(lens, device=probe.device) for lens in ([3, 1, 4], [5], [2, 2, 3], [1, 6], [6, 1], [1])]
 
 
 def against_reference_on(probe: Probe, fn: Callable, cases: list[Tensor]) -> None:
@@ -557,9 +557,28 @@ def either_direction(mask: Tensor) -> Tensor:
     return mask | mask.T | torch.eye(len(mask), dtype=torch.bool, device=mask.device)
 
 
+def mask_inverted(seq_lens: Tensor) -> Tensor:
+    """Your mask is inverted: True where query i may NOT attend key j. That is the convention of nn.Transformer's and
+    nn.MultiheadAttention's boolean attn_mask (True = masked out) and of Megatron-LM's `attention_mask < 0.5`; this
+    exercise's mask, like F.scaled_dot_product_attention's boolean one, is True where attention is allowed.
+
+    Hint: Read one entry: the first token of a document must see itself, so the diagonal is True, and a token never
+    sees the keys after it, so the upper triangle is False.
+
+    Fix: Return the allowed pairs themselves, the same-document test `&` the causal one, with no `~` or `logical_not`
+    (or `< 0.5`) at the end."""
+    return ~reference.document_causal_mask(seq_lens)
+
+
 def check_document_mask(fn: Callable, probe: Probe) -> None:
-    """Two independent aspects, then the whole: the causal part on one document alone (nothing to keep apart),
-    the document part on several, read in either direction (whatever the causal part does)."""
+    """The convention first (an inverted mask is wrong everywhere, and each aspect below would name another part of
+    it); then two independent aspects, then the whole: the causal part on one document alone (nothing to keep
+    apart), the document part on several, read in either direction (whatever the causal part does)."""
+    seq_lens = documents(probe)[0]
+    what = f"`document_causal_mask(seq_lens)` for seq_lens = {seq_lens.tolist()}"
+    out = probe.call(fn, seq_lens, what=what)
+    if isinstance(out, Tensor) and not out.is_meta and close(out, mask_inverted(seq_lens)):
+        probe.fail("mask_inverted", probe.explain("mask_inverted"))
     single = [torch.tensor([n], device=probe.device) for n in (5, 2)]
 
     def documents_apart() -> None:
@@ -714,9 +733,15 @@ INDICES_ARE_LONG = (
     "Keep the computation in integers, e.g. `attention_mask.long().cumsum(-1)` (no `.float()` on the way), or end "
     "with `.long()`.",
 )
+LENGTHS_ARE_LONG = (  # the same, for the exercises that take lengths, not a mask
+    INDICES_ARE_LONG[0],
+    "Keep the computation in integers: `torch.arange` without a float dtype, `seq_lens.cumsum(0)` of the long lengths, "
+    "no `.float()`, `linspace` or int32 on the way; or end with `.long()`.",
+)
 MASK_IS_BOOL = (
-    "This mask says yes or no: True where query i may attend key j. An additive mask of 0 and -inf is what attention "
-    "adds to its scores; transformers builds that from the boolean one.",
+    "This mask says yes or no: True where query i may attend key j. An additive mask (0 where allowed, a very "
+    "negative number such as the dtype's minimum elsewhere) is another form of the same, the one eager attention adds "
+    "to its scores; this exercise asks for the boolean one.",
     "Return the comparison itself, a BoolTensor: the same-document test `&` the causal one, with no `.float()`, "
     "`masked_fill(..., float('-inf'))` or `.int()` after it.",
 )
@@ -819,7 +844,7 @@ EXERCISES = [
         kind="function",
         reference=reference.packed_position_ids,
         check=check_packed_positions,
-        advice={"wrong_dtype": INDICES_ARE_LONG},
+        advice={"wrong_dtype": LENGTHS_ARE_LONG},
         mistakes={
             "positions_not_restarted": packed_not_restarted,
             "position_offset": packed_from_one,
@@ -842,6 +867,7 @@ EXERCISES = [
             "mask_documents_only": mask_documents_only,
             "mask_transposed": mask_transposed,
             "mask_diagonal_excluded": mask_diagonal_excluded,
+            "mask_inverted": mask_inverted,
             "document_boundary_off_by_one": mask_boundary_off_by_one,
         },
         difficulty=2,
@@ -855,7 +881,7 @@ EXERCISES = [
         kind="function",
         reference=reference.streaming_positions,
         check=check_streaming,
-        advice={"wrong_dtype": INDICES_ARE_LONG},
+        advice={"wrong_dtype": LENGTHS_ARE_LONG},
         mistakes={
             "sinks_dropped": stream_sinks_dropped,
             "window_off_by_one": stream_window_off_by_one,

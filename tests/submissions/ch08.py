@@ -294,6 +294,27 @@ def packed_inclusive_starts(seq_lens):
     return torch.arange(S, device=seq_lens.device) - (ends - seq_lens)[document]
 
 
+def packed_megatron(seq_lens):
+    """Megatron-LM's get_ltor_masks_and_position_ids (reset_position_ids): each document ends with an EOD token;
+    after EOD index i, every later position is moved back by the length of the document it closed."""
+    S = int(seq_lens.sum())
+    position_ids = torch.arange(S, dtype=torch.long, device=seq_lens.device)
+    eod_index = seq_lens.cumsum(0) - 1
+    prev_index = 0
+    for i in eod_index.tolist():
+        position_ids[(i + 1) :] -= i + 1 - prev_index
+        prev_index = i + 1
+    return position_ids
+
+
+def packed_flattening(seq_lens):
+    """TRL's and transformers' DataCollatorWithFlattening: `position_ids += list(range(len(input_ids)))` per example."""
+    position_ids = []
+    for n in seq_lens.tolist():
+        position_ids += list(range(n))
+    return torch.tensor(position_ids, dtype=torch.long, device=seq_lens.device)
+
+
 def packed_cpu(seq_lens):
     return torch.cat([torch.arange(int(n)) for n in seq_lens])
 
@@ -338,6 +359,30 @@ def mask_late_boundary(seq_lens):
     document = torch.searchsorted(ends, torch.arange(S, device=seq_lens.device))
     causal = torch.ones(S, S, dtype=torch.bool, device=seq_lens.device).tril()
     return (document[:, None] == document[None, :]) & causal
+
+
+def mask_megatron(seq_lens):
+    """Megatron-LM's reset_attention_mask: a lower triangle of ones with the keys before each EOD zeroed for the
+    queries after it, read in this exercise's convention (> 0.5, True = attend)."""
+    S = int(seq_lens.sum())
+    attention_mask = torch.tril(torch.ones(S, S, device=seq_lens.device))
+    for i in (seq_lens.cumsum(0) - 1).tolist():
+        attention_mask[(i + 1) :, : (i + 1)] = 0
+    return attention_mask > 0.5
+
+
+def mask_megatron_as_is(seq_lens):
+    """Megatron-LM's mask as it returns it, `attention_mask < 0.5`: True where attention is masked out."""
+    S = int(seq_lens.sum())
+    attention_mask = torch.tril(torch.ones(S, S, device=seq_lens.device))
+    for i in (seq_lens.cumsum(0) - 1).tolist():
+        attention_mask[(i + 1) :, : (i + 1)] = 0
+    return attention_mask < 0.5
+
+
+def mask_not_allowed(seq_lens):
+    """nn.MultiheadAttention's bool attn_mask: True where a query may not look."""
+    return ~mask_repeat(seq_lens)
 
 
 def mask_additive(seq_lens):
@@ -790,8 +835,8 @@ class CacheBase10000Unrotated(CacheUnrotated):
 RIGHT = {
     "position_ids_from_mask": [ids_cumsum, ids_loop, ids_first_real, ids_trl],
     "decode_position_ids": [decode_sum, decode_loop, decode_generate_steps, decode_vllm, decode_columns],
-    "packed_position_ids": [packed_repeat, packed_cat],
-    "document_causal_mask": [mask_repeat, mask_blocks],
+    "packed_position_ids": [packed_repeat, packed_cat, packed_megatron, packed_flattening],
+    "document_causal_mask": [mask_repeat, mask_blocks, mask_megatron],
     "RopeKVCache": [CacheCat, CacheStatic, CacheRaw, CacheTorchtune, CacheMlx],
     "streaming_positions": [stream_slices, stream_list, stream_mlx_trim],
 }
@@ -838,6 +883,8 @@ WRONG = [
     ("document_causal_mask", "mask_diagonal_excluded", mask_strict),
     ("document_causal_mask", "document_boundary_off_by_one", mask_late_boundary),
     ("document_causal_mask", "wrong_dtype", mask_additive),
+    ("document_causal_mask", "mask_inverted", mask_megatron_as_is),
+    ("document_causal_mask", "mask_inverted", mask_not_allowed),
     ("RopeKVCache", "decode_at_position_zero", CacheAtZero),
     ("RopeKVCache", "offset_not_advanced", CacheNoOffset),
     ("RopeKVCache", "offset_double_counted", CacheAdvancedFirst),
