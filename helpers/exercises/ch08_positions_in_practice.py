@@ -22,6 +22,7 @@ reference names it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ import torch
 from torch import Tensor
 
 from helpers import reference
+from helpers.contracts import Arg, Contract, Result
 from helpers.exercises import kv_cache
 from helpers.exercises.common import TAKES_NO_TENSOR, says
 from helpers.probe import Probe, close
@@ -746,6 +748,85 @@ MASK_IS_BOOL = (
     "`masked_fill(..., float('-inf'))` or `.int()` after it.",
 )
 
+# --- the contracts (helpers/contracts.py) ------------------------------------------------------------
+# What each exercise takes and gives. The contracts' axes draw random inputs of a kind and compare one tensor with
+# the reference exactly; where that would call outside an exercise's domain or cannot read its result, not_walked
+# says so, and the exercise's own probes walk the same axis on inputs of its domain (named in each reason).
+
+MASK = Arg("mask", "B T", dtypes=(torch.int64, torch.int32, torch.bool))
+RANDOM_MASKS = (
+    "the axes draw random 0/1 masks, outside the domain (a row of pads only, pads between real tokens) and compared "
+    "pads included, whose values are free; its own probes walk {what}"
+)
+SEQ_LENS = Arg("ids", "N", bound="L")  # lengths, each >= 1 (no Arg kind draws lengths: ids would hold 0)
+LENGTHS = "seq_lens are lengths >= 1, where the axes would draw a document of no token; {what}"
+
+POSITION_IDS_CONTRACT = Contract(
+    args={"attention_mask": MASK},
+    result=Result("B T", dtype=torch.int64),
+    sizes={"B": 3, "T": 7},
+    ones="B T",
+    not_walked={
+        "ones": RANDOM_MASKS.format(what="a batch of one, (1, 5), and a (3, 1) mask (masks())"),
+        "views": RANDOM_MASKS.format(what="masks of every dtype and padding side; no right code reshapes the mask"),
+    },
+)
+DECODE_CONTRACT = Contract(
+    args={"attention_mask": MASK, "new_tokens": Arg("number", domain=">= 1", default=1, values=(1, 2, 3))},
+    result=Result("B N", dtype=torch.int64),
+    sizes={"B": 5, "T": 7},
+    ones="B T",
+    not_walked={
+        axis: RANDOM_MASKS.format(what=walked)
+        for axis, walked in {
+            "ones": "a batch of one, (1, 5), and a (3, 1) mask (decode_cases())",
+            "views": "masks of every dtype and padding side; no right code reshapes the mask",
+            "defaults": "new_tokens left out on a left-padded batch (decode_cases())",
+            "varied": "new_tokens = 1, 2 and 3, each on its own batch (decode_cases())",
+        }.items()
+    },
+)
+PACKED_CONTRACT = Contract(
+    args={"seq_lens": SEQ_LENS},
+    result=Result("S", dtype=torch.int64),
+    sizes={"N": 3, "L": 5},
+    not_walked={"views": LENGTHS.format(what="a 1-D tensor of lengths needs no reshaping, contiguous or not")},
+)
+DOCUMENT_MASK_CONTRACT = dataclasses.replace(PACKED_CONTRACT, result=Result("S S", dtype=torch.bool))
+STREAMING_CONTRACT = Contract(  # no tensor, no default, one value each: no axis applies; its own cases walk 0 and 1
+    args={
+        "seq_len": Arg("size", "L"),
+        "n_sink": Arg("number", domain=">= 0", values=(4,)),
+        "window": Arg("number", domain=">= 0", values=(8,)),
+    },
+    result=Result("K", dtype=torch.int64),
+    sizes={"L": 20},
+)
+KV_RESULT = (
+    "the result is three tensors (q_rot, k_all, v_all) over a sequence of calls, which the axes do not compare; "
+)
+KV_CONTRACT = Contract(
+    init={
+        "head_dim": Arg("size", "Dh"),
+        "max_len": Arg("number", domain=">= 1", default=4096),
+        "base": Arg("number", domain="> 0", default=10000.0),
+    },
+    args={
+        name: Arg("activations", f"B {heads} T Dh", dtypes=(torch.float32, torch.bfloat16), grad=True)
+        for name, heads in (("q", "Hq"), ("k", "Hk"), ("v", "Hk"))
+    },
+    result=Result("B Hq T Dh", dtype="q"),
+    sizes={"B": 2, "Hq": 4, "Hk": 2, "T": 5, "Dh": 8},
+    ones="B T",
+    not_walked={
+        "ones": KV_RESULT + "its own probes call it with B = 1 and T = 1 (length_checked, kv_device_pass)",
+        "views": KV_RESULT + "kv_cache.views_taken calls it on transposed q, k, v",
+        "dtypes": KV_RESULT + "its own probes run float32 and bfloat16 (one_pass)",
+        "gradient": KV_RESULT + "kv_cache.gradients_flow backpropagates through all three",
+        "defaults": KV_RESULT + "kv_cache.defaults_kept builds it with head_dim alone",
+    },
+)
+
 EXERCISES = [
     Exercise(
         id="RopeKVCache",
@@ -783,6 +864,7 @@ EXERCISES = [
         importance=3,
         minutes=25,
         edges=("lengths",),
+        contract=KV_CONTRACT,
     ),
     Exercise(
         id="position_ids_from_mask",
@@ -803,6 +885,7 @@ EXERCISES = [
         difficulty=1,
         importance=3,
         minutes=10,
+        contract=POSITION_IDS_CONTRACT,
     ),
     Exercise(
         id="decode_position_ids",
@@ -836,6 +919,7 @@ EXERCISES = [
         difficulty=2,
         importance=3,
         minutes=10,
+        contract=DECODE_CONTRACT,
     ),
     Exercise(
         id="packed_position_ids",
@@ -853,6 +937,7 @@ EXERCISES = [
         difficulty=2,
         importance=2,
         minutes=10,
+        contract=PACKED_CONTRACT,
     ),
     Exercise(
         id="document_causal_mask",
@@ -873,6 +958,7 @@ EXERCISES = [
         difficulty=2,
         importance=2,
         minutes=10,
+        contract=DOCUMENT_MASK_CONTRACT,
     ),
     Exercise(
         id="streaming_positions",
@@ -894,5 +980,6 @@ EXERCISES = [
         minutes=10,
         no_device_pass=TAKES_NO_TENSOR,
         edges=("lengths",),
+        contract=STREAMING_CONTRACT,
     ),
 ]
