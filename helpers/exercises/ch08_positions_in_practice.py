@@ -30,11 +30,12 @@ import torch
 from torch import Tensor
 
 from helpers import reference
-from helpers.contracts import Arg, Contract, Result
+from helpers.contracts import Arg, Contract, Result, noncontiguous
 from helpers.exercises import kv_cache
 from helpers.exercises.common import TAKES_NO_TENSOR, says
 from helpers.probe import Probe, close
 from helpers.registry import Exercise
+from helpers.safety import Failure
 
 # --- shared by the exercises on a padded batch -------------------------------------------------
 
@@ -54,6 +55,20 @@ result indexes it by row and by token whatever their sizes.
 
 Fix: Drop the `.squeeze()`; if you need to remove an axis, name it (`.squeeze(0)` only where the shape says it is
 1 by construction), or keep the axes with `keepdim=True` on the reduction."""
+
+
+def called(probe: Probe, fn: Callable, *args: Any, what: str) -> Any:
+    """probe.call; a `.view` that a mask laid out as a view refuses is named for what it is."""
+    try:
+        return probe.call(fn, *args, what=what)
+    except Failure as failure:
+        views = any(isinstance(a, Tensor) and not a.is_contiguous() for a in args)
+        if views and failure.code == "raised" and "view size is not compatible" in failure.message:
+            probe.fail(
+                "contiguity_assumed",
+                f"On a mask that is a view, not a contiguous tensor (a slice or a transpose of a larger one), {failure.message}",
+            )
+        raise
 
 
 # --- position_ids_from_mask -------------------------------------------------------------
@@ -199,7 +214,10 @@ def masks(probe: Probe) -> list[tuple[str, Tensor]]:
             "a left-padded bool mask (2, 6)",
             torch.tensor([[0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1]], dtype=torch.bool).to(probe.device),
         ),
-        ("a batch of left-, right-, both-sides- and un-padded rows (5, 7)", MIXED.to(probe.device)),
+        (
+            "a batch of left-, right-, both-sides- and un-padded rows (5, 7), a view",
+            noncontiguous(MIXED.to(probe.device)),
+        ),
         ("a batch of one, (1, 5)", torch.tensor([[0, 0, 1, 1, 1]], dtype=torch.int32, device=probe.device)),
         ("one token per row, (3, 1)", torch.ones(3, 1, dtype=torch.long, device=probe.device)),
     ]
@@ -210,7 +228,7 @@ def check_position_ids(fn: Callable, probe: Probe) -> None:
     outs = []
     for said, mask in masks(probe):
         what = f"`position_ids_from_mask(mask)` on {said}"
-        out = probe.call(fn, mask, what=what)
+        out = called(probe, fn, mask, what=what)
         expected = reference.position_ids_from_mask(mask)
         if isinstance(out, Tensor) and out.shape == mask.shape and not out.is_meta:
             expected = torch.where(
@@ -358,7 +376,8 @@ def decode_cases(probe: Probe) -> list[tuple[str, Tensor, int | None]]:
         ("a batch of one, (1, 5)", [[0, 0, 1, 1, 1]], torch.long, 1),
         ("one token per row, (3, 1)", [[1], [1], [1]], torch.bool, 1),
     ]
-    return [(said, torch.tensor(rows, dtype=dtype, device=probe.device), k) for said, rows, dtype, k in cases]
+    made = [(said, torch.tensor(rows, dtype=dtype, device=probe.device), k) for said, rows, dtype, k in cases]
+    return [(f"{made[0][0]}, a view", noncontiguous(made[0][1]), made[0][2]), *made[1:]]  # as a slice hands it over
 
 
 def check_decode_positions(fn: Callable, probe: Probe) -> None:
@@ -368,7 +387,7 @@ def check_decode_positions(fn: Callable, probe: Probe) -> None:
     for said, mask, new_tokens in decode_cases(probe):
         args = (mask,) if new_tokens is None else (mask, new_tokens)
         what = f"`decode_position_ids(mask{'' if new_tokens is None else f', {new_tokens}'})` on {said}"
-        outs.append((probe.call(fn, *args, what=what), args, what))
+        outs.append((called(probe, fn, *args, what=what), args, what))
 
     def per_row(out: Any, mask: Tensor) -> bool:
         return (
@@ -768,7 +787,7 @@ POSITION_IDS_CONTRACT = Contract(
     ones="B T",
     not_walked={
         "ones": RANDOM_MASKS.format(what="a batch of one, (1, 5), and a (3, 1) mask (masks())"),
-        "views": RANDOM_MASKS.format(what="masks of every dtype and padding side; no right code reshapes the mask"),
+        "views": RANDOM_MASKS.format(what="its batch of mixed padding sides as a non-contiguous view (masks())"),
     },
 )
 DECODE_CONTRACT = Contract(
@@ -780,7 +799,7 @@ DECODE_CONTRACT = Contract(
         axis: RANDOM_MASKS.format(what=walked)
         for axis, walked in {
             "ones": "a batch of one, (1, 5), and a (3, 1) mask (decode_cases())",
-            "views": "masks of every dtype and padding side; no right code reshapes the mask",
+            "views": "its batch of mixed padding sides as a non-contiguous view (decode_cases())",
             "defaults": "new_tokens left out on a left-padded batch (decode_cases())",
             "varied": "new_tokens = 1, 2 and 3, each on its own batch (decode_cases())",
         }.items()

@@ -211,6 +211,21 @@ def decode_squeeze_mask(attention_mask, new_tokens=1):
     return mask.sum(-1, keepdim=True) + torch.arange(new_tokens, device=mask.device)
 
 
+def decode_view_sum(attention_mask, new_tokens=1):
+    B, T = attention_mask.shape
+    seen = attention_mask.view(-1).long().view(B, T).sum(-1, keepdim=True)
+    return seen + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_index_add(attention_mask, new_tokens=1):
+    """A packed batch's bookkeeping: each token's request, the mask flattened with .view, counted per request."""
+    B, T = attention_mask.shape
+    request = torch.arange(B, device=attention_mask.device).repeat_interleave(T)
+    seen = torch.zeros(B, dtype=torch.long, device=attention_mask.device)
+    seen = seen.index_add(0, request, attention_mask.view(-1).long())
+    return seen[:, None] + torch.arange(new_tokens, device=attention_mask.device)
+
+
 def decode_int32(attention_mask, new_tokens=1):
     return decode_sum(attention_mask, new_tokens).int()
 
@@ -256,6 +271,19 @@ def ids_one_sequence(attention_mask):
     """Written for one sequence, (T,), the batch axis squeezed away on the way in."""
     mask = attention_mask.squeeze(0).long()
     return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+
+
+def ids_flat_view(attention_mask):
+    B, T = attention_mask.shape
+    flat = attention_mask.view(B * T).long()
+    return (flat.view(B, T).cumsum(-1) - 1).clamp(min=0)
+
+
+def ids_split_rows(attention_mask):
+    """The mask flattened with .view and split into its rows again, one cumsum per row."""
+    T = attention_mask.shape[-1]
+    rows = attention_mask.view(-1).long().split(T)
+    return torch.stack([(row.cumsum(0) - 1).clamp(min=0) for row in rows])
 
 
 def ids_trl(attention_mask):
@@ -854,6 +882,8 @@ WRONG = [
     ("position_ids_from_mask", "padding_side_per_batch", ids_side_from_first_column),
     ("position_ids_from_mask", "squeezed_size_one", ids_squeeze_result),
     ("position_ids_from_mask", "squeezed_size_one", ids_one_sequence),
+    ("position_ids_from_mask", "contiguity_assumed", ids_flat_view),
+    ("position_ids_from_mask", "contiguity_assumed", ids_split_rows),
     ("decode_position_ids", "decode_offset_shared", decode_at_width),
     ("decode_position_ids", "decode_offset_shared", decode_at_longest),
     ("decode_position_ids", "decode_position_last", decode_last_position),
@@ -869,6 +899,8 @@ WRONG = [
     ("decode_position_ids", "padding_side_per_batch", decode_side_from_first_column),
     ("decode_position_ids", "squeezed_size_one", decode_squeeze_result),
     ("decode_position_ids", "squeezed_size_one", decode_squeeze_mask),
+    ("decode_position_ids", "contiguity_assumed", decode_view_sum),
+    ("decode_position_ids", "contiguity_assumed", decode_index_add),
     ("decode_position_ids", "wrong_dtype", decode_int32),
     ("decode_position_ids", "wrong_dtype", decode_int32_arange),
     ("decode_position_ids", "wrong_device", decode_cpu_arange),
