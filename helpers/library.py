@@ -519,6 +519,99 @@ def from_first_real_token(positions: Callable, attention_mask: torch.Tensor) -> 
 
 
 # ---------------------------------------------------------------------------
+# Chapter 08: a left-padded batch against each row alone
+# ---------------------------------------------------------------------------
+
+
+def left_pad(rows: list[torch.Tensor], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows of different lengths -> (input_ids (B, T), attention_mask (B, T) long), each row
+    padded on the left with pad_id to the longest: every row's last real token in column T - 1."""
+    T = max(len(row) for row in rows)
+    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(rows), T, dtype=torch.long)
+    for b, row in enumerate(rows):
+        ids[b, T - len(row) :], mask[b, T - len(row) :] = row, 1
+    return ids, mask
+
+
+def _rows_verdict(label: str, batch: torch.Tensor, alone: list[torch.Tensor], mask: torch.Tensor, equal: bool) -> bool:
+    """One line: ✓ when "every row of the batch generated what it generates alone" is what `equal`
+    expects; the rows that differ are named with their pads and how many of their tokens differ."""
+    wrong = []
+    for b, tokens in enumerate(alone):
+        differ = sum(x != y for x, y in zip(batch[b].tolist(), tokens.tolist())) + abs(len(tokens) - batch.shape[1])
+        if differ:
+            wrong.append(f"row {b} ({int((mask[b] == 0).sum())} pads): {differ} of {batch.shape[1]} tokens differ")
+    same = not wrong
+    shown = "every row generates what it generates alone" if same else "; ".join(wrong)
+    print(f"{'✓' if same == equal else '✗'} {label}: {shown}")
+    return same
+
+
+def _greedy(new_tokens: int) -> dict[str, Any]:
+    """`generate`'s settings for a comparison: greedy (no sampling), pads as token 0."""
+    return {"max_new_tokens": new_tokens, "do_sample": False, "pad_token_id": 0}
+
+
+def _alone(model: torch.nn.Module, rows: list[torch.Tensor], new_tokens: int) -> list[torch.Tensor]:
+    """Each row's greedy continuation with no batch and no pads: the reference a batch must equal."""
+    alone = []
+    with torch.no_grad():
+        for row in rows:
+            ones = torch.ones(1, len(row), dtype=torch.long)
+            alone.append(model.generate(row[None], attention_mask=ones, **_greedy(new_tokens))[0, len(row) :])
+    return alone
+
+
+def padded_generate(
+    label: str,
+    model: torch.nn.Module,
+    rows: list[torch.Tensor],
+    position_ids_of: Callable,
+    new_tokens: int = 8,
+    *,
+    equal: bool = True,
+) -> bool:
+    """`model.generate` (greedy) on the left-padded batch of `rows`, its position_ids from
+    position_ids_of(attention_mask) (generate extends them by 1 a step), against each row alone.
+    Prints one ✓/✗ line (see compare_logits for `equal`); returns whether every row equals itself alone.
+    For a RoPE model a wrong function that shifts a whole row passes (RoPE sees only differences);
+    for GPT-2's learned positions it does not."""
+    ids, mask = left_pad(rows)
+    with torch.no_grad():
+        batch = model.generate(ids, attention_mask=mask, position_ids=position_ids_of(mask), **_greedy(new_tokens))
+    batch = batch[:, ids.shape[1] :]  # the new tokens only
+    return _rows_verdict(label, batch, _alone(model, rows, new_tokens), mask, equal)
+
+
+def padded_decode(
+    label: str,
+    model: torch.nn.Module,
+    rows: list[torch.Tensor],
+    position_ids_of: Callable,
+    decode_positions_of: Callable,
+    new_tokens: int = 8,
+    *,
+    equal: bool = True,
+) -> bool:
+    """A hand-written greedy decode loop, as a server writes one, on the left-padded batch of `rows`:
+    the prefill with position_ids_of(attention_mask) (B, T), then one token a row per step, at
+    decode_positions_of(the attention mask so far) (B, 1), the mask growing by one real column.
+    Against each row alone (`model.generate`); prints one ✓/✗ line, returns whether every row equals it."""
+    require_cache_argument(model)
+    ids, mask = left_pad(rows)
+    with torch.no_grad():
+        out = model(ids, attention_mask=mask, position_ids=position_ids_of(mask), use_cache=True)
+        tokens = [out.logits[:, -1:].argmax(-1)]  # (B, 1)
+        for _ in range(new_tokens - 1):
+            mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=torch.long)], 1)  # the token just chosen is real
+            position_ids = decode_positions_of(mask[:, :-1])  # where the row's next token goes, from what came before
+            out = model(tokens[-1], attention_mask=mask, cache=out.cache, position_ids=position_ids, use_cache=True)
+            tokens.append(out.logits[:, -1:].argmax(-1))
+    return _rows_verdict(label, torch.cat(tokens, 1), _alone(model, rows, new_tokens), mask, equal)
+
+
+# ---------------------------------------------------------------------------
 # For the notebooks: a cell that uses the library, and what it prints
 # ---------------------------------------------------------------------------
 

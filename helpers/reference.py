@@ -543,6 +543,15 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.LongTensor:
     return positions.clamp(min=0) * mask  # left pads read -1 before the first real token: 0 there
 
 
+def decode_position_ids(attention_mask: torch.Tensor, new_tokens: int = 1) -> torch.LongTensor:
+    """The positions (B, new_tokens) of the next `new_tokens` tokens of each row of a padded batch:
+    a row with n real tokens continues its own count, n, n + 1, ..., whatever its padding side
+    (`generate`'s per-row positions, +1 per step), never the batch's padded length T. Each row holds
+    at least one real token, its real tokens side by side (pads on the left, the right or both)."""
+    seen = attention_mask.long().sum(-1, keepdim=True)  # (B, 1): the real tokens of each row, pads anywhere
+    return seen + torch.arange(new_tokens, device=attention_mask.device)  # (B, new_tokens)
+
+
 def packed_position_ids(seq_lens: torch.Tensor) -> torch.LongTensor:
     """Documents of lengths seq_lens (N,) packed into one row of S = sum tokens: positions
     restart at 0 in every document."""

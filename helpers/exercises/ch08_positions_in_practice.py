@@ -1,23 +1,28 @@
 """Chapter 08, positions in practice: how positions are counted once a model is served or trained.
 
-Five exercises, each the few lines that public bug trackers show going wrong:
+Six exercises, each the few lines that public bug trackers show going wrong:
 
 * `position_ids_from_mask`: a left- or right-padded batch numbers each row's real tokens
   0, 1, 2, ... (transformers' generate, `cumsum - 1` with the pads filled);
+* `decode_position_ids`: each row of a padded batch decodes on from its own count of real
+  tokens, not from the batch's padded length (vLLM's per-request offset, generate's +1 per step);
 * `packed_position_ids` and `document_causal_mask`: documents packed into one row restart
   at position 0 and see only themselves (FlashAttention's varlen `cu_seqlens`);
 * `RopeKVCache`: RoPE in a KV cache, each key rotated once, at its own absolute position
-  (transformers' `cache_position`): a prompt then token-by-token steps equals one full pass;
+  (transformers' default `arange(T) + cache.get_seq_length()`): a prompt then token-by-token steps
+  equals one full pass;
 * `streaming_positions`: StreamingLLM's cache (Xiao et al. 2023), attention sinks plus a
   window, rotated by slot in the cache.
 
 Each mistake is runnable code written as the slip is made, one or a list of results (its faces).
-RopeKVCache's mistakes replay a whole generation (`replay`): a list of (q_rot, k_all, v_all),
-one per call, so that the step where the student's module parts from the reference names it.
+RopeKVCache's mistakes and probes live in kv_cache.py: each mistake replays a whole generation, a list
+of (q_rot, k_all, v_all), one per call, so that the step where the student's module parts from the
+reference names it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -25,11 +30,46 @@ import torch
 from torch import Tensor
 
 from helpers import reference
-from helpers.exercises.common import TAKES_NO_TENSOR, raised, says
-from helpers.exercises.rope import rope64, rotated, tensors, tolerance
-from helpers.probe import Probe
+from helpers.contracts import Arg, Contract, Result, noncontiguous
+from helpers.exercises import kv_cache
+from helpers.exercises.common import TAKES_NO_TENSOR, says
+from helpers.probe import Probe, close
 from helpers.registry import Exercise
 from helpers.safety import Failure
+
+# --- shared by the exercises on a padded batch -------------------------------------------------
+
+
+def squeezed(out: Tensor) -> list[Tensor]:
+    """`out` with its size-1 axes dropped, all at once or one at a time: a batch of one (1, T) read as (T,), one
+    token per row (B, 1) as (B,). None where no axis has size 1."""
+    faces = [out.squeeze(), *(out.squeeze(dim) for dim in range(out.dim()) if out.shape[dim] == 1)]
+    return list({face.shape: face for face in faces if face.shape != out.shape}.values())
+
+
+SQUEEZED = """Your result lost an axis of size 1: {what}. `.squeeze()` (or an index `[0]`, a `.view(-1)`) drops every axis of size 1,
+the batch axis of a batch of one and the token axis of a decode step too.
+
+Hint: A batch of one is still a batch, and one new token per row is still a (B, 1) tensor: the model that reads the
+result indexes it by row and by token whatever their sizes.
+
+Fix: Drop the `.squeeze()`; if you need to remove an axis, name it (`.squeeze(0)` only where the shape says it is
+1 by construction), or keep the axes with `keepdim=True` on the reduction."""
+
+
+def called(probe: Probe, fn: Callable, *args: Any, what: str) -> Any:
+    """probe.call; a `.view` that a mask laid out as a view refuses is named for what it is."""
+    try:
+        return probe.call(fn, *args, what=what)
+    except Failure as failure:
+        views = any(isinstance(a, Tensor) and not a.is_contiguous() for a in args)
+        if views and failure.code == "raised" and "view size is not compatible" in failure.message:
+            probe.fail(
+                "contiguity_assumed",
+                f"On a mask that is a view, not a contiguous tensor (a slice or a transpose of a larger one), {failure.message}",
+            )
+        raise
+
 
 # --- position_ids_from_mask -------------------------------------------------------------
 # Each mistake takes the attention mask (B, T) and returns the positions it makes.
@@ -92,8 +132,9 @@ token is a sum along its own row.
 Fix: `attention_mask.long().cumsum(-1) - 1` (dim -1, the sequence axis), then `.clamp(min=0)`."""
 
 PAD_RANGE_HINT = (
-    "`cumsum(-1) - 1` is -1 at every pad before a row's first real token. An embedding lookup or a cos/sin "
-    "table indexed with -1 silently reads the last row; transformers overwrites the pads for that reason."
+    "`cumsum(-1) - 1` is -1 at every pad before a row's first real token. An nn.Embedding refuses it (an "
+    "IndexError), and a cos/sin table indexed with it silently reads its last row; transformers' generate "
+    "writes a valid position over the pads."
 )
 PAD_RANGE_FIX = (
     "Give the pads a harmless value in [0, T) after the cumulative sum: `positions.clamp(min=0)` or "
@@ -121,20 +162,49 @@ def real_tokens_only(mask: Tensor, out: Any, found: Callable[[], dict[str, list[
     """The catalogue's positions with the pads taken from the student's output: only real tokens are compared."""
 
     def run() -> dict[str, list[Any]]:
-        if not (isinstance(out, Tensor) and out.shape == mask.shape and not out.is_meta):
+        if not (isinstance(out, Tensor) and out.numel() == mask.numel() and not out.is_meta):
             return found()
-        real = mask.bool()
+        real = mask.bool()  # laid out as a face of the output's shape (a squeezed batch of one) is read
         return {
-            code: [torch.where(real, face, out.to(face.dtype)) for face in faces if face.shape == mask.shape]
+            code: [
+                torch.where(real.reshape(face.shape), face, out.to(face.dtype)) if face.shape == out.shape else face
+                for face in faces
+            ]
             for code, faces in found().items()
         }
 
     return run
 
 
+def ids_side_per_batch(attention_mask: Tensor) -> list[Tensor]:
+    """Your positions decide the padding side once for the whole batch (from its last or its first column, as some
+    model files do): a left-padded batch gets each row's index minus its pads, a right-padded one the column
+    indices. Each is right for a batch padded on one side; a batch that mixes left- and right-padded rows, or holds
+    a row padded on both sides (a prompt plus a response), numbers the rows of the other kind from their column.
+
+    Hint: Each row has its own pads: nothing in one row says where another row's pads are. Which count, read along
+    a row, numbers its real tokens 0, 1, 2, ... whichever side its pads are on?
+
+    Fix: One formula for every row, with no branch on the padding side: `attention_mask.long().cumsum(-1) - 1`,
+    then `.clamp(min=0)` for the pads."""
+    real = attention_mask.detach().cpu().bool()
+    B, T = real.shape
+    columns = torch.arange(T).expand(B, T)
+    left = columns - (~real).long().sum(-1, keepdim=True)  # the pads assumed in front
+    decided_left = (bool(real[:, -1].all()), not bool(real[:, 0].all()))  # every row ends real / not all start real
+    return [left if side else columns for side in decided_left]
+
+
+@says(SQUEEZED.format(what="a batch of one, (1, T), returned as (T,), or a (B, 1) mask's positions as (B,)"))
+def ids_squeezed(attention_mask: Tensor) -> list[Tensor]:
+    return squeezed(reference.position_ids_from_mask(attention_mask.cpu()))
+
+
 def masks(probe: Probe) -> list[tuple[str, Tensor]]:
     """Left and right padding, long, int32 and bool, rows of every fill (all real, one real token):
-    B ≠ T everywhere, so that a sum down the wrong axis shows."""
+    B ≠ T everywhere, so that a sum down the wrong axis shows. Then each padding side in one batch and a row
+    padded on both sides (after the batches of one side, which tell a formula of one side from a choice per
+    batch), a batch of one and one token per row."""
     left = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0, 1]])  # (3, 7)
     right = torch.tensor([[1, 1, 1, 1, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1], [1, 1, 0, 0, 0]])  # (4, 5)
     return [
@@ -144,6 +214,12 @@ def masks(probe: Probe) -> list[tuple[str, Tensor]]:
             "a left-padded bool mask (2, 6)",
             torch.tensor([[0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1]], dtype=torch.bool).to(probe.device),
         ),
+        (
+            "a batch of left-, right-, both-sides- and un-padded rows (5, 7), a view",
+            noncontiguous(MIXED.to(probe.device)),
+        ),
+        ("a batch of one, (1, 5)", torch.tensor([[0, 0, 1, 1, 1]], dtype=torch.int32, device=probe.device)),
+        ("one token per row, (3, 1)", torch.ones(3, 1, dtype=torch.long, device=probe.device)),
     ]
 
 
@@ -152,7 +228,7 @@ def check_position_ids(fn: Callable, probe: Probe) -> None:
     outs = []
     for said, mask in masks(probe):
         what = f"`position_ids_from_mask(mask)` on {said}"
-        out = probe.call(fn, mask, what=what)
+        out = called(probe, fn, mask, what=what)
         expected = reference.position_ids_from_mask(mask)
         if isinstance(out, Tensor) and out.shape == mask.shape and not out.is_meta:
             expected = torch.where(
@@ -164,6 +240,192 @@ def check_position_ids(fn: Callable, probe: Probe) -> None:
         pads_in_range(probe, out, mask, what)
     mask = masks(probe)[0][1]
     probe.device_pass(lambda device: probe.call(fn, mask.to(device)))
+
+
+# --- decode_position_ids --------------------------------------------------------------------
+# Each mistake takes (attention_mask, new_tokens) and returns the positions (B, new_tokens) it makes.
+
+
+def row_counts(mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Per row, (B, 1) each, on the CPU: its real tokens n, its first real column, its first pad column (T if none)."""
+    real = mask.detach().cpu().bool()
+    T = real.shape[-1]
+    n = real.long().sum(-1, keepdim=True)
+    first_real = real.long().argmax(-1, keepdim=True)
+    pad = ~real  # the first pad anywhere, as code written for right padding finds it
+    first_pad = torch.where(pad.any(-1, keepdim=True), pad.long().argmax(-1, keepdim=True), T)
+    return n, first_real, first_pad
+
+
+def ahead(start: Tensor, new_tokens: int) -> Tensor:
+    """start (B, 1) and the new_tokens - 1 positions after it: (B, new_tokens)."""
+    return start + torch.arange(new_tokens)
+
+
+def decode_shared(attention_mask: Tensor, new_tokens: int = 1) -> list[Tensor]:
+    """Your decode positions are one count for the whole batch: every row's next token at the padded length T (what a
+    cache's `offset` or `get_seq_length()` holds after a padded prefill, and `arange(T, T + new_tokens)` gives), or at
+    the longest row's count. Only a row without pads is right; a row with p pads before its text sees its new tokens
+    p positions too far from its prompt, the "shared position" bug of a hand-written decode loop.
+
+    Hint: Each row's prompt was numbered from 0 over its own real tokens, so each row's next token continues its own
+    count. What tells a row's number of real tokens apart from the batch's width?
+
+    Fix: Start every row at its own count, `attention_mask.long().sum(-1, keepdim=True)` (B, 1), and add
+    `torch.arange(new_tokens, device=attention_mask.device)` for the tokens after it."""
+    n, _, _ = row_counts(attention_mask)
+    B, T = attention_mask.shape
+    return [ahead(torch.full((B, 1), T), new_tokens), ahead(n.max().expand(B, 1), new_tokens)]
+
+
+def decode_last(attention_mask: Tensor, new_tokens: int = 1) -> Tensor:
+    """Your decode positions start one too early: at each row's last position, n - 1 for a row of n real tokens (its
+    last real token's position), instead of the next one. The first new token then claims the position of the
+    token before it.
+
+    Hint: A row of n real tokens used positions 0 .. n - 1 in its prompt. Which position is still free?
+
+    Fix: Add one to the last position (`position_ids[:, -1:] + 1` for a left-padded batch), or start from the count
+    itself: `attention_mask.long().sum(-1, keepdim=True)` is n, the next position."""
+    n, _, _ = row_counts(attention_mask)
+    return ahead(n - 1, new_tokens)
+
+
+def decode_counts_left_pads(attention_mask: Tensor, new_tokens: int = 1) -> Tensor:
+    """Your decode positions count the pads before each row's text: a row starts at the column after its last real
+    token (its length, pads included), not at its number of real tokens. In a left-padded batch that is T for every
+    row; only rows without pads in front are right.
+
+    Hint: The prompt's positions counted real tokens only (position_ids_from_mask): the pads in front of a row hold
+    no position, so its next token comes right after its n real tokens, at n.
+
+    Fix: Count the real tokens, `attention_mask.long().sum(-1, keepdim=True)`, instead of finding the last real
+    column; then add `torch.arange(new_tokens, device=attention_mask.device)`."""
+    n, first_real, _ = row_counts(attention_mask)
+    return ahead(first_real + n, new_tokens)
+
+
+def decode_inverted(attention_mask: Tensor, new_tokens: int = 1) -> Tensor:
+    """Your count reads the mask the other way round: it counts the pads (the 0s) of each row, T - n, where it should
+    count the real tokens (the 1s), as if 1 or True marked a pad (nn.Transformer's `key_padding_mask` convention).
+
+    Hint: In transformers' attention_mask, 1 (True) is a real token to attend to and 0 a pad; the positions continue
+    the count of the 1s.
+
+    Fix: Sum the mask itself, `attention_mask.long().sum(-1, keepdim=True)`, not `(attention_mask == 0).sum(...)` nor
+    `(~attention_mask).sum(...)`."""
+    n, _, _ = row_counts(attention_mask)
+    return ahead(attention_mask.shape[-1] - n, new_tokens)
+
+
+def decode_new_tokens_ignored(attention_mask: Tensor, new_tokens: int = 1) -> list[Tensor]:
+    """Your result ignores new_tokens: it holds one position per row, (B, 1) or (B,), or gives every new token the
+    same position, where the docstring asks for the positions of the next new_tokens tokens of each row (a chunk
+    of a draft, or several steps at once), each one more than the last.
+
+    Hint: new_tokens tokens continue the count one by one: n, n + 1, ..., n + new_tokens - 1, (B, new_tokens).
+
+    Fix: Add `torch.arange(new_tokens, device=attention_mask.device)` to the (B, 1) count: broadcasting makes
+    (B, new_tokens)."""
+    if new_tokens == 1:
+        return []  # one token: a (B,) result is a squeezed axis (squeezed_size_one), nothing else differs
+    n, _, _ = row_counts(attention_mask)
+    return [n, n.expand(-1, new_tokens), n.flatten()]
+
+
+def decode_side_per_batch(attention_mask: Tensor, new_tokens: int = 1) -> list[Tensor]:
+    """Your positions decide the padding side once for the whole batch (from its last or its first column, as some
+    model files do) and count every row as a row padded on that side would be counted. On a left-padded or a
+    right-padded batch that is right; a batch that mixes them, or holds a row padded on both sides (a prompt plus a
+    response), gives the rows of the other kind a wrong count.
+
+    Hint: Each row has its own pads: nothing in one row says where another row's pads are. Which count of a row's
+    own mask is the same whichever side its pads are on?
+
+    Fix: Count each row's real tokens, `attention_mask.long().sum(-1, keepdim=True)`, and add
+    `torch.arange(new_tokens, device=attention_mask.device)`: no branch on the padding side."""
+    real = attention_mask.detach().cpu().bool()
+    n, first_real, first_pad = row_counts(attention_mask)
+    left = attention_mask.shape[-1] - first_real  # a left-padded row's count: the columns after its pads
+    right = first_pad  # a right-padded row's count: the column of its first pad
+    decided_left = (
+        bool(real[:, -1].all()),
+        not bool(real[:, 0].all()),
+    )  # every row ends real / not every row starts real
+    return [ahead(left if side else right, new_tokens) for side in decided_left]
+
+
+@says(SQUEEZED.format(what="(1, 1) returned as (1,) or (), (B, 1) as (B,)"))
+def decode_squeezed(attention_mask: Tensor, new_tokens: int = 1) -> list[Tensor]:
+    return squeezed(reference.decode_position_ids(attention_mask.cpu(), new_tokens))
+
+
+MIXED = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0, 0], [0, 1, 1, 1, 1, 0, 0], [1] * 7, [0] * 6 + [1]])
+
+
+def decode_cases(probe: Probe) -> list[tuple[str, Tensor, int | None]]:
+    """(what, mask, new_tokens or None for the default). A mixed batch first, where every catalogue mistake shows a
+    face of its own (a left-padded batch cannot tell T for every row from the pads counted, both T); then each
+    padding side alone, a batch of one and a decode step's mask (T = 1, B > 1). B ≠ T everywhere."""
+    left = [[0, 0, 0, 1, 1, 1, 1], [1] * 7, [0] * 6 + [1]]
+    right = [[1, 1, 1, 1, 0], [1, 0, 0, 0, 0], [1] * 5, [1, 1, 0, 0, 0]]
+    cases = [
+        ("a batch of left-, right-, both-sides- and un-padded rows (5, 7)", MIXED.tolist(), torch.long, 2),
+        ("a left-padded bool mask (3, 7)", left, torch.bool, None),
+        ("a right-padded int32 mask (4, 5)", right, torch.int32, 3),
+        ("a batch of one, (1, 5)", [[0, 0, 1, 1, 1]], torch.long, 1),
+        ("one token per row, (3, 1)", [[1], [1], [1]], torch.bool, 1),
+    ]
+    made = [(said, torch.tensor(rows, dtype=dtype, device=probe.device), k) for said, rows, dtype, k in cases]
+    return [(f"{made[0][0]}, a view", noncontiguous(made[0][1]), made[0][2]), *made[1:]]  # as a slice hands it over
+
+
+def check_decode_positions(fn: Callable, probe: Probe) -> None:
+    """Two independent aspects: where each row's count goes on (its first new position, against the reference), and
+    the new_tokens positions that follow it, one more each, read off the student's own first column."""
+    outs = []
+    for said, mask, new_tokens in decode_cases(probe):
+        args = (mask,) if new_tokens is None else (mask, new_tokens)
+        what = f"`decode_position_ids(mask{'' if new_tokens is None else f', {new_tokens}'})` on {said}"
+        outs.append((called(probe, fn, *args, what=what), args, what))
+
+    def per_row(out: Any, mask: Tensor) -> bool:
+        return (
+            isinstance(out, Tensor) and not out.is_meta and out.dim() == 2 and len(out) == len(mask) > 0 < out.shape[1]
+        )
+
+    def starts() -> None:
+        for out, args, what in outs:
+            if not per_row(out, args[0]):
+                probe.against_reference(out, *args, what=what)  # names the type or the shape
+            found = probe.known_mistakes(*args)
+            probe.expect(
+                out[:, :1],
+                reference.decode_position_ids(*args)[:, :1],
+                what=f"the first new position of each row in {what}",
+                mistakes=lambda found=found: {
+                    code: [face[:, :1] for face in faces if face.dim() == 2] for code, faces in found().items()
+                },
+            )
+
+    def steps() -> None:
+        for out, args, what in outs:
+            if not per_row(out, args[0]):
+                probe.against_reference(out, *args, what=what)
+            new_tokens = args[1] if len(args) > 1 else 1
+            own = out[:, :1].detach().long()
+            probe.expect(
+                out,
+                own + torch.arange(new_tokens, device=own.device),
+                what=f"{what}, its positions after each row's first new one",
+                mistakes=lambda own=own, k=new_tokens: {
+                    "new_tokens_ignored": [own, own.expand(-1, k)] if k > 1 else []
+                },
+            )
+
+    probe.independent(starts, steps)
+    mask = decode_cases(probe)[0][1]
+    probe.device_pass(lambda device: probe.call(fn, mask.to(device), 2))
 
 
 # --- packed_position_ids and document_causal_mask ------------------------------------------
@@ -291,7 +553,7 @@ def mask_boundary_off_by_one(seq_lens: Tensor) -> list[Tensor]:
 def documents(probe: Probe) -> list[Tensor]:
     """Lengths with a document of one token, one document alone, and equal lengths (where a mistake with
     the lengths' order hides): small, so that a mask is read at a glance."""
-    return [torch.tensor(lens, device=probe.device) for lens in ([3, 1, 4], [5], [2, 2, 3], [1, 6])]
+    return [torch.tensor(lens, device=probe.device) for lens in ([3, 1, 4], [5], [2, 2, 3], [1, 6], [6, 1], [1])]
 
 
 def against_reference_on(probe: Probe, fn: Callable, cases: list[Tensor]) -> None:
@@ -316,9 +578,28 @@ def either_direction(mask: Tensor) -> Tensor:
     return mask | mask.T | torch.eye(len(mask), dtype=torch.bool, device=mask.device)
 
 
+def mask_inverted(seq_lens: Tensor) -> Tensor:
+    """Your mask is inverted: True where query i may NOT attend key j. That is the convention of nn.Transformer's and
+    nn.MultiheadAttention's boolean attn_mask (True = masked out) and of Megatron-LM's `attention_mask < 0.5`; this
+    exercise's mask, like F.scaled_dot_product_attention's boolean one, is True where attention is allowed.
+
+    Hint: Read one entry: the first token of a document must see itself, so the diagonal is True, and a token never
+    sees the keys after it, so the upper triangle is False.
+
+    Fix: Return the allowed pairs themselves, the same-document test `&` the causal one, with no `~` or `logical_not`
+    (or `< 0.5`) at the end."""
+    return ~reference.document_causal_mask(seq_lens)
+
+
 def check_document_mask(fn: Callable, probe: Probe) -> None:
-    """Two independent aspects, then the whole: the causal part on one document alone (nothing to keep apart),
-    the document part on several, read in either direction (whatever the causal part does)."""
+    """The convention first (an inverted mask is wrong everywhere, and each aspect below would name another part of
+    it); then two independent aspects, then the whole: the causal part on one document alone (nothing to keep
+    apart), the document part on several, read in either direction (whatever the causal part does)."""
+    seq_lens = documents(probe)[0]
+    what = f"`document_causal_mask(seq_lens)` for seq_lens = {seq_lens.tolist()}"
+    out = probe.call(fn, seq_lens, what=what)
+    if isinstance(out, Tensor) and not out.is_meta and close(out, mask_inverted(seq_lens)):
+        probe.fail("mask_inverted", probe.explain("mask_inverted"))
     single = [torch.tensor([n], device=probe.device) for n in (5, 2)]
 
     def documents_apart() -> None:
@@ -342,374 +623,6 @@ def check_document_mask(fn: Callable, probe: Probe) -> None:
     probe.independent(lambda: against_reference_on(probe, fn, single), documents_apart)
     against_reference_on(probe, fn, documents(probe))
     documents_device_pass(probe, fn)
-
-
-# --- RopeKVCache --------------------------------------------------------------------------
-# Two independent aspects. The rotation: one call on a whole sequence, against RoPE in float64 (layout,
-# frequencies, precision). The counting: a prompt then more calls must equal one call on the whole sequence,
-# the student's own (the chapter's equivalence test), whatever the student's rotation is.
-#
-# A mistake replays a whole generation: mistake(chunks, turn, base), where chunks is the list of (q, k, v)
-# handed to the module call after call and turn(x, first) is a rotation of x (..., T, Dh) at positions
-# first .. first + T - 1 (the reference's, or the student's own); it returns a list of replays (its faces,
-# even of one: a replay is a list itself), each one (q_rot, k_all, v_all) per call.
-
-Chunks = list[tuple[Tensor, Tensor, Tensor]]
-Run = list[tuple[Tensor, Tensor, Tensor]]
-Turn = Callable[[Tensor, int], Tensor]
-
-
-def turn_of(base: float, **knobs: Any) -> Turn:
-    """RoPE at positions first .. first + T - 1 (rope.rotated, with its knobs: pairing, exponent, angle_dtype)."""
-    return lambda x, first: rotated(x, torch.arange(first, first + x.shape[-2]), base, **knobs)
-
-
-def replay(
-    chunks: Chunks,
-    turn: Turn,
-    *,
-    start: Callable[[int, int], int] = lambda offset, T: offset,  # the position the call's first token gets
-    keys: str = "rotated",  # what the cache holds: "rotated", "raw" (kept unrotated), "again" (turned every call)
-) -> Run:
-    """A KV cache with RoPE, one knob turned; by default it is right."""
-    run, offset, cache_k, cache_v = [], 0, None, None
-    for q, k, v in chunks:
-        T = q.shape[-2]
-        q_rot, k_rot = turn(q, start(offset, T)), turn(k, start(offset, T))
-        cache_v = v if cache_v is None else torch.cat([cache_v, v], dim=-2)
-        if keys == "again":  # the cached keys, rotated already, and the raw new ones, all turned at 0 .. L-1
-            cache_k = turn(k if cache_k is None else torch.cat([cache_k, k], dim=-2), 0)
-            k_all = cache_k
-        else:
-            new = k if keys == "raw" else k_rot
-            cache_k = new if cache_k is None else torch.cat([cache_k, new], dim=-2)
-            k_all = torch.cat([cache_k[..., :-T, :], k_rot], dim=-2)  # the new keys rotated on the way out
-        run.append((q_rot, k_all, cache_v))
-        offset += T
-    return run
-
-
-def kv_at_zero(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
-    """Every call rotates its tokens at positions 0 .. T-1: the prompt is right, but each generated
-    token is rotated as if it were the first (position 0), so the model decodes at the wrong place:
-    the classic "prefill right, generation wrong".
-
-    Hint: During generation each call brings one new token, and its position is the number of
-    tokens seen before it, not 0. The module must remember that count between calls.
-
-    Fix: Make the positions from the offset: `torch.arange(self.offset, self.offset + T, device=q.device)`,
-    and advance `self.offset += T` after the call."""
-    return [replay(chunks, turn, start=lambda offset, T: 0)]
-
-
-def kv_double_counted(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
-    """Your positions jump ahead after the prompt: the offset is counted twice, e.g. advanced before the
-    new tokens are rotated (their positions start at offset + T), or advanced by the whole cache length
-    on top of the new tokens (offset + (offset + T)), the "offset jumps by the prompt length" bug.
-
-    Hint: The first new token after a prompt of T tokens is at position T. Which value does your offset
-    hold when you make the positions, and by how much does it grow per call?
-
-    Fix: Rotate at `torch.arange(self.offset, self.offset + T)` first, then advance once: `self.offset += T`
-    (not `self.offset = len(cache)` plus T, nor before the rotation)."""
-    return [
-        replay(chunks, turn, start=lambda offset, T: offset + T),
-        replay(chunks, turn, start=lambda offset, T: 2 * offset),
-    ]
-
-
-def kv_rotated_twice(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
-    """Your cached keys are rotated again on a later call: the whole cache, whose keys were rotated
-    already, is turned once more at positions 0 .. L-1. A key's position never changes, so it is
-    rotated once, when it arrives.
-
-    Hint: Store the keys already rotated, at the position each had when it arrived; from then on the cache
-    is only appended to. Rotate the new k only, never the concatenated cache.
-
-    Fix: Rotate `k` first, then `self.k_cache = torch.cat([self.k_cache, k_rot], dim=-2)` and return the cache
-    as it is."""
-    return [replay(chunks, turn, keys="again")]
-
-
-def kv_keys_unrotated(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
-    """Your cache holds the keys as they came in, unrotated: the keys of earlier calls come back without
-    their rotation, so attention sees them all at no position at all.
-
-    Hint: Each key must carry its position. Either store it rotated (rotated once, when it arrives), or store
-    it raw and rotate every cached key at its own position each time you return the cache.
-
-    Fix: Append the rotated keys, `self.k_cache = torch.cat([self.k_cache, k_rot], dim=-2)`, not `k`."""
-    return [replay(chunks, turn, keys="raw")]
-
-
-def kv_interleaved(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
-    """Your rotation pairs adjacent components, (x[2i], x[2i+1]) (Meta's and GPT-J's interleaved layout);
-    this exercise, like transformers' Llama, pairs x[i] with x[i + Dh/2] (`rotate_half`).
-
-    Hint: Weights trained with one layout give wrong attention with the other. rotate_half splits the head
-    into two halves; the interleaved form takes even and odd components.
-
-    Fix: `x * cos + rotate_half(x) * sin`, with `rotate_half(x) = torch.cat([-x[..., Dh//2:], x[..., :Dh//2]], -1)`
-    and each pair's angle repeated side by side: `torch.cat([angles, angles], -1)`."""
-    return [replay(chunks, turn_of(base, pairing="adjacent"))]
-
-
-def kv_wrong_base(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
-    return [replay(chunks, turn_of(other)) for other in (1000.0, 10000.0) if other != base]
-
-
-kv_wrong_base.__doc__ = """Your frequencies ignore the `base` the module was built with: 1000 (a typo of popular
-tutorials) or a hard-coded 10000 where another base was asked (Llama 3 uses 500000).
-
-Hint: Keep the constructor's base and build θ_i = base^(-2i/Dh) from it.
-
-Fix: `self.register_buffer('inv_freq', base ** (-torch.arange(0, head_dim, 2).float() / head_dim), persistent=False)`
-with the `base` argument."""
-
-
-def kv_wrong_exponent(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
-    return [replay(chunks, turn_of(base, exponent=e)) for e in ("i/d", "4i/d", "+2i/d", "integer")]
-
-
-kv_wrong_exponent.__doc__ = """Your frequencies have the wrong exponent: θ_i is not base^(-2i/Dh) for
-i = 0 .. Dh/2 - 1, with Dh the head dimension.
-
-Hint: θ_0 must be 1 and the last θ just above 1/base. The usual slips: a missing 2, a missing minus sign
-(or 1/), an integer division that rounds every exponent to 0.
-
-Fix: `base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)`, true division."""
-
-
-def kv_low_precision(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
-    """Your angles are computed in half precision (the input's bfloat16 or float16) instead of float32:
-    bfloat16 holds every integer only up to 256, so positions past it collide and their rotations are
-    wrong by up to a radian.
-
-    Hint: The positions and θ·m must stay float32 whatever q's dtype; only the rotated result is cast back.
-
-    Fix: `angles = positions.float()[:, None] * self.inv_freq.float()`, cos and sin in float32,
-    `(q.float() * cos + rotate_half(q.float()) * sin).to(q.dtype)`."""
-    return [replay(chunks, turn_of(base, angle_dtype=dtype)) for dtype in (torch.bfloat16, torch.float16)]
-
-
-HEADS = (4, 2, 2)  # Hq, Hk, Hk: grouped-query attention, as Llama 3 and Mistral use it
-B, DH = 2, 8
-
-
-def kv_inputs(probe: Probe, sizes: list[int], dtype: torch.dtype, max_len: int) -> Chunks:
-    """One (q, k, v) per call, T = sizes[i], their lengths marked (T = 1, T = max_len are the edges)."""
-    return [tuple(probe.sequence(probe.randn(B, H, T, DH, dtype=dtype), max_len, dim=2) for H in HEADS) for T in sizes]
-
-
-def whole(chunks: Chunks) -> tuple[Tensor, Tensor, Tensor]:
-    return tuple(torch.cat([chunk[i] for chunk in chunks], dim=-2) for i in range(3))
-
-
-def described(probe: Probe, max_len: int, base: float) -> str:
-    return f"`{probe.name}({DH}, max_len={max_len}, base={base:g})`"
-
-
-def one_pass(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len: int) -> None:
-    """The rotation: a fresh module called once on the whole sequence, against RoPE in float64."""
-    q, k, v = whole(chunks)
-    L = q.shape[-2]
-    module = probe.build(cls, DH, max_len, base)
-    what = f"one call of {described(probe, max_len, base)} on a whole sequence (T = {L}, {q.dtype})"
-    q_rot, k_all, v_all = three_tensors(probe, probe.call(module, q, k, v, what=what), what)
-    positions = torch.arange(L)
-    found = probe.known_mistakes([tuple(t.cpu() for t in (q, k, v))], turn_of(base), base)
-    for index, (name, got, x) in enumerate((("q_rot", q_rot, q), ("k_all", k_all, k))):
-        faces = lambda index=index: {code: [run[0][index] for run in runs] for code, runs in found().items()}
-        probe.expect(
-            got, rope64(x, positions, base), what=f"{name} of {what}", mistakes=faces, **tolerance(x, positions, base)
-        )
-    probe.expect(v_all, v, what=f"v_all of {what}")
-
-
-INCREMENTAL_HELP = (
-    "Incremental decoding must equal one pass over the whole sequence: each call's queries at their absolute positions, "
-    "every key rotated once, at the position it had when it arrived, and kept as it is from then on.",
-    "Print, after each call, the positions you rotate at and the shape of your cache, next to what a prompt of that many "
-    "tokens would give: the first call where they part is the one to fix.",
-)
-
-
-def incremental(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len: int) -> None:
-    """The counting: a prompt then more calls must give what one call on the whole sequence gives, the student's
-    own module's, call by call; and `offset` must count the tokens seen."""
-    q, k, v = whole(chunks)
-    L = q.shape[-2]
-    full = three_tensors(
-        probe, probe.call(probe.build(cls, DH, max_len, base), q, k, v), "one call on the whole sequence"
-    )
-    module = probe.build(cls, DH, max_len, base)
-    offset = read_offset(probe, module, 0, "right after construction")
-
-    def own_turn(x: Tensor, first: int) -> Tensor:
-        """The student's own rotation at first .. first + T - 1: the last T rows of a fresh module's q_rot."""
-        padded = torch.cat([x.new_zeros(*x.shape[:-2], first, x.shape[-1]), x], dim=-2)
-        fresh = probe.build(cls, DH, max(max_len, first + 2 * x.shape[-2]), base)
-        return probe.call(fresh, padded, padded[:, :1], padded[:, :1])[0][..., first:, :].cpu()
-
-    cpu_chunks = [tuple(t.cpu() for t in chunk) for chunk in chunks]
-    replays = {}
-
-    def mistakes(step: int, index: int) -> Callable[[], dict[str, list[Tensor]]]:
-        def run() -> dict[str, list[Tensor]]:
-            if not replays:
-                replays.update(probe.known_mistakes(cpu_chunks, own_turn, base)())
-            return {code: [r[step][index].to(probe.device) for r in runs] for code, runs in replays.items()}
-
-        return run
-
-    for step, (q, k, v) in enumerate(chunks):
-        T = q.shape[-2]
-        what = f"call {step + 1} of {described(probe, max_len, base)} (T = {T}, positions {offset}..{offset + T - 1})"
-        out = three_tensors(probe, probe.call(module, q, k, v, what=what), what)
-        rows = (slice(offset, offset + T), slice(0, offset + T), slice(0, offset + T))
-        for index, name in enumerate(("q_rot", "k_all", "v_all")):
-            try:
-                probe.expect(
-                    out[index],
-                    full[index][..., rows[index], :],
-                    what=f"{name} of {what}",
-                    mistakes=mistakes(step, index),
-                )
-            except Failure as failure:
-                if failure.code != "wrong_values":
-                    raise
-                said = failure.message.replace("from the reference", f"from what one call on all {L} tokens gives")
-                probe.fail("wrong_values", said.replace("expected", "one call gives"), *INCREMENTAL_HELP)
-        offset = read_offset(probe, module, offset + T, f"after {what}")
-
-
-def read_offset(probe: Probe, module: Any, expected: int, when: str) -> int:
-    """The module's `offset`, which the exercise names: the tokens seen so far."""
-    offset = getattr(module, "offset", None)
-    if isinstance(offset, Tensor) and offset.numel() == 1 and not offset.is_meta:
-        offset = int(offset)
-    if not isinstance(offset, int) or isinstance(offset, bool):
-        probe.fail(
-            "wrong_type",
-            f"`{probe.name}` has no integer attribute `offset` {when} (found {type(offset).__name__}).",
-            hint="The exercise names the attribute: `offset` counts the tokens the module has seen, so that a caller can read the position of the next one.",
-            fix="Set `self.offset = 0` in __init__ and add each call's T to it in forward: `self.offset += T`.",
-        )
-    if offset == expected:
-        return offset
-    if offset < expected:
-        probe.fail(
-            "offset_not_advanced",
-            f"`{probe.name}.offset` is {offset} {when}; it should be {expected}, the number of tokens seen so far.",
-            hint="The offset is the module's memory of where the sequence stands: every call must move it on by the tokens it brought.",
-            fix="At the end of forward, `self.offset += q.shape[-2]` (an int, not a tensor).",
-        )
-    probe.fail(
-        "offset_double_counted",
-        f"`{probe.name}.offset` is {offset} {when}; it should be {expected}, the number of tokens seen so far.",
-        hint="Count each token once: a call of T tokens moves the offset on by T, no more.",
-        fix="Advance once, at the end of forward: `self.offset += T`; do not also set it from the cache's length plus T.",
-    )
-    return offset
-
-
-def three_tensors(probe: Probe, out: Any, what: str) -> tuple[Tensor, Tensor, Tensor]:
-    q_rot, k_all, v_all = tensors(
-        probe,
-        out,
-        what,
-        "(q_rot, k_all, v_all)",
-        hint="The attention that calls the cache needs the rotated queries and every key and value so far, as three separate tensors.",
-        fix="End forward with `return q_rot, self.k_cache, self.v_cache`.",
-    )
-    return q_rot, k_all, v_all
-
-
-def refuses_position(probe: Probe, run: Callable[[], Any], what: str) -> None:
-    """run() reaches a position ≥ max_len: it must raise a ValueError."""
-    fix = (
-        "At the start of forward: `if self.offset + T > self.max_len: raise ValueError(f'positions up to "
-        "{self.offset + T - 1} go past max_len {self.max_len}')`, counting the tokens already cached."
-    )
-    hint = "The check belongs where the positions are made: the last position of a call is offset + T - 1, the tokens cached before it included."
-    try:
-        run()
-    except Failure as failure:
-        if raised(failure, "ValueError"):
-            return
-        if failure.code != "raised":
-            raise
-        error = failure.message.split(" raised ", 1)[-1].rstrip(".")
-        probe.fail("no_length_check", f"{what}, `{probe.name}` raised {error}, not a ValueError.", hint=hint, fix=fix)
-    probe.fail(
-        "no_length_check",
-        f"{what}, `{probe.name}` returned a result instead of raising a ValueError.",
-        hint=hint,
-        fix=fix,
-    )
-
-
-def length_checked(probe: Probe, cls: Any) -> None:
-    """Positions up to max_len - 1 work, whether reached by a prompt of max_len tokens or by steps; the next one
-    is refused, and so is a prompt of max_len + 1 (a check of offset alone lets it through). On the CPU only."""
-    if probe.accelerator_pass:
-        return
-    Dh, max_len = 8, 6
-
-    def call(module: Any, T: int) -> Any:
-        q = probe.sequence(probe.randn(1, 2, T, Dh, device="cpu"), max_len, dim=2)
-        return probe.call(
-            module, q, q.clone(), q.clone(), what=f"`{probe.name}(8, max_len={max_len})` called with T = {T}"
-        )
-
-    module = probe.call(cls, Dh, max_len, what=f"`{probe.name}(8, max_len={max_len})`")
-    try:
-        call(module, max_len)
-    except Failure as failure:
-        if raised(failure, "ValueError"):
-            probe.fail(
-                "length_check_off_by_one",
-                f"`{probe.name}(8, max_len={max_len})` refused a prompt of exactly {max_len} tokens, yet its positions 0..{max_len - 1} are all below max_len.",
-                hint="The last position a call reaches is offset + T - 1: only a position of max_len or more is past the end.",
-                fix="Refuse when `self.offset + T > self.max_len` (with `>`, not `>=`).",
-            )
-        raise
-    refuses_position(
-        probe, lambda: call(module, 1), f"For one more token after a prompt of max_len = {max_len} (position {max_len})"
-    )
-    module = probe.call(cls, Dh, max_len, what=f"`{probe.name}(8, max_len={max_len})`")
-    refuses_position(
-        probe, lambda: call(module, max_len + 1), f"For a first call of T = max_len + 1 = {max_len + 1} tokens"
-    )
-
-
-def kv_device_pass(probe: Probe, cls: Any) -> None:
-    """A prompt and one step on the meta device (and with CPU factories on meta): the step's positions must be
-    made on q's device too."""
-
-    def run(device: torch.device) -> Any:
-        module = probe.call(cls, 8, 16, what=f"`{probe.name}(8, 16)`")
-        module = probe.call(module.to, device, what=f"`{probe.name}.to(device)`")
-        for T in (3, 1):
-            q = probe.randn(1, 2, T, 8, device=device)
-            out = probe.call(module, q, q.clone(), q.clone())
-        return out
-
-    probe.device_pass(run)
-
-
-def check_rope_kv_cache(cls: Any, probe: Probe) -> None:
-    # a prompt, two decode steps, a chunk of two (chunked prefill), a step
-    steps = kv_inputs(probe, [5, 1, 1, 2, 1], torch.float32, 16)
-    # a long prompt in bfloat16 with another base: positions past 256, where half-precision angles collide
-    long = kv_inputs(probe, [300, 1, 1], torch.bfloat16, 4096)
-    probe.independent(
-        lambda: one_pass(probe, cls, steps, base=10000.0, max_len=16),
-        lambda: one_pass(probe, cls, long, base=500000.0, max_len=4096),
-        lambda: incremental(probe, cls, steps, base=10000.0, max_len=16),
-        lambda: length_checked(probe, cls),
-        lambda: kv_device_pass(probe, cls),
-    )
 
 
 # --- streaming_positions ----------------------------------------------------------------------
@@ -767,19 +680,23 @@ def stream_kept_twice(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, T
     return kept, torch.arange(len(kept))
 
 
-def stream_zero_slice(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
-    """With window = 0 your cache keeps every token: a slice [-window:] is [-0:], which Python reads as
-    [0:], the whole sequence, not an empty slice.
+def stream_zero_slice(seq_len: int, n_sink: int, window: int) -> list[tuple[Tensor, Tensor]]:
+    """Your cache keeps every token once its window is down to a slice of -0: `tokens[-window:]` with window = 0,
+    or the newest token plus `[-(window - 1):]` before it (room made for the coming token, as StreamingLLM's
+    `evict_for_space` does) with window = 1. Python reads [-0:] as [0:], the whole sequence, not an empty slice.
 
-    Hint: A negative index counts from the end except at -0, which is 0. Write the window's start as a
-    non-negative index.
+    Hint: A negative index counts from the end except at -0, which is 0. Write where the window starts as a
+    non-negative index, and try the smallest windows, 0 and 1.
 
-    Fix: Start the window at `seq_len - window`: `tokens[seq_len - window:]`."""
+    Fix: Start the window at `seq_len - window`: `tokens[seq_len - window:]`, the newest token included."""
     tokens = torch.arange(seq_len)
     if seq_len <= n_sink + window:
-        return tokens, torch.arange(seq_len)
-    kept = torch.cat([tokens[:n_sink], tokens[-window:]])
-    return kept, torch.arange(len(kept))
+        return [(tokens, torch.arange(seq_len))]
+    recent = [tokens[-window:]]
+    if window >= 1:
+        recent.append(torch.cat([tokens[n_sink:-1][-(window - 1) :], tokens[-1:]]))
+    kept = [torch.cat([tokens[:n_sink], r]) for r in recent]
+    return [(k, torch.arange(len(k))) for k in kept]
 
 
 STREAMING_CASES = [
@@ -790,6 +707,8 @@ STREAMING_CASES = [
     (13, 4, 8),  # one evicted
     (9, 0, 4),  # no sinks: a plain window
     (9, 3, 0),  # no window: the sinks alone
+    (10, 2, 1),  # a window of the newest token alone
+    (6, 0, 1),
     (1, 4, 8),  # the first token
 ]
 
@@ -835,11 +754,96 @@ INDICES_ARE_LONG = (
     "Keep the computation in integers, e.g. `attention_mask.long().cumsum(-1)` (no `.float()` on the way), or end "
     "with `.long()`.",
 )
+LENGTHS_ARE_LONG = (  # the same, for the exercises that take lengths, not a mask
+    INDICES_ARE_LONG[0],
+    "Keep the computation in integers: `torch.arange` without a float dtype, `seq_lens.cumsum(0)` of the long lengths, "
+    "no `.float()`, `linspace` or int32 on the way; or end with `.long()`.",
+)
 MASK_IS_BOOL = (
-    "This mask says yes or no: True where query i may attend key j. An additive mask of 0 and -inf is what attention "
-    "adds to its scores; transformers builds that from the boolean one.",
+    "This mask says yes or no: True where query i may attend key j. An additive mask (0 where allowed, a very "
+    "negative number such as the dtype's minimum elsewhere) is another form of the same, the one eager attention adds "
+    "to its scores; this exercise asks for the boolean one.",
     "Return the comparison itself, a BoolTensor: the same-document test `&` the causal one, with no `.float()`, "
     "`masked_fill(..., float('-inf'))` or `.int()` after it.",
+)
+
+# --- the contracts (helpers/contracts.py) ------------------------------------------------------------
+# What each exercise takes and gives. The contracts' axes draw random inputs of a kind and compare one tensor with
+# the reference exactly; where that would call outside an exercise's domain or cannot read its result, not_walked
+# says so, and the exercise's own probes walk the same axis on inputs of its domain (named in each reason).
+
+MASK = Arg("mask", "B T", dtypes=(torch.int64, torch.int32, torch.bool))
+RANDOM_MASKS = (
+    "the axes draw random 0/1 masks, outside the domain (a row of pads only, pads between real tokens) and compared "
+    "pads included, whose values are free; its own probes walk {what}"
+)
+SEQ_LENS = Arg("ids", "N", bound="L")  # lengths, each >= 1 (no Arg kind draws lengths: ids would hold 0)
+LENGTHS = "seq_lens are lengths >= 1, where the axes would draw a document of no token; {what}"
+
+POSITION_IDS_CONTRACT = Contract(
+    args={"attention_mask": MASK},
+    result=Result("B T", dtype=torch.int64),
+    sizes={"B": 3, "T": 7},
+    ones="B T",
+    not_walked={
+        "ones": RANDOM_MASKS.format(what="a batch of one, (1, 5), and a (3, 1) mask (masks())"),
+        "views": RANDOM_MASKS.format(what="its batch of mixed padding sides as a non-contiguous view (masks())"),
+    },
+)
+DECODE_CONTRACT = Contract(
+    args={"attention_mask": MASK, "new_tokens": Arg("number", domain=">= 1", default=1, values=(1, 2, 3))},
+    result=Result("B N", dtype=torch.int64),
+    sizes={"B": 5, "T": 7},
+    ones="B T",
+    not_walked={
+        axis: RANDOM_MASKS.format(what=walked)
+        for axis, walked in {
+            "ones": "a batch of one, (1, 5), and a (3, 1) mask (decode_cases())",
+            "views": "its batch of mixed padding sides as a non-contiguous view (decode_cases())",
+            "defaults": "new_tokens left out on a left-padded batch (decode_cases())",
+            "varied": "new_tokens = 1, 2 and 3, each on its own batch (decode_cases())",
+        }.items()
+    },
+)
+PACKED_CONTRACT = Contract(
+    args={"seq_lens": SEQ_LENS},
+    result=Result("S", dtype=torch.int64),
+    sizes={"N": 3, "L": 5},
+    not_walked={"views": LENGTHS.format(what="a 1-D tensor of lengths needs no reshaping, contiguous or not")},
+)
+DOCUMENT_MASK_CONTRACT = dataclasses.replace(PACKED_CONTRACT, result=Result("S S", dtype=torch.bool))
+STREAMING_CONTRACT = Contract(  # no tensor, no default, one value each: no axis applies; its own cases walk 0 and 1
+    args={
+        "seq_len": Arg("size", "L"),
+        "n_sink": Arg("number", domain=">= 0", values=(4,)),
+        "window": Arg("number", domain=">= 0", values=(8,)),
+    },
+    result=Result("K", dtype=torch.int64),
+    sizes={"L": 20},
+)
+KV_RESULT = (
+    "the result is three tensors (q_rot, k_all, v_all) over a sequence of calls, which the axes do not compare; "
+)
+KV_CONTRACT = Contract(
+    init={
+        "head_dim": Arg("size", "Dh"),
+        "max_len": Arg("number", domain=">= 1", default=4096),
+        "base": Arg("number", domain="> 0", default=10000.0),
+    },
+    args={
+        name: Arg("activations", f"B {heads} T Dh", dtypes=(torch.float32, torch.bfloat16), grad=True)
+        for name, heads in (("q", "Hq"), ("k", "Hk"), ("v", "Hk"))
+    },
+    result=Result("B Hq T Dh", dtype="q"),
+    sizes={"B": 2, "Hq": 4, "Hk": 2, "T": 5, "Dh": 8},
+    ones="B T",
+    not_walked={
+        "ones": KV_RESULT + "its own probes call it with B = 1 and T = 1 (length_checked, kv_device_pass)",
+        "views": KV_RESULT + "kv_cache.views_taken calls it on transposed q, k, v",
+        "dtypes": KV_RESULT + "its own probes run float32 and bfloat16 (one_pass)",
+        "gradient": KV_RESULT + "kv_cache.gradients_flow backpropagates through all three",
+        "defaults": KV_RESULT + "kv_cache.defaults_kept builds it with head_dim alone",
+    },
 )
 
 EXERCISES = [
@@ -849,16 +853,16 @@ EXERCISES = [
         points=3,
         kind="module",
         reference=reference.RopeKVCache,
-        check=check_rope_kv_cache,
+        check=kv_cache.check_rope_kv_cache,
         mistakes={
-            "decode_at_position_zero": kv_at_zero,
-            "offset_double_counted": kv_double_counted,
-            "keys_rotated_twice": kv_rotated_twice,
-            "cache_keys_unrotated": kv_keys_unrotated,
-            "rope_interleaved_convention": kv_interleaved,
-            "wrong_base": kv_wrong_base,
-            "wrong_exponent": kv_wrong_exponent,
-            "low_precision_angles": kv_low_precision,
+            "decode_at_position_zero": kv_cache.kv_at_zero,
+            "offset_double_counted": kv_cache.kv_double_counted,
+            "keys_rotated_twice": kv_cache.kv_rotated_twice,
+            "cache_keys_unrotated": kv_cache.kv_keys_unrotated,
+            "rope_interleaved_convention": kv_cache.kv_interleaved,
+            "wrong_base": kv_cache.kv_wrong_base,
+            "wrong_exponent": kv_cache.kv_wrong_exponent,
+            "low_precision_angles": kv_cache.kv_low_precision,
         },
         stateful=True,
         advice={
@@ -879,6 +883,7 @@ EXERCISES = [
         importance=3,
         minutes=25,
         edges=("lengths",),
+        contract=KV_CONTRACT,
     ),
     Exercise(
         id="position_ids_from_mask",
@@ -889,14 +894,51 @@ EXERCISES = [
         check=check_position_ids,
         advice={"wrong_dtype": INDICES_ARE_LONG},
         mistakes={
+            "padding_side_per_batch": ids_side_per_batch,  # first: on a mixed batch its faces are another's too
             "position_offset": ids_from_one,
             "mask_ignored": ids_mask_ignored,
             "left_padding_only": ids_left_padding_only,
             "batch_seq_confusion": ids_batch_axis,
+            "squeezed_size_one": ids_squeezed,
         },
         difficulty=1,
         importance=3,
         minutes=10,
+        contract=POSITION_IDS_CONTRACT,
+    ),
+    Exercise(
+        id="decode_position_ids",
+        chapter=8,
+        points=1,
+        kind="function",
+        reference=reference.decode_position_ids,
+        check=check_decode_positions,
+        advice={
+            "wrong_dtype": (
+                INDICES_ARE_LONG[0],
+                "Keep the count in integers, `attention_mask.long().sum(-1, keepdim=True)`, and add a long "
+                "`torch.arange(new_tokens, device=attention_mask.device)`; or end with `.long()`.",
+            ),
+            "wrong_shape": (
+                "The model reads position_ids like input_ids, (B, new_tokens): one row per sequence, one column per new "
+                "token, (B, 1) for a single decode step.",
+                "Keep the row axis with `keepdim=True` on the count, (B, 1), and add "
+                "`torch.arange(new_tokens, device=attention_mask.device)` to it: broadcasting gives (B, new_tokens).",
+            ),
+        },
+        mistakes={
+            "decode_offset_shared": decode_shared,
+            "decode_position_last": decode_last,
+            "decode_counts_left_pads": decode_counts_left_pads,
+            "mask_inverted": decode_inverted,
+            "new_tokens_ignored": decode_new_tokens_ignored,
+            "padding_side_per_batch": decode_side_per_batch,
+            "squeezed_size_one": decode_squeezed,
+        },
+        difficulty=2,
+        importance=3,
+        minutes=10,
+        contract=DECODE_CONTRACT,
     ),
     Exercise(
         id="packed_position_ids",
@@ -905,7 +947,7 @@ EXERCISES = [
         kind="function",
         reference=reference.packed_position_ids,
         check=check_packed_positions,
-        advice={"wrong_dtype": INDICES_ARE_LONG},
+        advice={"wrong_dtype": LENGTHS_ARE_LONG},
         mistakes={
             "positions_not_restarted": packed_not_restarted,
             "position_offset": packed_from_one,
@@ -914,6 +956,7 @@ EXERCISES = [
         difficulty=2,
         importance=2,
         minutes=10,
+        contract=PACKED_CONTRACT,
     ),
     Exercise(
         id="document_causal_mask",
@@ -928,11 +971,13 @@ EXERCISES = [
             "mask_documents_only": mask_documents_only,
             "mask_transposed": mask_transposed,
             "mask_diagonal_excluded": mask_diagonal_excluded,
+            "mask_inverted": mask_inverted,
             "document_boundary_off_by_one": mask_boundary_off_by_one,
         },
         difficulty=2,
         importance=2,
         minutes=10,
+        contract=DOCUMENT_MASK_CONTRACT,
     ),
     Exercise(
         id="streaming_positions",
@@ -941,7 +986,7 @@ EXERCISES = [
         kind="function",
         reference=reference.streaming_positions,
         check=check_streaming,
-        advice={"wrong_dtype": INDICES_ARE_LONG},
+        advice={"wrong_dtype": LENGTHS_ARE_LONG},
         mistakes={
             "sinks_dropped": stream_sinks_dropped,
             "window_off_by_one": stream_window_off_by_one,
@@ -954,5 +999,6 @@ EXERCISES = [
         minutes=10,
         no_device_pass=TAKES_NO_TENSOR,
         edges=("lengths",),
+        contract=STREAMING_CONTRACT,
     ),
 ]

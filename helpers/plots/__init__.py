@@ -14,7 +14,7 @@ from helpers.plots.comparing import accuracy_by_position, alibi_heads, alibi_rea
 from helpers.plots.learned import learned_vs_sinusoidal, position_components, position_similarity_row
 from helpers.plots.long_context import curves_by_position, extrapolation_by_task, slowdown_by_pair
 from helpers.plots.lookup_tables import gradient_rows, lookup_cost, lookup_picture
-from helpers.plots.positions_in_practice import decode_positions, packed_masks, streaming_cache
+from helpers.plots.positions_in_practice import decode_positions, first_token_share, packed_masks, streaming_cache
 from helpers.plots.rope import (
     bf16_positions,
     relative_scores,
@@ -54,6 +54,7 @@ __all__ = [
     "embedding_norms",
     "embedding_norms_at",
     "extrapolation_by_task",
+    "first_token_share",
     "gradient_rows",
     "learned_vs_sinusoidal",
     "lookup_cost",

@@ -77,3 +77,26 @@ def streaming_cache(seq_len: int, kept: torch.Tensor, positions: torch.Tensor, n
     ax.xaxis.label.set_fontsize(8)
     fig.tight_layout()
     plt.show()
+
+
+def first_token_share(shares: dict[str, torch.Tensor], uniform: float, model_name: str) -> None:
+    """Layer by layer of a trained decoder, for each text (label -> (layers,) shares): the share of
+    attention its queries put on the first token (mean over heads and queries), against the share
+    a uniform attention row would give it."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(11.5, 3.8))
+    width = 0.8 / len(shares)
+    for n, (label, share) in enumerate(shares.items()):
+        layers = torch.arange(len(share)) + (n - (len(shares) - 1) / 2) * width
+        ax.bar(layers.tolist(), share.detach().cpu().tolist(), width=width, color=f"C{n + 1}", label=label)
+    ax.axhline(uniform, color="0.3", linestyle=":", label=f"a uniform row ({uniform:.0%})")
+    ax.set(
+        title=f"{model_name}: the share of attention on the first token, layer by layer",
+        xlabel="layer",
+        ylabel="mean share of the attention",
+        ylim=(0, 1),
+    )
+    ax.title.set_fontsize(10)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    plt.show()

@@ -77,6 +77,221 @@ def ids_on_cpu(attention_mask):
     return torch.where(attention_mask.bool(), positions, torch.zeros(attention_mask.shape, dtype=torch.long))
 
 
+# --- decode_position_ids ---------------------------------------------------------------------
+
+
+def decode_sum(attention_mask, new_tokens=1):
+    seen = attention_mask.long().sum(-1, keepdim=True)
+    return seen + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_loop(attention_mask, new_tokens=1):
+    """Row by row: the count of real tokens, then one more per new token."""
+    rows = [[int(row.sum()) + i for i in range(new_tokens)] for row in attention_mask.long()]
+    return torch.tensor(rows, dtype=torch.long, device=attention_mask.device)
+
+
+def decode_generate_steps(attention_mask, new_tokens=1):
+    """transformers' generate, step by step: the mask grows by one real token per step, and the new token's
+    position is cumsum - 1 of the grown mask, read at its column."""
+    mask = attention_mask.long()
+    steps = []
+    for _ in range(new_tokens):
+        mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=-1)
+        steps.append(mask.cumsum(-1)[:, -1:] - 1)
+    return torch.cat(steps, dim=-1)
+
+
+def decode_vllm(attention_mask, new_tokens=1):
+    """vLLM's gpu_model_runner._prepare_inputs: per request num_computed_tokens, the scheduled tokens flattened,
+    positions = num_computed_tokens[req_indices] + the index of each token within its request."""
+    num_computed = attention_mask.long().sum(-1)  # (B,)
+    B = num_computed.shape[0]
+    req_indices = torch.arange(B, device=attention_mask.device).repeat_interleave(new_tokens)
+    arange = torch.arange(B * new_tokens, device=attention_mask.device) % new_tokens
+    return (num_computed[req_indices] + arange).view(B, new_tokens)
+
+
+def decode_columns(attention_mask, new_tokens=1):
+    """The last real column minus the first, plus one: the real tokens sit side by side, pads on either side."""
+    real = attention_mask.bool()
+    T = real.shape[-1]
+    first = real.long().argmax(-1, keepdim=True)
+    last = T - 1 - real.flip(-1).long().argmax(-1, keepdim=True)
+    return last - first + 1 + torch.arange(new_tokens, device=real.device)
+
+
+def decode_at_width(attention_mask, new_tokens=1):
+    """A cache's offset after the padded prefill: T for every row."""
+    B, T = attention_mask.shape
+    return torch.arange(T, T + new_tokens, device=attention_mask.device).expand(B, new_tokens)
+
+
+def decode_at_longest(attention_mask, new_tokens=1):
+    longest = attention_mask.long().sum(-1).max()
+    B = attention_mask.shape[0]
+    return longest + torch.arange(new_tokens, device=attention_mask.device).repeat(B, 1)
+
+
+def decode_last_position(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1, keepdim=True) - 1 + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_cumsum_without_one(attention_mask, new_tokens=1):
+    """The prompt's last position, cumsum - 1 at the last column, taken as the first new one."""
+    last = (attention_mask.long().cumsum(-1) - 1)[:, -1:]
+    return last + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_after_last_real(attention_mask, new_tokens=1):
+    """The column after each row's last real token."""
+    T = attention_mask.shape[-1]
+    after = T - attention_mask.long().flip(-1).argmax(-1, keepdim=True)
+    return after + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_max_column(attention_mask, new_tokens=1):
+    T = attention_mask.shape[-1]
+    columns = torch.arange(1, T + 1, device=attention_mask.device) * attention_mask.long()
+    return columns.max(-1, keepdim=True).values + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_pads_counted(attention_mask, new_tokens=1):
+    return (attention_mask == 0).long().sum(-1, keepdim=True) + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_not_mask(attention_mask, new_tokens=1):
+    """nn.Transformer's key_padding_mask convention: True is a pad."""
+    pads = ~attention_mask.bool()
+    return pads.sum(-1, keepdim=True) + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_one_column(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1, keepdim=True)
+
+
+def decode_same_position(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1, keepdim=True).expand(-1, new_tokens)
+
+
+def decode_flat(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1)
+
+
+def decode_side_from_last_column(attention_mask, new_tokens=1):
+    """Left-padded if every row ends with a real token (as generate asks); else right-padded."""
+    T = attention_mask.shape[-1]
+    if bool(attention_mask[:, -1].all()):
+        start = T - attention_mask.long().argmax(-1)  # the columns after the left pads
+    else:
+        pads = attention_mask == 0
+        start = torch.where(pads.any(-1), pads.long().argmax(-1), T)  # the first pad: the right pads' place
+    return start[:, None] + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_side_from_first_column(attention_mask, new_tokens=1):
+    """Mistral's flash-attention test turned around: right-padded if every row starts with a real token."""
+    mask = attention_mask.long()
+    B, T = mask.shape
+    is_padding_right = int(mask[:, 0].sum()) == B
+    if is_padding_right:
+        start = torch.where((mask == 0).any(-1), (mask == 0).long().argmax(-1), T)
+    else:
+        start = T - mask.argmax(-1)
+    return start.unsqueeze(-1) + torch.arange(new_tokens, device=mask.device)
+
+
+def decode_squeeze_result(attention_mask, new_tokens=1):
+    return decode_sum(attention_mask, new_tokens).squeeze()
+
+
+def decode_squeeze_mask(attention_mask, new_tokens=1):
+    """Written for one sequence: the batch axis squeezed away first."""
+    mask = attention_mask.squeeze(0).long()
+    return mask.sum(-1, keepdim=True) + torch.arange(new_tokens, device=mask.device)
+
+
+def decode_view_sum(attention_mask, new_tokens=1):
+    B, T = attention_mask.shape
+    seen = attention_mask.view(-1).long().view(B, T).sum(-1, keepdim=True)
+    return seen + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_index_add(attention_mask, new_tokens=1):
+    """A packed batch's bookkeeping: each token's request, the mask flattened with .view, counted per request."""
+    B, T = attention_mask.shape
+    request = torch.arange(B, device=attention_mask.device).repeat_interleave(T)
+    seen = torch.zeros(B, dtype=torch.long, device=attention_mask.device)
+    seen = seen.index_add(0, request, attention_mask.view(-1).long())
+    return seen[:, None] + torch.arange(new_tokens, device=attention_mask.device)
+
+
+def decode_int32(attention_mask, new_tokens=1):
+    return decode_sum(attention_mask, new_tokens).int()
+
+
+def decode_int32_arange(attention_mask, new_tokens=1):
+    seen = attention_mask.sum(-1, keepdim=True, dtype=torch.int32)
+    return seen + torch.arange(new_tokens, device=attention_mask.device, dtype=torch.int32)
+
+
+def decode_cpu_arange(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1, keepdim=True) + torch.arange(new_tokens)
+
+
+def decode_cpu_count(attention_mask, new_tokens=1):
+    return attention_mask.long().sum(-1, keepdim=True).cpu() + torch.arange(new_tokens)
+
+
+def ids_side_from_last_column(attention_mask):
+    """Left padding if every row ends with a real token (as generate asks for), else right padding."""
+    B, T = attention_mask.shape
+    columns = torch.arange(T, device=attention_mask.device).expand(B, T)
+    if bool(attention_mask[:, -1].all()):
+        pads = (attention_mask == 0).long().sum(-1, keepdim=True)
+        return (columns - pads).clamp(min=0)
+    return columns
+
+
+def ids_side_from_first_column(attention_mask):
+    """Mistral's `is_padding_right`, read on the first column: every row starting real means right padding."""
+    mask = attention_mask.long()
+    B, T = mask.shape
+    columns = torch.arange(T, device=mask.device).repeat(B, 1)
+    if int(mask[:, 0].sum()) == B:
+        return columns * mask
+    return (columns - (T - mask.sum(-1, keepdim=True))) * mask
+
+
+def ids_squeeze_result(attention_mask):
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0).squeeze()
+
+
+def ids_one_sequence(attention_mask):
+    """Written for one sequence, (T,), the batch axis squeezed away on the way in."""
+    mask = attention_mask.squeeze(0).long()
+    return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+
+
+def ids_flat_view(attention_mask):
+    B, T = attention_mask.shape
+    flat = attention_mask.view(B * T).long()
+    return (flat.view(B, T).cumsum(-1) - 1).clamp(min=0)
+
+
+def ids_split_rows(attention_mask):
+    """The mask flattened with .view and split into its rows again, one cumsum per row."""
+    T = attention_mask.shape[-1]
+    rows = attention_mask.view(-1).long().split(T)
+    return torch.stack([(row.cumsum(0) - 1).clamp(min=0) for row in rows])
+
+
+def ids_trl(attention_mask):
+    """TRL's trainer utils (`forward`, query and response in one row): cumsum minus the mask itself, so a pad
+    holds the count of real tokens before it, in [0, T) on either side."""
+    return attention_mask.cumsum(1) - attention_mask.long()
+
+
 # --- packed_position_ids ---------------------------------------------------------------------
 
 
@@ -105,6 +320,27 @@ def packed_inclusive_starts(seq_lens):
     ends = seq_lens.cumsum(0)
     document = torch.searchsorted(ends, torch.arange(S, device=seq_lens.device))
     return torch.arange(S, device=seq_lens.device) - (ends - seq_lens)[document]
+
+
+def packed_megatron(seq_lens):
+    """Megatron-LM's get_ltor_masks_and_position_ids (reset_position_ids): each document ends with an EOD token;
+    after EOD index i, every later position is moved back by the length of the document it closed."""
+    S = int(seq_lens.sum())
+    position_ids = torch.arange(S, dtype=torch.long, device=seq_lens.device)
+    eod_index = seq_lens.cumsum(0) - 1
+    prev_index = 0
+    for i in eod_index.tolist():
+        position_ids[(i + 1) :] -= i + 1 - prev_index
+        prev_index = i + 1
+    return position_ids
+
+
+def packed_flattening(seq_lens):
+    """TRL's and transformers' DataCollatorWithFlattening: `position_ids += list(range(len(input_ids)))` per example."""
+    position_ids = []
+    for n in seq_lens.tolist():
+        position_ids += list(range(n))
+    return torch.tensor(position_ids, dtype=torch.long, device=seq_lens.device)
 
 
 def packed_cpu(seq_lens):
@@ -151,6 +387,30 @@ def mask_late_boundary(seq_lens):
     document = torch.searchsorted(ends, torch.arange(S, device=seq_lens.device))
     causal = torch.ones(S, S, dtype=torch.bool, device=seq_lens.device).tril()
     return (document[:, None] == document[None, :]) & causal
+
+
+def mask_megatron(seq_lens):
+    """Megatron-LM's reset_attention_mask: a lower triangle of ones with the keys before each EOD zeroed for the
+    queries after it, read in this exercise's convention (> 0.5, True = attend)."""
+    S = int(seq_lens.sum())
+    attention_mask = torch.tril(torch.ones(S, S, device=seq_lens.device))
+    for i in (seq_lens.cumsum(0) - 1).tolist():
+        attention_mask[(i + 1) :, : (i + 1)] = 0
+    return attention_mask > 0.5
+
+
+def mask_megatron_as_is(seq_lens):
+    """Megatron-LM's mask as it returns it, `attention_mask < 0.5`: True where attention is masked out."""
+    S = int(seq_lens.sum())
+    attention_mask = torch.tril(torch.ones(S, S, device=seq_lens.device))
+    for i in (seq_lens.cumsum(0) - 1).tolist():
+        attention_mask[(i + 1) :, : (i + 1)] = 0
+    return attention_mask < 0.5
+
+
+def mask_not_allowed(seq_lens):
+    """nn.MultiheadAttention's bool attn_mask: True where a query may not look."""
+    return ~mask_repeat(seq_lens)
 
 
 def mask_additive(seq_lens):
@@ -362,6 +622,116 @@ class CacheCpuPositions(CacheCat):
         return torch.arange(self.offset, self.offset + T)
 
 
+class CacheTorchtune(nn.Module):
+    """torchtune's KVCache: buffers of max_seq_len written at `cache_pos`, a buffer of positions moved on by each
+    call's length; the rotation read from a cos/sin table built once for max_seq_len (build_rope_cache)."""
+
+    def __init__(self, head_dim, max_len=4096, base=10000.0):
+        super().__init__()
+        self.max_len, self.offset, self.size = max_len, 0, 0
+        theta = 1.0 / (base ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
+        idx_theta = torch.einsum("i,j->ij", torch.arange(max_len).float(), theta)
+        self.register_buffer("cache", torch.cat([idx_theta, idx_theta], dim=-1), persistent=False)
+        self.register_buffer("cache_pos", torch.arange(max_len), persistent=False)
+        self.k_cache = self.v_cache = None
+
+    def forward(self, q, k, v):
+        B, Hk, T, Dh = k.shape
+        if self.size + T > self.max_len:
+            raise ValueError(f"{self.size + T} tokens do not fit a cache of {self.max_len}")
+        if self.k_cache is None:
+            self.k_cache = k.new_zeros(B, Hk, self.max_len, Dh)
+            self.v_cache = v.new_zeros(B, Hk, self.max_len, Dh)
+        input_pos = self.cache_pos[:T] + self.size
+        angles = self.cache[input_pos]
+        cos, sin = angles.cos(), angles.sin()
+        q_rot = (q.float() * cos + rotate_half(q.float()) * sin).to(q.dtype)
+        k_rot = (k.float() * cos + rotate_half(k.float()) * sin).to(k.dtype)
+        self.k_cache = self.k_cache.index_copy(2, input_pos, k_rot)  # out of place: gradients reach k
+        self.v_cache = self.v_cache.index_copy(2, input_pos, v)
+        self.size += T
+        self.offset = self.size
+        return q_rot, self.k_cache[:, :, : self.size], self.v_cache[:, :, : self.size]
+
+
+class CacheMlx(CacheCat):
+    """mlx-lm's KVCache: a buffer grown by steps of 256 slots, the rotation at `offset` (nn.RoPE(dims,
+    traditional=False) is the half-split layout), update_and_fetch returning the filled part."""
+
+    step = 256
+
+    def forward(self, q, k, v):
+        prev, T = self.offset, q.shape[-2]
+        if prev + T > self.max_len:
+            raise ValueError("past max_len")
+        positions = self.positions(T, q.device)
+        q_rot, k_rot = self.rotate(q, positions), self.rotate(k, positions)
+        if self.k is None or prev + T > self.k.shape[2]:
+            grow = ((T + self.step - 1) // self.step) * self.step
+            new_k = k.new_zeros(*k.shape[:2], grow, k.shape[-1])
+            new_v = v.new_zeros(*v.shape[:2], grow, v.shape[-1])
+            self.k = new_k if self.k is None else torch.cat([self.k[..., :prev, :], new_k], dim=2)
+            self.v = new_v if self.v is None else torch.cat([self.v[..., :prev, :], new_v], dim=2)
+        self.k = torch.cat([self.k[..., :prev, :], k_rot, self.k[..., prev + T :, :]], dim=2)
+        self.v = torch.cat([self.v[..., :prev, :], v, self.v[..., prev + T :, :]], dim=2)
+        self.offset += T
+        return q_rot, self.k[..., : self.offset, :], self.v[..., : self.offset, :]
+
+
+class CacheMaxLen2048(CacheCat):
+    """GPT-NeoX's and LitGPT's default context, 2048."""
+
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+
+
+class CacheLlama3Base(CacheCat):
+    """Llama 3's rope_theta as the default base."""
+
+    def __init__(self, head_dim, max_len=4096, base=500000.0):
+        super().__init__(head_dim, max_len, base)
+
+
+class CacheNoGrad(CacheCat):
+    """The rotation under torch.no_grad(), as transformers' LlamaRotaryEmbedding.forward makes cos and sin."""
+
+    def rotate(self, x, positions):
+        with torch.no_grad():
+            return super().rotate(x, positions)
+
+
+class CacheInferenceMode(CacheCat):
+    @torch.inference_mode()
+    def forward(self, q, k, v):
+        return super().forward(q, k, v)
+
+
+class CacheDetached(CacheCat):
+    """Every output detached, "a cache holds no graph"."""
+
+    def forward(self, q, k, v):
+        return tuple(t.detach() for t in super().forward(q, k, v))
+
+
+class CacheFlatHeads(CacheCat):
+    """Heads flattened into the batch with .view before the rotation, and back."""
+
+    def rotate(self, x, positions):
+        B, H, T, Dh = x.shape
+        flat = x.view(B * H, T, Dh)
+        return super().rotate(flat, positions).view(B, H, T, Dh)
+
+
+class CacheViewStore(CacheCat):
+    """Keys and values stored as (B, Hk * T, Dh) rows with .view, reshaped back on the way out."""
+
+    def forward(self, q, k, v):
+        B, Hk, T, Dh = k.shape
+        q_rot, k_all, v_all = super().forward(q, k, v)
+        rows = v.view(B, Hk * T, Dh)
+        return q_rot, k_all, torch.cat([v_all[..., :-T, :], rows.view(B, Hk, T, Dh)], dim=-2)
+
+
 # --- streaming_positions ---------------------------------------------------------------------------
 
 
@@ -413,11 +783,54 @@ def stream_minus_zero(seq_len, n_sink, window):
     return kept, torch.arange(len(kept))
 
 
+def stream_newest_plus_recent(seq_len, n_sink, window):
+    """The newest token, then the window - 1 tokens before it (the sinks alone for a window of 0): [-0:] at 1."""
+    tokens = torch.arange(seq_len)
+    if seq_len <= n_sink + window:
+        return tokens, torch.arange(seq_len)
+    if window == 0:
+        kept = tokens[:n_sink]
+    else:
+        kept = torch.cat([tokens[:n_sink], tokens[n_sink:-1][-(window - 1) :], tokens[-1:]])
+    return kept, torch.arange(len(kept))
+
+
+def stream_evict_for_space(seq_len, n_sink, window):
+    """StreamingLLM's evict_for_space, on a list of indices: keep the recent window - 1 and append the coming one."""
+    if seq_len <= n_sink + window:
+        kept = list(range(seq_len))
+    elif window == 0:
+        kept = list(range(n_sink))
+    else:
+        past = list(range(seq_len - 1))
+        kept = past[:n_sink] + past[n_sink:][-(window - 1) :] + [seq_len - 1]
+    return torch.tensor(kept), torch.arange(len(kept))
+
+
+def stream_mlx_trim(seq_len, n_sink, window):
+    """mlx-lm's RotatingKVCache._trim with keep = n_sink and max_size = n_sink + window: the oldest tokens after
+    the kept ones go; positions are the slots (StreamingLLM's rule)."""
+    tokens = torch.arange(seq_len)
+    trim_size = max(seq_len - (n_sink + window), 0)
+    kept = torch.cat([tokens[:n_sink], tokens[trim_size + n_sink :]]) if trim_size > 0 else tokens
+    return kept, torch.arange(len(kept))
+
+
 def stream_one_tensor(seq_len, n_sink, window):
     return torch.stack(stream_slices(seq_len, n_sink, window))
 
 
 # --- two independent mistakes in one submission ------------------------------------------------------
+
+
+def decode_width_one_column(attention_mask, new_tokens=1):
+    """The padded width for every row, and one position only."""
+    return torch.full((attention_mask.shape[0], 1), attention_mask.shape[-1], device=attention_mask.device)
+
+
+def decode_side_same_position(attention_mask, new_tokens=1):
+    """The padding side decided on the last column, and every new token at the same position."""
+    return decode_side_from_last_column(attention_mask, 1).expand(-1, new_tokens)
 
 
 def mask_late_and_triu(seq_lens):
@@ -448,11 +861,12 @@ class CacheBase10000Unrotated(CacheUnrotated):
 
 
 RIGHT = {
-    "position_ids_from_mask": [ids_cumsum, ids_loop, ids_first_real],
-    "packed_position_ids": [packed_repeat, packed_cat],
-    "document_causal_mask": [mask_repeat, mask_blocks],
-    "RopeKVCache": [CacheCat, CacheStatic, CacheRaw],
-    "streaming_positions": [stream_slices, stream_list],
+    "position_ids_from_mask": [ids_cumsum, ids_loop, ids_first_real, ids_trl],
+    "decode_position_ids": [decode_sum, decode_loop, decode_generate_steps, decode_vllm, decode_columns],
+    "packed_position_ids": [packed_repeat, packed_cat, packed_megatron, packed_flattening],
+    "document_causal_mask": [mask_repeat, mask_blocks, mask_megatron],
+    "RopeKVCache": [CacheCat, CacheStatic, CacheRaw, CacheTorchtune, CacheMlx],
+    "streaming_positions": [stream_slices, stream_list, stream_mlx_trim],
 }
 
 WRONG = [
@@ -464,6 +878,33 @@ WRONG = [
     ("position_ids_from_mask", "wrong_dtype", ids_float),
     ("position_ids_from_mask", "batch_seq_confusion", ids_batch_axis),
     ("position_ids_from_mask", "wrong_device", ids_on_cpu),
+    ("position_ids_from_mask", "padding_side_per_batch", ids_side_from_last_column),
+    ("position_ids_from_mask", "padding_side_per_batch", ids_side_from_first_column),
+    ("position_ids_from_mask", "squeezed_size_one", ids_squeeze_result),
+    ("position_ids_from_mask", "squeezed_size_one", ids_one_sequence),
+    ("position_ids_from_mask", "contiguity_assumed", ids_flat_view),
+    ("position_ids_from_mask", "contiguity_assumed", ids_split_rows),
+    ("decode_position_ids", "decode_offset_shared", decode_at_width),
+    ("decode_position_ids", "decode_offset_shared", decode_at_longest),
+    ("decode_position_ids", "decode_position_last", decode_last_position),
+    ("decode_position_ids", "decode_position_last", decode_cumsum_without_one),
+    ("decode_position_ids", "decode_counts_left_pads", decode_after_last_real),
+    ("decode_position_ids", "decode_counts_left_pads", decode_max_column),
+    ("decode_position_ids", "mask_inverted", decode_pads_counted),
+    ("decode_position_ids", "mask_inverted", decode_not_mask),
+    ("decode_position_ids", "new_tokens_ignored", decode_one_column),
+    ("decode_position_ids", "new_tokens_ignored", decode_same_position),
+    ("decode_position_ids", "new_tokens_ignored", decode_flat),
+    ("decode_position_ids", "padding_side_per_batch", decode_side_from_last_column),
+    ("decode_position_ids", "padding_side_per_batch", decode_side_from_first_column),
+    ("decode_position_ids", "squeezed_size_one", decode_squeeze_result),
+    ("decode_position_ids", "squeezed_size_one", decode_squeeze_mask),
+    ("decode_position_ids", "contiguity_assumed", decode_view_sum),
+    ("decode_position_ids", "contiguity_assumed", decode_index_add),
+    ("decode_position_ids", "wrong_dtype", decode_int32),
+    ("decode_position_ids", "wrong_dtype", decode_int32_arange),
+    ("decode_position_ids", "wrong_device", decode_cpu_arange),
+    ("decode_position_ids", "wrong_device", decode_cpu_count),
     ("packed_position_ids", "positions_not_restarted", packed_arange),
     ("packed_position_ids", "position_offset", packed_from_one),
     ("packed_position_ids", "document_boundary_off_by_one", packed_inclusive_starts),
@@ -474,6 +915,8 @@ WRONG = [
     ("document_causal_mask", "mask_diagonal_excluded", mask_strict),
     ("document_causal_mask", "document_boundary_off_by_one", mask_late_boundary),
     ("document_causal_mask", "wrong_dtype", mask_additive),
+    ("document_causal_mask", "mask_inverted", mask_megatron_as_is),
+    ("document_causal_mask", "mask_inverted", mask_not_allowed),
     ("RopeKVCache", "decode_at_position_zero", CacheAtZero),
     ("RopeKVCache", "offset_not_advanced", CacheNoOffset),
     ("RopeKVCache", "offset_double_counted", CacheAdvancedFirst),
@@ -489,11 +932,20 @@ WRONG = [
     ("RopeKVCache", "wrong_dtype", CacheFloatOut),
     ("RopeKVCache", "wrong_shape", CacheRepeatKV),
     ("RopeKVCache", "wrong_device", CacheCpuPositions),
+    ("RopeKVCache", "default_changed", CacheMaxLen2048),
+    ("RopeKVCache", "default_changed", CacheLlama3Base),
+    ("RopeKVCache", "gradient_cut", CacheNoGrad),
+    ("RopeKVCache", "gradient_cut", CacheInferenceMode),
+    ("RopeKVCache", "gradient_cut", CacheDetached),
+    ("RopeKVCache", "contiguity_assumed", CacheFlatHeads),
+    ("RopeKVCache", "contiguity_assumed", CacheViewStore),
     ("streaming_positions", "sinks_dropped", stream_window_only),
     ("streaming_positions", "window_off_by_one", stream_window_plus_one),
     ("streaming_positions", "positions_not_cache_slots", stream_original),
     ("streaming_positions", "tokens_kept_twice", stream_overlap),
     ("streaming_positions", "window_zero_slice", stream_minus_zero),
+    ("streaming_positions", "window_zero_slice", stream_newest_plus_recent),
+    ("streaming_positions", "window_zero_slice", stream_evict_for_space),
     ("streaming_positions", "wrong_type", stream_one_tensor),
 ]
 
@@ -501,6 +953,8 @@ ALSO = [
     ("document_causal_mask", "mask_transposed", "document_boundary_off_by_one", mask_late_and_triu),
     ("document_causal_mask", "mask_diagonal_excluded", "mask_causal_only", mask_strict_whole_row),
     ("streaming_positions", "sinks_dropped", "positions_not_cache_slots", stream_window_original),
+    ("decode_position_ids", "decode_offset_shared", "new_tokens_ignored", decode_width_one_column),
+    ("decode_position_ids", "padding_side_per_batch", "new_tokens_ignored", decode_side_same_position),
     ("RopeKVCache", "rope_interleaved_convention", "decode_at_position_zero", CacheInterleavedAtZero),
     ("RopeKVCache", "wrong_base", "cache_keys_unrotated", CacheBase10000Unrotated),
 ]
@@ -514,6 +968,11 @@ INDEPENDENT = {
         ("mask_transposed", "document_boundary_off_by_one"),
         ("mask_diagonal_excluded", "mask_causal_only"),
     ],
+    # where each row's count goes on (the first new position), and the new_tokens positions after it
+    "decode_position_ids": [
+        ("decode_offset_shared", "new_tokens_ignored"),
+        ("padding_side_per_batch", "new_tokens_ignored"),
+    ],
     # which tokens are kept, and how the kept ones are numbered
     "streaming_positions": [("sinks_dropped", "positions_not_cache_slots")],
     # the rotation (one call, against RoPE) and the counting (a prompt then steps, against the module's own one call)
@@ -523,9 +982,10 @@ INDEPENDENT = {
     ],
 }
 ONE_ASPECT = {
-    "position_ids_from_mask": "position_offset, mask_ignored, left_padding_only and batch_seq_confusion are answers to the one "
-    "question 'how many real tokens come before this one': the pads' values, the other aspect, have no catalogue mistake "
-    "(pad_position_out_of_range is a probe of its own)",
+    "position_ids_from_mask": "position_offset, mask_ignored, left_padding_only, batch_seq_confusion and "
+    "padding_side_per_batch are answers to the one question 'how many real tokens come before this one': the pads' values, "
+    "the other aspect, have no catalogue mistake (pad_position_out_of_range is a probe of its own); squeezed_size_one "
+    "is met only on the masks with an axis of size 1, probed after the others, so values wrong elsewhere are named first",
     "packed_position_ids": "its mistakes are all ways of finding each document's first token (none, one late or early, "
     "counted from 1): one subtraction per token",
 }
