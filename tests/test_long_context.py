@@ -42,7 +42,6 @@ CASES = {
         (16, 10000.0, 1.0, 128),
         (128, 10000.0, 4.0, 65536),  # the slow edge past pair 63: the library clamps it to d - 1
         (16, 10000.0, 4.0, 100000),
-        (16, 10000.0, 0.5, 128),  # a factor below 1: scale 1.0
     ],
     "llama3_scaling": [
         (16, 10000.0, 4.0, 1.0, 4.0, 64),
