@@ -173,6 +173,7 @@ class Probe:
         self.also: list[str] = []  # further independent mistakes, found after the first
         self.notes: list[str] = []  # one line each, added to a pass message (a cross-check that was skipped)
         self.aspects_passed: set[str] = set()  # the named aspects of `independent` that passed
+        self.axes_walked: set[str] = set()  # the contract's axes that ran to the end (helpers.contracts)
 
     # ---- failing -------------------------------------------------------
     def fail(self, code: str, message: str, hint: str = "", fix: str = "") -> None:

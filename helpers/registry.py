@@ -166,6 +166,15 @@ DIAGNOSES: dict[str, str] = {
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",
     "library_raised": "the code raised inside transformers' own model, on inputs as the model makes them (non-contiguous views, GQA, left padding)",
+    # the axes every contract admits (helpers/contracts.py): any exercise
+    "squeezed_size_one": "a size-1 axis of the result was dropped (a .squeeze() on a batch of one, or on a single token)",
+    "contiguity_assumed": "the code fails on inputs that are views (transposed, sliced): a .view where .reshape is needed",
+    "gradient_cut": "the result is cut off from autograd: no gradient reaches an input that needs one (no_grad, inference_mode, .detach(), NumPy)",
+    "fixed_dtype": "the code works in float32 only: it fails on another dtype the exercise admits (a .float(), a float32 factory)",
+    "precision_lost": "a float64 result carries float32 rounding: a step on the way ran in float32",
+    "default_changed": "an optional argument's default differs from the exercise's (a max_len, base or dropout copied from elsewhere, or not passed on)",
+    "size_from_ids": "the result's size is read off the ids (ids.max() + 1, bincount without minlength), not from the size given",
+    "argument_ignored": "an argument's value is ignored: the result is the one for another value (a constant written where the argument belongs)",
 }
 
 
@@ -250,6 +259,34 @@ GENERIC_ADVICE: dict[str, tuple[str, str]] = {
         "Build the table so that every row trains, `nn.Embedding(num_rows, d)` with no padding_idx unless the exercise asks for one, and "
         "look rows up in the Parameter itself: no requires_grad_(False), .detach(), .data or gradient hook on the way.",
     ),
+    # the axes of helpers/contracts.py (their codes are in DIAGNOSES' last block)
+    "squeezed_size_one": (
+        "A batch of one is still a batch, and a single token still a sequence: `.squeeze()` without a dimension drops every axis of size 1, "
+        "wherever it is, and an index `[0]` drops the first.",
+        "Drop the `.squeeze()` (or name the one axis you mean, `.squeeze(-1)`, only where that axis is always 1), and keep every axis the "
+        "docstring gives, however small.",
+    ),
+    "contiguity_assumed": (
+        "`.view` reinterprets memory as it is laid out and refuses a tensor whose elements are not in order: a transposed or sliced tensor, "
+        "as a model hands its queries and keys over. torch.randn always makes contiguous tensors, so a test of your own never meets one.",
+        "Use `.reshape(...)` instead of `.view(...)` (it copies only when it must), or call `.contiguous()` before the view.",
+    ),
+    "gradient_cut": (
+        "Autograd records only the torch operations run while it is on: torch.no_grad() or torch.inference_mode() around the computation, "
+        ".detach(), .data, .item() or a trip through NumPy each end the record, and nothing before that point is trained.",
+        "Compute the result from the inputs with torch operations, outside any torch.no_grad() / inference_mode block, with no .detach(), "
+        ".data or NumPy round trip on the way.",
+    ),
+    "fixed_dtype": (
+        "A `.float()`, a torch.zeros or torch.tensor without dtype=, or a float32 constant meets an input of another dtype, "
+        "and torch refuses to mix them in a product (or rounds silently elsewhere).",
+        "Take every dtype from the inputs: `.to(weight.dtype)` instead of `.float()`, `dtype=x.dtype` in every factory call.",
+    ),
+    "precision_lost": (
+        "A float64 input asks for float64 all the way: one step in float32 (a `.float()`, a float32 buffer or zeros, a float32 "
+        "accumulator cast back at the end) rounds every value to 7 digits, and casting back does not bring them back.",
+        "Make every intermediate tensor in the input's dtype: `dtype=` taken from an input in each factory, `.to(x.dtype)`, no `.float()`.",
+    ),
     "wrong_values": (  # an exercise with a smallest case of its own passes its (hint, fix) to Probe.expect
         "Work out one entry of the expected result by hand, from the exercise's formula, on the smallest input it takes, and compare it with what your code gives.",
         "Run your code on that small input, print every intermediate tensor next to the value you expect for it, and correct the first step where the two part.",
@@ -305,6 +342,9 @@ class Exercise:
     # A module whose forward changes its own buffers on purpose (a KV cache appends to them): the probe's
     # check that a forward leaves the module's tensors as they were then looks at its Parameters only.
     stateful: bool = False
+    # What the exercise takes and gives (a helpers.contracts.Contract): the axes it derives run after `check`
+    # passed (the catalogue wraps `check` with them), on every call the contract admits and no other.
+    contract: Any = None
 
     @property
     def badge(self) -> str:

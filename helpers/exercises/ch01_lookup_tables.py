@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers import reference
+from helpers.contracts import FLOATS, Arg, Contract, Result
 from helpers.exercises.common import (
     MATRIX_PRODUCTS,
     NO_GRADIENT_HINT,
@@ -346,6 +347,27 @@ def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:
     )
 
 
+# weight (V, d) of any float dtype, ids of any shape: the rows, in weight's dtype, with the weight's gradient.
+LOOKUP_CONTRACT = Contract(
+    args={"weight": Arg("table", "V d", dtypes=FLOATS, grad=True), "ids": Arg("ids", "...", bound="V")},
+    result=Result("... d", dtype="weight"),
+    sizes={"V": 11, "d": 7, "...": "B T", "B": 3, "T": 5},
+    ones="B T",
+)
+
+# grad_out (..., d) of any float dtype, ids (...), vocab_size V: the (V, d) gradient in grad_out's dtype, whichever ids occur.
+BACKWARD_CONTRACT = Contract(
+    args={
+        "grad_out": Arg("gradient", "... d", dtypes=FLOATS),
+        "ids": Arg("ids", "...", bound="V"),
+        "vocab_size": Arg("size", "V"),
+        "padding_idx": Arg("index", bound="V", default=None, values=(None, 0)),
+    },
+    result=Result("V d", dtype="grad_out"),
+    sizes={"V": 11, "d": 7, "...": "B T", "B": 3, "T": 5},
+    ones="B T",
+)
+
 EXERCISES = [
     Exercise(
         id="lookup",
@@ -360,6 +382,7 @@ EXERCISES = [
         importance=3,
         minutes=5,
         edges=("ids",),
+        contract=LOOKUP_CONTRACT,
     ),
     Exercise(
         id="one_hot_lookup",
@@ -374,6 +397,7 @@ EXERCISES = [
         importance=2,
         minutes=10,
         edges=("ids",),
+        contract=LOOKUP_CONTRACT,
     ),
     Exercise(
         id="embedding_backward",
@@ -393,5 +417,6 @@ EXERCISES = [
         importance=2,
         minutes=15,
         edges=("ids",),
+        contract=BACKWARD_CONTRACT,
     ),
 ]

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from helpers.contracts import dropout_rate
 from helpers.probe import Probe, close
 from helpers.safety import Failure
 
@@ -756,23 +757,6 @@ def refuses_past_max_len(
     )
     refuses(probe, lambda extra: run(max_len + 1 + extra), f"T = max_len + 1 = {max_len + 1}", fix, hint=hint)
     return out
-
-
-def dropout_rate(out: Any, expected: torch.Tensor) -> float | None:
-    """If `out` is `expected` with some entries zeroed and the others scaled by
-    one common factor 1/(1-p), as dropout applied last does, the p that factor
-    implies; else None."""
-    if not isinstance(out, torch.Tensor) or out.shape != expected.shape or out.is_meta or out.dtype != expected.dtype:
-        return None
-    out, expected = out.detach(), expected.detach()
-    kept = out != 0
-    sizeable = kept & (expected.abs() > 1e-2 * expected.abs().max())  # relative: a sum of small weights is dropped too
-    if kept.all() or not sizeable.any():
-        return None
-    scale = float((out[sizeable] / expected[sizeable]).median())
-    if scale <= 1 or not close(out[kept], expected[kept] * scale):
-        return None
-    return 1 - 1 / scale
 
 
 DROPOUT_RATE_TOLERANCE = 0.02  # the scale 1/(1-p) gives p to float precision; a wrong rate is off by 0.05 or more

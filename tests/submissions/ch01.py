@@ -571,3 +571,68 @@ def backward_index_add_dropped(grad_out, ids, vocab_size, padding_idx=None):
 
 
 WRONG += [("embedding_backward", "all_zeros", backward_index_add_dropped)]
+
+
+# --- issue 41: the contract's axes (helpers/contracts.py) -------------------------------
+
+
+def lookup_views_the_ids(weight, ids):
+    """.view on ids that arrive as a transposed view: it refuses them."""
+    return weight[ids.view(-1)].view(*ids.shape, weight.shape[1])
+
+
+def one_hot_of_viewed_ids(weight, ids):
+    one_hot = F.one_hot(ids.view(-1), weight.shape[0]).to(weight.dtype)
+    return (one_hot @ weight).view(*ids.shape, -1)
+
+
+def backward_sized_by_largest_id(grad_out, ids, vocab_size, padding_idx=None):
+    """B7 of the 2026-11-27 review: the table is as big as the ids at hand say."""
+    d = grad_out.shape[-1]
+    grad = torch.zeros(int(ids.max()) + 1, d, dtype=grad_out.dtype, device=grad_out.device)
+    grad.index_add_(0, ids.reshape(-1), grad_out.reshape(-1, d))
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad
+
+
+def backward_bincount_without_minlength(grad_out, ids, vocab_size, padding_idx=None):
+    """B11 of the 2026-11-27 review: one weighted bincount per column, without minlength."""
+    d = grad_out.shape[-1]
+    flat, rows = ids.reshape(-1), grad_out.reshape(-1, d)
+    grad = torch.stack([torch.bincount(flat, weights=rows[:, j]) for j in range(d)], dim=1).to(grad_out.dtype)
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad
+
+
+def backward_accumulates_in_float32(grad_out, ids, vocab_size, padding_idx=None):
+    """A float32 accumulator, cast back to grad_out's dtype at the end: a float64 gradient rounded to float32."""
+    d = grad_out.shape[-1]
+    grad = torch.zeros(vocab_size, d, device=grad_out.device)
+    grad.index_add_(0, ids.reshape(-1), grad_out.reshape(-1, d).float())
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad.to(grad_out.dtype)
+
+
+def backward_one_hot_in_float32(grad_out, ids, vocab_size, padding_idx=None):
+    one_hot = F.one_hot(ids.reshape(-1), vocab_size).float()  # (N, V)
+    grad = one_hot.T @ grad_out.reshape(-1, grad_out.shape[-1]).float()
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad.to(grad_out.dtype)
+
+
+RIGHT["one_hot_lookup"].remove(one_hot_float_then_moved)  # a float32 one-hot: issue 41's dtype axis refuses it
+RIGHT["one_hot_lookup"].remove(one_hot_dot_float)
+WRONG += [
+    ("one_hot_lookup", "fixed_dtype", one_hot_float_then_moved),
+    ("one_hot_lookup", "fixed_dtype", one_hot_dot_float),
+    ("lookup", "contiguity_assumed", lookup_views_the_ids),
+    ("one_hot_lookup", "contiguity_assumed", one_hot_of_viewed_ids),
+    ("embedding_backward", "size_from_ids", backward_sized_by_largest_id),
+    ("embedding_backward", "size_from_ids", backward_bincount_without_minlength),
+    ("embedding_backward", "precision_lost", backward_accumulates_in_float32),
+    ("embedding_backward", "precision_lost", backward_one_hot_in_float32),
+]
