@@ -158,11 +158,6 @@ DIAGNOSES: dict[str, str] = {
     "positions_not_cache_slots": "streaming positions are the tokens' original indices instead of their slots in the cache",
     "tokens_kept_twice": "the streaming cache keeps some tokens twice while sinks and window overlap",
     "window_zero_slice": "window = 0 keeps every token: tokens[-0:] is the whole sequence",
-    # issue 41, the axes of chapters 05-07's contracts (helpers/exercises/rope_axes.py)
-    "tables_ignored": "apply_rope or apply_partial_rope builds its own angles instead of using the cos and sin tables it is handed",
-    "non_contiguous_input": "right on contiguous inputs, wrong (or raising) on a transposed view, as a model hands q and k over (a .view)",
-    "squeezed_axis": "a size-1 axis (a batch of one, one token per sequence when decoding) is dropped by .squeeze() and the rest misread",
-    "wrong_default": "an argument's default is not the one the exercise gives (a max_len or base copied from another codebase)",
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",
     "library_raised": "the code raised inside transformers' own model, on inputs as the model makes them (non-contiguous views, GQA, left padding)",

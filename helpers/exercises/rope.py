@@ -612,7 +612,7 @@ def size_one_explained(probe: Probe, positions: Tensor | None) -> Iterator[None]
         ):
             B = positions.shape[0]
             probe.fail(
-                "squeezed_axis",
+                "squeezed_size_one",
                 f"{failure.message.rstrip('.')}. That was with positions of shape ({B}, 1): one new token per sequence, each at its own "
                 "position, as when a batch is decoded. The same code is right for positions (B, T) with T > 1: it reads an axis of size 1 "
                 "differently from a longer one.",

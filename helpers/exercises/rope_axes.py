@@ -85,7 +85,7 @@ def transposed(probe: Probe, B: int, H: int, T: int, d: int) -> Tensor:
 
 def views_accepted(probe: Probe, rotation: Rotation, inputs: tuple[Tensor, ...], positions: Tensor | None) -> None:
     """The inputs as transposed views (not contiguous): the student's code must rotate them as it rotates
-    contiguous copies. A raise, or a result that only contiguous copies make right, is non_contiguous_input."""
+    contiguous copies. A raise, or a result that only contiguous copies make right, is contiguity_assumed."""
     shapes = ", ".join(f"{name} {tuple(x.shape)}" for name, x in zip(rotation.names, inputs))
     what = f"{shapes} handed over as transposed views, (B, T, H, Dh).transpose(1, 2), as a model's attention hands them over"
 
@@ -101,7 +101,7 @@ def views_accepted(probe: Probe, rotation: Rotation, inputs: tuple[Tensor, ...],
     except Failure as failure:
         if failure.code == "raised" and right_on_copies():
             probe.fail(
-                "non_contiguous_input",
+                "contiguity_assumed",
                 f"{failure.message.rstrip('.')}, with {what} (not contiguous). {CONTIGUOUS_SAID}",
                 *CONTIGUOUS_HELP,
             )
@@ -110,7 +110,7 @@ def views_accepted(probe: Probe, rotation: Rotation, inputs: tuple[Tensor, ...],
         if not agrees(rotation, out, x, positions):
             if right_on_copies():
                 probe.fail(
-                    "non_contiguous_input",
+                    "contiguity_assumed",
                     f"`{probe.name}` gives wrong values for {what} (not contiguous). {CONTIGUOUS_SAID}",
                     *CONTIGUOUS_HELP,
                 )
@@ -141,7 +141,7 @@ def gradient_flows(probe: Probe, rotation: Rotation, inputs: tuple[Tensor, ...],
     for out, name in zip(outs, rotation.names):
         if not (isinstance(out, Tensor) and out.requires_grad):
             probe.fail(
-                "no_gradient",
+                "gradient_cut",
                 f"`{probe.name}`'s result for {name} does not require grad although {name} does: the rotation is cut off from autograd, "
                 "so no gradient reaches the projections that made q and k, and the model could not be trained.",
                 hint=f"{NO_GRADIENT_HINT} (transformers' LlamaRotaryEmbedding.forward runs under torch.no_grad() because it returns only cos and sin, "
@@ -158,7 +158,7 @@ def gradient_flows(probe: Probe, rotation: Rotation, inputs: tuple[Tensor, ...],
         want = transposed_gradient(rotation, g, positions)
         if leaf.grad is None:
             probe.fail(
-                "no_gradient",
+                "gradient_cut",
                 f"After a backward pass through `{probe.name}`, {name} has no gradient: its result was computed from something else (a copy?).",
                 hint=NO_GRADIENT_HINT,
                 fix=f"Compute the result from {name} itself, with torch operations only.",
@@ -235,7 +235,7 @@ def defaults_kept(probe: Probe, cls: type) -> None:
     except Failure as failure:
         if failure.code == "raised" and "ValueError" in failure.message and accepts_last(probe, cls, q, k, last):
             probe.fail(
-                "wrong_default",
+                "default_changed",
                 f"{made}, built with the default max_len, refused positions {last.tolist()}: {failure.message} Its default max_len is "
                 f"below {DEFAULT_MAX_LEN}, the one the exercise gives.",
                 *default_help(ROTARY_SIGNATURE),
@@ -248,7 +248,7 @@ def defaults_kept(probe: Probe, cls: type) -> None:
             for out, x in zip(module_rotation(probe, explicit, DEFAULT_BASE).run((q, k), last), (q, k))
         ):
             probe.fail(
-                "wrong_default",
+                "default_changed",
                 f"{made}, built with the default base, does not turn as base {DEFAULT_BASE:g} does, yet `{probe.name}(8, {DEFAULT_MAX_LEN}, "
                 f"{DEFAULT_BASE})` does: its default base is another number.",
                 *default_help(ROTARY_SIGNATURE),
@@ -259,7 +259,7 @@ def defaults_kept(probe: Probe, cls: type) -> None:
     except Failure:
         return  # refused (or torch's IndexError, the length check's finding)
     probe.fail(
-        "wrong_default",
+        "default_changed",
         f"{made}, built with the default max_len, accepted position {DEFAULT_MAX_LEN}: its default max_len is larger than "
         f"{DEFAULT_MAX_LEN}, the one the exercise gives, so its tables hold rows a model built with the defaults must not have.",
         *default_help(ROTARY_SIGNATURE),
@@ -267,7 +267,7 @@ def defaults_kept(probe: Probe, cls: type) -> None:
 
 
 def default_help(signature: str) -> tuple[str, str]:
-    """(hint, fix) of wrong_default, for code whose signature should read `signature`."""
+    """(hint, fix) of default_changed, for code whose signature should read `signature`."""
     return (
         "A default is part of the interface: code that leaves the argument out relies on it. max_len 2048 and base 10000 are this "
         "exercise's (and Llama 2's); 4096, 8192 or 131072 positions, a base of 500000 (Llama 3) or 1000000 (Code Llama, Qwen2) belong to other models.",
