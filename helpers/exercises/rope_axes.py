@@ -298,6 +298,18 @@ def default_base_explained(
                 "the one the exercise gives.",
                 *default_help(signature),
             )
+        if failure.code == "wrong_base" and honoured(probe, explicit(DEFAULT_BASE)):
+            given = explicit(500000.0)
+            if honoured(probe, Rotation(given.run, given.names, DEFAULT_BASE, given.layout)):
+                probe.fail(
+                    "wrong_base",
+                    f"{made} ignores the `base` it is given: with base=500000.0 (Llama 3's) given, it turns as base {DEFAULT_BASE:g} does "
+                    "(10000 written into the code, or the argument not passed on to where the frequencies are made).",
+                    hint="The base decides every pair's frequency, θ_i = base^(-2i/d): Llama 2 uses 10000, Llama 3 500000, Code Llama 1000000. "
+                    "A function that takes `base` must use it.",
+                    fix="Compute the frequencies from the argument, `base ** (-torch.arange(0, d, 2).float() / d)`, and pass `base` on to "
+                    "every helper that builds them.",
+                )
         raise
 
 
