@@ -696,7 +696,7 @@ APPLY_ROPE_OWN_HELP = {**APPLY_ROPE_HELP, "wrong_base": TABLES_GIVEN, "wrong_exp
 def check_apply_rope(fn: Callable, probe: Probe) -> None:
     d, B, Hq, Hk, T = 8, 3, 4, 2, 5  # GQA: 4 query heads share 2 key heads
     for case, (what, dtype, positions) in enumerate(rope.qk_cases(probe, B, T)):
-        base, cos, sin = handed_tables(probe, case, d, positions)
+        base, cos, sin = rope_axes.handed_tables(probe, case, d, positions)
         q, k = rope.query_and_key(probe, B, (Hq, Hk), T, d, dtype, positions)
         args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
         with rope.gathers_explained(probe, positions, q.shape[-2]), rope.size_one_explained(probe, positions):
@@ -715,30 +715,8 @@ def check_apply_rope(fn: Callable, probe: Probe) -> None:
                     what=f"{name} {tuple(x.shape)} {str(dtype).replace('torch.', '')}, {what}, tables of base {base:g},",
                     mistakes=probe.known_mistakes(*args, index=index),
                 )
-    rope_axes.walk(probe, tables_rotation(probe, fn, 10000.0, d), (Hq, Hk), d)
+    rope_axes.walk(probe, rope_axes.tables_rotation(probe, fn, 10000.0, d), (Hq, Hk), d)
     rope.tables_device_pass(probe, fn, (B, Hq, Hk, T), d, d)
-
-
-def handed_tables(probe: Probe, case: int, r: int, positions: Tensor | None) -> tuple[float, Tensor, Tensor]:
-    """(base, cos, sin) for one case of apply_rope and apply_partial_rope, r columns wide: every other case
-    hands Llama 3's base (500000), so that code building its own angles shows; positions=None, tables of
-    64 rows only (the rows past T are not the code's business)."""
-    base = 500000.0 if case % 2 else 10000.0
-    rows = 64 if positions is None else rope.MAX_LEN
-    return base, *(t[:rows].to(probe.device, copy=True) for t in rope.reference_tables(r, base))
-
-
-def tables_rotation(probe: Probe, fn: Callable, base: float, r: int | None = None) -> rope_axes.Rotation:
-    """apply_rope's (or apply_partial_rope's, r of head_dim turned) rotation for the axes: tables of `base`, r wide."""
-    cos, sin = (t.to(probe.device, copy=True) for t in rope.reference_tables(r, base))
-    return rope_axes.Rotation(
-        run=lambda inputs, positions: rope.two_tensors(
-            probe, probe.call(fn, *inputs, cos, sin, positions), f"`{probe.name}`", "(q_rot, k_rot)"
-        ),
-        names=("q", "k"),
-        base=base,
-        r=r,
-    )
 
 
 # rope_interleaved and rope_from_shift_matrix ------------------------------------
@@ -811,8 +789,25 @@ def check_rope_interleaved(fn: Callable, probe: Probe) -> None:
 
 def check_rope_from_shift_matrix(fn: Callable, probe: Probe) -> None:
     """rope_interleaved's check, then the exercise's point: the rows turned by a product with
-    chapter 03's (d, d) matrices, not by rope_interleaved's own arithmetic."""
-    check_rope_interleaved(fn, probe)
+    chapter 03's (d, d) matrices, not by rope_interleaved's own arithmetic. M_m made as a power of M_1
+    drifts by float32's rounding at every product: told so, not taken for half precision (review S1/S6)."""
+    try:
+        check_rope_interleaved(fn, probe)
+    except Failure as failure:
+        if failure.code == "low_precision_angles" and calls_of(probe, fn, probe.randn(1, 1, 3, 8)) & {
+            "matrix_power",
+            "linalg_matrix_power",
+        }:
+            probe.fail(
+                "wrong_values",
+                f"{failure.message.split(' Somewhere on the way')[0]} Your code raises M_1 to the power m (matrix_power): "
+                "each of the m products rounds M_1's float32 entries once more, and by position 4000 the rotation has drifted "
+                "that far from M_m's own angles.",
+                hint="Composing rotations is exact in mathematics, not in float32: M_1^m carries m roundings, while "
+                "relative_shift_matrix(m, d, base) computes the angles m·θ_i once and rounds once.",
+                fix="Build each position's matrix directly: `relative_shift_matrix(int(m), d, base)` for m in positions.",
+            )
+        raise
     seen = calls_of(probe, fn, probe.randn(2, 3, 5, 8))
     if not seen & MATRIX_PRODUCTS:
         probe.fail(
@@ -883,7 +878,7 @@ def check_apply_partial_rope(fn: Callable, probe: Probe) -> None:
     ]
     cases = []
     for case, (d, r, (what, dtype, positions)) in enumerate(runs):
-        base, cos, sin = handed_tables(probe, case, r, positions)
+        base, cos, sin = rope_axes.handed_tables(probe, case, r, positions)
         q, k = rope.query_and_key(probe, B, (Hq, Hk), T, d, dtype, positions)
         args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
 
@@ -899,7 +894,7 @@ def check_apply_partial_rope(fn: Callable, probe: Probe) -> None:
 
         cases.append((args, call, expect))
     expect_cases(probe, cases, {"rope_sign_flip": partial_rope.sin_negated}, index=0)  # q_rot compared
-    rope_axes.walk(probe, tables_rotation(probe, fn, 10000.0, 4), (Hq, Hk), 16)
+    rope_axes.walk(probe, rope_axes.tables_rotation(probe, fn, 10000.0, 4), (Hq, Hk), 16)
     rope.tables_device_pass(probe, fn, (B, Hq, Hk, T), 16, 4)
 
 

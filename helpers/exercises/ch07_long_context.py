@@ -665,6 +665,13 @@ def same_frequencies(out: torch.Tensor, expected: torch.Tensor) -> bool:
 def pair_zero_help(exercise_id: str, inv_freq: torch.Tensor, expected: torch.Tensor) -> tuple[str, str]:
     """The wrong_values hint and fix, read from the student's fastest pair: θ_0 tells interpolation
     (every pair slowed) from a raised base or a band method (θ_0 kept)."""
+    if inv_freq.shape == expected.shape and inv_freq.numel() and bool((inv_freq < 0).any()):
+        i = int((inv_freq < 0).nonzero()[0])
+        return (
+            f"Your θ_{i} is negative ({float(inv_freq[i]):.6g}): every method here only slows pairs down, to between θ_i / factor "
+            "and θ_i, so a negative frequency comes from a blend weight outside 0 .. 1 (a ratio turned upside down, L/λ for λ/L, or not clamped).",
+            "Print the blend weight of each pair next to your θ: it must lie in 0 .. 1, 0 where the pair is divided by the factor, 1 where it is kept.",
+        )
     if inv_freq.shape == expected.shape and inv_freq.numel() and expected.numel():
         mine, theirs = float(inv_freq[0]), float(expected[0])
         if math.isclose(mine, 1.0, rel_tol=1e-5) and not math.isclose(theirs, 1.0, rel_tol=1e-5):
@@ -674,9 +681,11 @@ def pair_zero_help(exercise_id: str, inv_freq: torch.Tensor, expected: torch.Ten
                 "Divide the plain θ_i = 1 / base^(2i/d) by the factor; leave the base as it is.",
             )
         if math.isclose(theirs, 1.0, rel_tol=1e-5) and not math.isclose(mine, 1.0, rel_tol=1e-5):
+            moved = "slowed" if mine < 1 else "sped up" if mine > 1 else "changed"
             return (
-                f"Your fastest pair is changed (θ_0 = {mine:.6g}, not 1): {exercise_id} keeps pair 0, which turns many "
-                "times within the trained length; only slower pairs are slowed. Did every pair get divided by the factor?",
+                f"Your fastest pair is {moved} (θ_0 = {mine:.6g}, not 1): here {exercise_id} leaves pair 0 as it is, "
+                "and changes only slower pairs. Follow pair 0 through your code: which step moves it (a division by the "
+                "factor, a ramp or blend weight outside 0 .. 1, an edge left unclamped)?",
                 "Leave θ_0 = 1 as it is, and change only the pairs the method names (for a raised base, the base's "
                 "exponent 2i/d is 0 at i = 0).",
             )
@@ -892,6 +901,18 @@ def yarn_edges(
     return max(math.floor(pair_with(beta_fast)), 0), min(math.ceil(pair_with(beta_slow)), d - 1)
 
 
+def right_with_betas(probe: Probe, fn: Callable[..., Any], args: tuple) -> bool:
+    """Whether fn gives the right result for `args` with YaRN's default betas passed explicitly."""
+    given, also = (*args, 32.0, 1.0), list(probe.also)
+    try:
+        compare(probe, probe.call(fn, *given), given, f"`yarn_scaling{given}`")
+    except Failure:
+        return False
+    finally:
+        probe.also[:] = also  # a finding of this trial call is no finding of the check's
+    return True
+
+
 def check_yarn(fn: Callable[..., Any], probe: Probe) -> None:
     """scaling_check's cases, factor >= 1 only; where the edges meet, a NaN or a ZeroDivisionError is the missing guard."""
     for args in YARN_CASES:
@@ -899,6 +920,15 @@ def check_yarn(fn: Callable[..., Any], probe: Probe) -> None:
         try:
             compare(probe, probe.call(fn, *args, what=call), args, call)
         except Failure as failure:
+            if len(args) == 4 and failure.code not in ("raised", "timeout") and right_with_betas(probe, fn, args):
+                probe.fail(
+                    "default_changed",
+                    f"{call}, which leaves beta_fast and beta_slow at their defaults, gives another result than with "
+                    "beta_fast=32.0, beta_slow=1.0 passed, which is right: your defaults are other numbers than the exercise's.",
+                    hint="A default is part of the interface: a config that sets only factor and original_max_position_embeddings "
+                    "(as most YaRN configs do) counts on beta_fast 32 and beta_slow 1, the paper's values for LLaMA and transformers' defaults.",
+                    fix="Write the signature as the exercise gives it: `beta_fast: float = 32.0, beta_slow: float = 1.0`.",
+                )
             low, high = yarn_edges(*args)
             broke = failure.code == "nan_or_inf" or (
                 failure.code == "raised" and "ZeroDivisionError" in failure.message

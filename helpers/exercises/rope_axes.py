@@ -8,8 +8,17 @@ not show.
   must flow through it (a rotation under torch.no_grad() or inference_mode, a .detach() or a trip
   through NumPy cuts it), and equal the float64 one: the rotation transposed (`gradient_flows`).
 
+* defaults used as defaults: RotaryEmbedding(head_dim) holds 2048 positions, turns with base 10000
+  (`defaults_kept`); a base read wrong where the default was relied on, while base=10000.0 and
+  500000.0 given are honoured, is default_changed, and one given but ignored is said so
+  (`default_base_explained`);
+* the tables actually passed: apply_rope and apply_partial_rope get tables of base 500000 in every
+  other case (`handed_tables`), so code that builds its own angles shows (argument_ignored).
+
 Each exercise states its rotation as a `Rotation`: how to call the student's code on (q, k) or (x,)
-at some positions, and what turns (base, layout, the first r dims).
+at some positions, and what turns (base, layout, the first r dims). The generic axes of
+helpers.contracts compare against the float32 reference at small positions and take one tensor as
+the result; these compare with RoPE in float64 at positions up to 3999, for results of two tensors.
 """
 
 from __future__ import annotations
@@ -329,3 +338,25 @@ def read_back(failure: Failure) -> str:
     said = failure.message
     start = said.find("(they fall like a base of")
     return f" {said[start : said.index(')', start) + 1]}" if start >= 0 else ""
+
+
+def handed_tables(probe: Probe, case: int, r: int, positions: Tensor | None) -> tuple[float, Tensor, Tensor]:
+    """(base, cos, sin) for one case of apply_rope and apply_partial_rope, r columns wide: every other case
+    hands Llama 3's base (500000), so that code building its own angles shows; positions=None, tables of
+    64 rows only (the rows past T are not the code's business)."""
+    base = 500000.0 if case % 2 else 10000.0
+    rows = 64 if positions is None else rope.MAX_LEN
+    return base, *(t[:rows].to(probe.device, copy=True) for t in rope.reference_tables(r, base))
+
+
+def tables_rotation(probe: Probe, fn: Callable, base: float, r: int | None = None) -> Rotation:
+    """apply_rope's (or apply_partial_rope's, r of head_dim turned) rotation for the axes: tables of `base`, r wide."""
+    cos, sin = (t.to(probe.device, copy=True) for t in rope.reference_tables(r, base))
+    return Rotation(
+        run=lambda inputs, positions: rope.two_tensors(
+            probe, probe.call(fn, *inputs, cos, sin, positions), f"`{probe.name}`", "(q_rot, k_rot)"
+        ),
+        names=("q", "k"),
+        base=base,
+        r=r,
+    )

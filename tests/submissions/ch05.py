@@ -2353,3 +2353,15 @@ WRONG += [
     ("apply_rope", "library_mismatch", apply_rope_halves_of_eight),
     ("apply_rope", "library_raised", apply_rope_pairs_of_eight),
 ]
+
+
+def shift_rope_matrix_power(x, positions=None, base=10000.0):
+    """M_m as M_1 to the power m (the composition property), in float64 from chapter 03's float32 M_1."""
+    T, d = x.shape[-2:]
+    positions = range(T) if positions is None else positions.tolist()
+    M1 = my_shift_matrix(1, d, base).float().double()
+    M = torch.stack([torch.linalg.matrix_power(M1, int(m)) for m in positions]).to(x.device)
+    return torch.einsum("...ti,tij->...tj", x.double(), M).to(x.dtype)
+
+
+WRONG += [("rope_from_shift_matrix", "wrong_values", shift_rope_matrix_power)]

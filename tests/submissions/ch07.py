@@ -663,3 +663,19 @@ WRONG += [
     ("yarn_scaling", "nan_or_inf", yarn_guard_before_clamp),
     ("yarn_scaling", "raised", yarn_loop_no_guard),
 ]
+
+
+def yarn_beta_fast_64(d, base, factor, original_max_len, beta_fast=64.0, beta_slow=1.0):
+    """A default beta_fast of 64, copied from a config that sets it."""
+    return yarn_hf(d, base, factor, original_max_len, beta_fast, beta_slow)
+
+
+def yarn_deepseek_beta_slow_2(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=2.0):
+    """DeepSeek-V3's code with beta_slow defaulting to 2 instead of 1."""
+    return yarn_deepseek_v3(d, base, factor, original_max_len, beta_fast, beta_slow)
+
+
+WRONG += [
+    ("yarn_scaling", "default_changed", yarn_beta_fast_64),
+    ("yarn_scaling", "default_changed", yarn_deepseek_beta_slow_2),
+]
