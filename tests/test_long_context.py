@@ -191,7 +191,7 @@ def test_no_message_starts_with_an_identifier_capitalised(exercise):
     "exercise, fn, says",
     [
         ("linear_scaling", ch07.linear_raised_base, "not interpolation"),
-        ("ntk_scaling", ch07.ntk_and_divided, "keeps pair 0"),
+        ("ntk_scaling", ch07.ntk_and_divided, "leaves pair 0 as it is"),
     ],
 )
 def test_wrong_values_reads_the_fastest_pair(exercise, fn, says):
