@@ -158,6 +158,8 @@ DIAGNOSES: dict[str, str] = {
     "positions_not_cache_slots": "streaming positions are the tokens' original indices instead of their slots in the cache",
     "tokens_kept_twice": "the streaming cache keeps some tokens twice while sinks and window overlap",
     "window_zero_slice": "window = 0 keeps every token: tokens[-0:] is the whole sequence",
+    # chapter 05's rope axes (helpers/exercises/rope_axes.py), beside the contracts' codes
+    "argument_ignored": "an argument's value is ignored: apply_rope or apply_partial_rope builds angles of its own instead of using the cos and sin tables it is handed",
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",
     "library_raised": "the code raised inside transformers' own model, on inputs as the model makes them (non-contiguous views, GQA, left padding)",

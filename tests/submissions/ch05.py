@@ -2365,3 +2365,31 @@ def shift_rope_matrix_power(x, positions=None, base=10000.0):
 
 
 WRONG += [("rope_from_shift_matrix", "wrong_values", shift_rope_matrix_power)]
+
+
+# --- issue 41: frequencies rounded to bfloat16 before the angles, probed at base 10000 and positions to 3999 ---
+
+
+def interleaved_bfloat16_frequencies(x, positions=None, base=10000.0):
+    """Meta's code with freqs kept as a bfloat16 buffer ("the model runs in bfloat16"), angles in float32."""
+    T, d = x.shape[-2], x.shape[-1]
+    freqs = (1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))).to(torch.bfloat16)
+    t = torch.arange(T, device=x.device) if positions is None else positions
+    angles = torch.outer(t.float(), freqs.float())
+    cis = torch.polar(torch.ones_like(angles), angles)
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * cis).flatten(3).type_as(x)
+
+
+class RotaryBfloat16InvFreq(RotaryOnTheFly):
+    """HF's inv_freq buffer cast with the model (`.to(torch.bfloat16)` in __init__), read back as float32 in forward."""
+
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+        self.inv_freq = self.inv_freq.to(torch.bfloat16)
+
+
+WRONG += [
+    ("rope_interleaved", "low_precision_angles", interleaved_bfloat16_frequencies),
+    ("RotaryEmbedding", "low_precision_angles", RotaryBfloat16InvFreq),
+]
