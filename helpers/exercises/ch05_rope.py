@@ -20,7 +20,6 @@ import torch
 from torch import Tensor
 
 from helpers import reference
-from helpers.contracts import FLOATS, Arg, Contract, Result
 from helpers.exercises import oracle, partial_rope, rope, rope_axes
 from helpers.exercises.common import (
     MATRIX_PRODUCTS,
@@ -898,31 +897,6 @@ def check_apply_partial_rope(fn: Callable, probe: Probe) -> None:
     rope.tables_device_pass(probe, fn, (B, Hq, Hk, T), 16, 4)
 
 
-# The contracts (helpers.contracts, issue 41) of the exercises that return one tensor. Their axes run at positions
-# below 16, where float32 angles are exact to the comparison's float32 tolerance; positions in the thousands,
-# bfloat16 and transposed views at those positions are the checks' own (rope_axes). The tuple-returning
-# exercises (rope_cache, apply_rope, apply_partial_rope, RotaryEmbedding) walk rope_axes only.
-ROTATE_HALF_CONTRACT = Contract(
-    args={"x": Arg("activations", "... d", dtypes=FLOATS, grad=True)},
-    result=Result("... d", dtype="x"),
-    sizes={"...": "B H T", "B": 2, "H": 3, "T": 5, "d": 8},
-    ones="B H T",
-)
-INTERLEAVED_CONTRACT = Contract(
-    args={
-        "x": Arg("activations", "B H T d", dtypes=(torch.float32, torch.bfloat16), grad=True),
-        "positions": Arg("positions", "T", bound="M", default=None),
-        "base": Arg("number", domain="> 1", default=10000.0, values=(10000.0, 500000.0)),
-    },
-    result=Result("B H T d", dtype="x"),
-    sizes={"B": 2, "H": 3, "T": 5, "d": 8, "M": 16},
-    ones="B H T",
-    not_walked={
-        "views": "x comes as a model hands it over, a transposed (B, T, H, d) with head_dim innermost (rope_axes.walk hands "
-        "exactly that); a view whose last axis is strided is no input of the exercise, and Meta's view_as_complex refuses it"
-    },
-)
-
 EXERCISES = [
     Exercise(
         id="rope_cache",
@@ -962,7 +936,6 @@ EXERCISES = [
         difficulty=1,
         importance=2,
         minutes=5,
-        contract=ROTATE_HALF_CONTRACT,
     ),
     Exercise(
         id="apply_rope",
@@ -1007,7 +980,6 @@ EXERCISES = [
         importance=2,
         minutes=15,
         edges=("positions", "lengths"),
-        contract=INTERLEAVED_CONTRACT,
     ),
     Exercise(
         id="apply_partial_rope",
@@ -1076,6 +1048,5 @@ EXERCISES = [
         importance=1,
         minutes=15,
         edges=("positions", "lengths"),
-        contract=INTERLEAVED_CONTRACT,
     ),
 ]

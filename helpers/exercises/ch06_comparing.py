@@ -12,7 +12,6 @@ from typing import Any
 import torch
 
 from helpers import reference
-from helpers.contracts import Arg, Contract, Result
 from helpers.exercises import oracle
 from helpers.exercises.common import TAKES_NO_TENSOR, float64_accepted
 from helpers.probe import STOPS_EVERYTHING, Probe, advice, close
@@ -750,21 +749,6 @@ def check_t5_relative_bucket(fn: Callable[..., Any], probe: Probe) -> None:
     probe.device_pass(lambda device: probe.call(fn, relative_positions(40, device)))
 
 
-# T5's contract (helpers.contracts, issue 41): relative positions as views and of a batch of one, without the
-# optional arguments, and with other values of each (argument_ignored). ALiBi's exercises have none yet: the
-# axes' comparison knows neither the float64 result nor the -1e9 mask that alibi_result accepts.
-BUCKET_CONTRACT = Contract(
-    args={
-        "relative_position": Arg("positions", "...", bound="M"),
-        "bidirectional": Arg("number", default=True, values=(True, False)),
-        "num_buckets": Arg("number", domain=">= 4", default=32, values=(32, 16)),
-        "max_distance": Arg("number", domain=">= 16", default=128, values=(128, 64)),
-    },
-    result=Result("...", dtype=torch.int64),
-    sizes={"...": "B T", "B": 3, "T": 40, "M": 300},
-    ones="B T",
-)
-
 EXERCISES = [
     Exercise(
         id="alibi_slopes",
@@ -812,6 +796,5 @@ EXERCISES = [
         difficulty=2,
         importance=2,
         minutes=15,
-        contract=BUCKET_CONTRACT,
     ),
 ]

@@ -1976,8 +1976,9 @@ def apply_rope_detached_result(q, k, cos, sin, positions=None):
     return q_rot.detach(), k_rot.detach()
 
 
-def partial_inference_mode(q, k, cos, sin, positions=None):
-    with torch.inference_mode():
+def partial_rotary_no_grad(q, k, cos, sin, positions=None):
+    """GPT-NeoX's rotary step with the @torch.no_grad() of its RotaryEmbedding.forward carried over."""
+    with torch.no_grad():
         return partial_neox(q, k, cos, sin, positions)
 
 
@@ -1997,9 +1998,14 @@ def rotate_half_through_numpy(x):
     return torch.from_numpy(np.concatenate([-a[..., half:], a[..., :half]], axis=-1)).to(x.device, x.dtype)
 
 
-def interleaved_inference_mode(x, positions=None, base=10000.0):
-    with torch.inference_mode():
+def interleaved_no_grad_decorated(x, positions=None, base=10000.0):
+    """Meta's precompute under @torch.no_grad() (as its inference code runs it), with the rotation inside."""
+
+    @torch.no_grad()
+    def rotate():
         return interleaved_complex(x, positions, base)
+
+    return rotate()
 
 
 class RotaryNoGradForward(RotaryCached):
@@ -2286,14 +2292,14 @@ WRONG += [
     ("apply_partial_rope", "argument_ignored", partial_neox_rotary_inside),
     ("apply_rope", "gradient_cut", apply_rope_under_no_grad),
     ("apply_rope", "gradient_cut", apply_rope_detached_result),
-    # (the NumPy one first: tests/test_remote.py grades the first of each code, and the grader's kernel breaks on an
-    # inference-mode output, helpers/grading/in_kernel.py reading its _version: reported, not ours to fix)
+    # (an output made under torch.inference_mode() gets gradient_cut from check(), but breaks the grader's kernel,
+    # helpers/grading/in_kernel.py reading its _version: reported to the grader's owner, not walked here)
     ("apply_partial_rope", "gradient_cut", partial_through_numpy),
-    ("apply_partial_rope", "gradient_cut", partial_inference_mode),
+    ("apply_partial_rope", "gradient_cut", partial_rotary_no_grad),
     ("rotate_half", "gradient_cut", rotate_half_under_no_grad),
     ("rotate_half", "gradient_cut", rotate_half_through_numpy),
     ("rope_interleaved", "gradient_cut", interleaved_numpy),
-    ("rope_interleaved", "gradient_cut", interleaved_inference_mode),
+    ("rope_interleaved", "gradient_cut", interleaved_no_grad_decorated),
     ("RotaryEmbedding", "gradient_cut", RotaryNoGradForward),
     ("RotaryEmbedding", "gradient_cut", RotaryDetachedTables),
     ("rope_from_shift_matrix", "gradient_cut", shift_rope_under_no_grad),
