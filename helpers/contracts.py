@@ -25,15 +25,20 @@ How to declare one (beside the exercise's `Exercise(...)`, as its `contract=`)::
   words the docstring shows (">= 1"); `default` (optional arguments); `values`: values a call uses,
   the first by every axis, the others by the `varied` axis (that the argument is not ignored).
 * `Result(shape, dtype)`: `dtype` is a dtype, or the name of the argument whose dtype it follows.
-* `init`: a module's constructor arguments (the same Arg), and `expected(module, *inputs)`, the right
-  output computed from the module's own tables (found by shape, as its own probes find them).
+* `init`: a module's constructor arguments (the same Arg), and `expected(probe, module, **values)`, the
+  right output from the module's own tables (found by shape, as its own probes find them), given every
+  constructor argument and input by name.
 * `sizes`: one size per symbol; `ones`: the symbols that admit 1.
 * `not_walked`: axis -> why it does not apply, though the contract seems to admit it (said once,
   here, and read by tests/test_contracts.py: never a list of exercises in an axis).
 
 The catalogue (helpers.exercises) runs `walk(submission, probe)` after the exercise's own check has
-passed, so its specific diagnoses win; each axis records itself in `probe.axes_walked` once it has
-compared, and tests/test_contracts.py fails for an exercise whose contract admits an axis it did not walk.
+passed, so its specific diagnoses (and the diagnoses earlier rounds of wrong code were given) win; on
+the CPU pass only. Each axis records itself in `probe.axes_walked` once it has compared, and
+tests/test_contracts.py fails for an exercise whose contract admits an axis it did not walk, for an axis
+code without two wrong submissions, and for a docstring that does not state `summary(contract)` word for
+word (paste its lines into the exercise's docstring in solutions/NN_*.md, then `python -m helpers.release NN`).
+A module contract's axes ask `expected(...)` for the right output; a function's ask the reference.
 
 The axes (AXES), each with the diagnosis its failures get when that is what happened, else the
 comparison's own (a known mistake, wrong_shape, wrong_values...):
@@ -42,9 +47,9 @@ comparison's own (a known mistake, wrong_shape, wrong_values...):
             result lost that size-1 axis;
 * views     every tensor input as a non-contiguous view of the same values (a transposed tensor as
             a model hands it over): `contiguity_assumed` when `.view` refused it;
-* gradient  the arguments with grad=True, in float64: `gradient_cut` when none reaches them,
-            and its gradient against the float64 reference's (`precision_lost` when it differs by
-            float32 rounding only);
+* gradient  the arguments with grad=True (in float64 where they admit it): `gradient_cut` when the
+            output or an input is cut off from autograd; the gradient against the reference's, or
+            expected()'s (`precision_lost` when a float64 one differs by float32 rounding only);
 * dtypes    every admitted dtype of the floating inputs, against the reference in float64 at that
             dtype's own rounding: `fixed_dtype` when the code fails on a dtype it admits,
             `precision_lost` when a float64 result carries float32 rounding, wrong_dtype when the
@@ -53,8 +58,8 @@ comparison's own (a known mistake, wrong_shape, wrong_values...):
             eval mode and by its dropout rate in train mode): `default_changed`;
 * rows      ids that never reach the last row of the table they index (bound by a `size` argument):
             `size_from_ids` when the result's size was read off the ids;
-* varied    each argument's other `values`: `argument_ignored` when the result is the one for the
-            first value.
+* varied    each argument's other `values`: wrong_values saying the argument is ignored when the
+            result is the one for the first value (a catalogue mistake, wrong_base..., is named first).
 
 Every call goes through `Probe.call`, so every axis also asks that the inputs are left untouched
 (mutated_input) and that torch's global state is left alone.
@@ -86,6 +91,7 @@ KINDS = {  # kind -> how the axes make one (and what the docstring calls it)
     "index": "a row index, below `bound`, or None",
     "number": "a number (int or float) within its `domain`",
     "rate": "a probability in [0, 1): a dropout rate",
+    "embedding": "an nn.Embedding of shape `shape` (V d) the module is built on, holding the probe's values",
 }
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 INTEGERS = (torch.int64,)
@@ -147,7 +153,7 @@ class Contract:
     init: dict[str, Arg] = field(default_factory=dict)  # a module's constructor
     sizes: dict[str, Any] = field(default_factory=dict)
     ones: str = ""
-    expected: Callable[..., torch.Tensor] | None = None  # modules: expected(module, *inputs)
+    expected: Callable[..., torch.Tensor] | None = None  # modules: expected(probe, module, **values)
     not_walked: dict[str, str] = field(default_factory=dict)  # axis -> why not, though it seems to apply
 
     def __post_init__(self) -> None:
@@ -160,14 +166,63 @@ class Contract:
 
 
 # ---------------------------------------------------------------------------
+# The contract in the student's words: the docstring states it (tests/test_contracts.py holds them together)
+# ---------------------------------------------------------------------------
+
+
+def words(name: str, arg: Arg) -> str:
+    """One argument as the docstring says it: `ids (B, T) int64 in [0, V)`, `base > 1 = 10000.0`."""
+    parts = [name]
+    if arg.kind == "size":
+        parts.append(arg.shape)
+    elif arg.kind == "embedding":
+        parts.append(f"an nn.Embedding({', '.join(arg.shape.split())})")
+    elif arg.is_tensor:
+        parts.append(f"({', '.join(arg.shape.split())})")
+        parts.append("/".join(str(d).removeprefix("torch.") for d in arg.dtypes))
+    if arg.bound:
+        parts.append(f"in [0, {arg.bound})" + (" or None" if arg.optional and arg.default is None else ""))
+    if arg.kind in ("number", "rate"):
+        parts.append(type(arg.values[0] if arg.values else arg.default).__name__)
+    if arg.domain:
+        low, _, high = arg.domain.partition(" and ")
+        interval = low.startswith(">= ") and high.startswith("< ")  # ">= 0 and < 1" reads [0, 1)
+        parts.append(f"in [{low[3:]}, {high[2:]})" if interval else arg.domain)
+    if arg.grad:
+        parts.append("with its gradient")
+    if arg.optional:
+        parts.append(f"= {arg.default!r}")
+    return " ".join(parts)
+
+
+def summary(contract: Contract) -> str:
+    """The contract in one paragraph, as each exercise's docstring states it word for word."""
+    said = []
+    if contract.init:
+        said.append(f"Built with {'; '.join(words(n, a) for n, a in contract.init.items())}.")
+    inputs = "; ".join(words(n, a) for n, a in contract.args.items())
+    said.append(f"{'Its forward takes' if contract.init else 'Takes'} {inputs}.")
+    dtype = contract.result.dtype
+    follows = f"{dtype}'s dtype" if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    said.append(f"Returns ({', '.join(contract.result.shape.split())}) in {follows}.")
+    ones = contract.ones.split()
+    if ones and set(ones) <= set(str(contract.sizes.get("...", "")).split()):
+        said.append("Any size in ... may be 1 (a batch of one, a single token).")
+    elif ones:
+        said.append(f"{' and '.join(ones)} may be 1.")
+    return "Contract: " + " ".join(said)
+
+
+# ---------------------------------------------------------------------------
 # Calls the axes make
 # ---------------------------------------------------------------------------
 
 
-def dims(contract: Contract, shape: str, sizes: dict[str, Any]) -> list[int]:
+def dims(shape: str, sizes: dict[str, Any]) -> list[int]:
+    """A symbolic shape made concrete: "... d" with sizes {"...": "B T", "B": 3, "T": 5, "d": 7} is [3, 5, 7]."""
     out = []
     for symbol in shape.split():
-        out += dims(contract, sizes["..."], sizes) if symbol == "..." else [int(sizes[symbol])]
+        out += dims(sizes["..."], sizes) if symbol == "..." else [int(sizes[symbol])]
     return out
 
 
@@ -214,7 +269,7 @@ def make_call(
             return int(sizes[arg.shape])
         if arg.kind in ("number", "rate", "index"):
             return arg.values[0] if arg.values else arg.default
-        shape = dims(contract, arg.shape, sizes)
+        shape = dims(arg.shape, sizes)
         if arg.kind in INDEX_KINDS:
             high = int(sizes[arg.bound])
             if avoid_last:
@@ -226,6 +281,11 @@ def make_call(
             )
         if arg.kind == "mask":
             return (probe.randint(2, *shape) > 0).long()
+        if arg.kind == "embedding":
+            embedding = torch.nn.Embedding(*shape)
+            with torch.no_grad():
+                embedding.weight.copy_(probe.randn(*shape, device="cpu"))  # the probe's values, not the global RNG's
+            return embedding.to(probe.device)
         chosen = dtype if dtype in arg.dtypes else arg.dtypes[0]
         return probe.randn(*shape, dtype=chosen)
 
@@ -235,27 +295,29 @@ def make_call(
     )
 
 
-def run(probe: Probe, fn: Any, call: Call, *, train: bool = False) -> Any:
-    """The student's output for `call`: a function called, a module built (in eval mode unless `train`) and called."""
+def run(probe: Probe, fn: Any, call: Call) -> Any:
+    """The student's output for `call`: a function called, or a module built (in eval mode) and called."""
     args, kwargs = split(call.inputs)
     if not call.init and probe.exercise.kind == "function":
         return probe.call(fn, *args, **kwargs)
-    module = build(probe, fn, call, train=train)
+    module = build(probe, fn, call)
     return probe.call(module, *args, **kwargs)
 
 
-def build(probe: Probe, cls: Any, call: Call, *, train: bool = False) -> torch.nn.Module:
+def build(probe: Probe, cls: Any, call: Call) -> torch.nn.Module:
+    """The student's module for `call`, in eval mode: the axes compare values, dropout off."""
     init_args, init_kwargs = split(call.init)
     module = probe.build(cls, *init_args, **init_kwargs)
-    probe.call(module.train if train else module.eval, what=f"`{probe.name}.{'train' if train else 'eval'}()`")
+    probe.call(module.eval, what=f"`{probe.name}.eval()`")
     return module
 
 
-def expected_for(probe: Probe, contract: Contract, fn: Any, call: Call, module: torch.nn.Module | None = None) -> Any:
+def expected_for(probe: Probe, contract: Contract, call: Call, module: torch.nn.Module | None = None) -> Any:
     """The right output: the reference on the same inputs (a module: `contract.expected` on its own tables)."""
-    args, kwargs = split(call.inputs)
     if module is not None:
-        return contract.expected(module, *args, **kwargs)
+        values = {k: v for k, v in {**call.init, **call.inputs}.items() if v is not OMITTED}
+        return contract.expected(probe, module, **values)
+    args, kwargs = split(call.inputs)
     return probe.exercise.reference(*args, **kwargs)
 
 
@@ -274,7 +336,7 @@ def compare(
     if probe.exercise.kind == "module":
         module = module or build(probe, fn, call)
         out = probe.call(module, *args, **kwargs)
-        probe.expect(out, contract.expected(module, *args, **kwargs), what=what, **tolerance)
+        probe.expect(out, expected_for(probe, contract, call, module), what=what, **tolerance)
         return out
     out = probe.call(fn, *args, **kwargs)
     probe.expect(
@@ -342,7 +404,7 @@ def run_quietly(probe: Probe, fn: Any, call: Call) -> Any:
 def expected_shape(probe: Probe, contract: Contract, fn: Any, call: Call) -> torch.Size | None:
     try:
         module = build(probe, fn, call) if probe.exercise.kind == "module" else None
-        return expected_for(probe, contract, fn, call, module).shape
+        return expected_for(probe, contract, call, module).shape
     except Failure:
         return None
 
@@ -397,7 +459,7 @@ def _gradient(probe: Probe, fn: Any, contract: Contract) -> None:
             for k, v in call.inputs.items()
         },
     )
-    (expected_for(probe, contract, fn, mirror, module) * upstream).sum().backward()
+    (expected_for(probe, contract, mirror, module) * upstream).sum().backward()
     for name in wanted:
         got, want = call.inputs[name].grad, mirror.inputs[name].grad
         what = f"the gradient of `{name}` ({described(call)})"
@@ -449,7 +511,7 @@ def _dtypes(probe: Probe, fn: Any, contract: Contract) -> None:
             out = run_quietly(probe, fn, call)
         if dtype in EXACT:
             want = expected_for(
-                probe, contract, fn, call, build(probe, fn, call) if probe.exercise.kind == "module" else None
+                probe, contract, call, build(probe, fn, call) if probe.exercise.kind == "module" else None
             )
             if float32_inside(out, want):
                 probe.fail(
@@ -461,68 +523,75 @@ def _dtypes(probe: Probe, fn: Any, contract: Contract) -> None:
 
 
 def _defaults(probe: Probe, fn: Any, contract: Contract) -> None:
-    if probe.exercise.kind == "module":
-        _module_defaults(probe, fn, contract)
-    else:
-        for name, arg in contract.args.items():
-            if not arg.optional:
-                continue
-            call = make_call(contract, probe)
-            call.inputs[name] = OMITTED
-            try:
-                compare(probe, contract, fn, call, f"the output called without `{name}` ({described(call)})")
-            except Failure as failure:
-                if failure.code not in ("wrong_values", "wrong_shape"):
-                    raise
-                probe.fail(
-                    "default_changed",
-                    f"Called without `{name}`, `{probe.name}` gives another result than with {name}={arg.default!r}, the default the exercise gives: {failure.message}",
-                    hint=f"An optional argument's default is part of the contract: code that calls yours without `{name}` counts on {arg.default!r}.",
-                    fix=f"Give `{name}` the default {arg.default!r} in your signature, and use the argument itself wherever it is read.",
-                )
-
-
-def _module_defaults(probe: Probe, cls: Any, contract: Contract) -> None:
-    """Each optional constructor argument left out: the module holds tensors of the same shapes as one
-    built with the default, and with the same values loaded it gives the same output in eval mode and
-    drops at the same rate in train mode."""
-    explicit = make_call(contract, probe)
-    args, kwargs = split(explicit.inputs)
-    for name, arg in contract.init.items():
+    """Each optional argument left out, one at a time: a function's or a forward's result is the one for
+    its default; a module built without it is the module built with it (see _built_alike)."""
+    for name, arg in contract.args.items():
         if not arg.optional:
             continue
-        left_out = Call({**explicit.init, name: OMITTED}, explicit.inputs)
-        built = [build(probe, cls, c) for c in (explicit, left_out)]
-        state = [probe.call(m.state_dict, what=f"`{probe.name}.state_dict()`") for m in built]
-        said = f"Built without `{name}`, `{probe.name}` differs from one built with {name}={arg.default!r}, the default the exercise gives"
-        advice = {
-            "hint": f"An optional argument's default is part of the contract: code that builds your module without `{name}` counts on {arg.default!r} "
-            "(a default copied from another codebase, or a module inside yours built without passing it on, changes it).",
-            "fix": f"Give `{name}` the default {arg.default!r} in __init__'s signature, and pass the argument on to every part that uses it.",
-        }
-        shapes = [{k: tuple(v.shape) for k, v in s.items()} for s in state]
-        if shapes[0] != shapes[1]:
-            differ = sorted(k for k in shapes[0].keys() | shapes[1].keys() if shapes[0].get(k) != shapes[1].get(k))
+        call = make_call(contract, probe)
+        call.inputs[name] = OMITTED
+        try:
+            compare(probe, contract, fn, call, f"the output without `{name}` ({described(call)})")
+        except Failure as failure:
+            if failure.code not in ("wrong_values", "wrong_shape"):
+                raise
             probe.fail(
                 "default_changed",
-                f"{said}: `{differ[0]}` has shape {shapes[1].get(differ[0])} instead of {shapes[0].get(differ[0])}.",
-                **advice,
+                f"Called without `{name}`, `{probe.name}` gives another result than with {name}={arg.default!r}, "
+                f"the default the exercise gives: {failure.message}",
+                **default_advice(name, arg),
             )
-        probe.call(built[1].load_state_dict, state[0], what=f"`{probe.name}.load_state_dict(...)`")
-        outs = [probe.call(m, *args, **kwargs) for m in built]
-        if not close(outs[1], outs[0]):
-            probe.fail("default_changed", f"{said}: in eval mode, with the same weights, its output differs.", **advice)
-        rates = []
-        for module, out in zip(built, outs):
-            probe.call(module.train, what=f"`{probe.name}.train()`")
-            rates.append(dropout_rate(probe.call(module, *args, **kwargs), out))
-        if (rates[0] is None) != (rates[1] is None) or (rates[0] is not None and abs(rates[0] - rates[1]) > 0.05):
-            show = lambda rate: "no dropout" if rate is None else f"dropout at p = {rate:.2f}"
-            probe.fail(
-                "default_changed",
-                f"{said}: in train mode it shows {show(rates[1])}, where the default gives {show(rates[0])}.",
-                **advice,
-            )
+    for name, arg in contract.init.items():
+        if arg.optional:
+            _built_alike(probe, fn, contract, name, arg)
+
+
+def default_advice(name: str, arg: Arg) -> dict[str, str]:
+    return {
+        "hint": f"An optional argument's default is part of the contract: code that leaves {name} out counts on {arg.default!r} "
+        "(a default copied from another codebase, or a part inside built without passing it on, changes it).",
+        "fix": f"Write the default into the signature, {name}={arg.default!r}, and pass the argument on to every part that uses it.",
+    }
+
+
+def _built_alike(probe: Probe, cls: Any, contract: Contract, name: str, arg: Arg) -> None:
+    """Built without `name` and with name=default: the same tensors (by shape), the same output in
+    eval mode once the same values are loaded, the same dropout rate in train mode."""
+    base = make_call(
+        contract, probe, {arg.shape: arg.default} if arg.kind == "size" else {}
+    )  # inputs the default admits
+    calls = [Call({**base.init, name: arg.default}, base.inputs), Call({**base.init, name: OMITTED}, base.inputs)]
+    built = [build(probe, cls, c) for c in calls]
+    state = [probe.call(m.state_dict, what=f"`{probe.name}.state_dict()`") for m in built]
+    said = f"Built without `{name}`, `{probe.name}` differs from one built with {name}={arg.default!r}, the default the exercise gives"
+    shapes = [{k: tuple(v.shape) for k, v in s.items()} for s in state]
+    if shapes[0] != shapes[1]:
+        key = sorted(k for k in shapes[0].keys() | shapes[1].keys() if shapes[0].get(k) != shapes[1].get(k))[0]
+        probe.fail(
+            "default_changed",
+            f"{said}: its `{key}` has shape {shapes[1].get(key)} instead of {shapes[0].get(key)}.",
+            **default_advice(name, arg),
+        )
+    probe.call(built[1].load_state_dict, state[0], what=f"`{probe.name}.load_state_dict(...)`")
+    args, kwargs = split(base.inputs)
+    outs = [probe.call(m, *args, **kwargs) for m in built]
+    if not close(outs[1], outs[0]):
+        probe.fail(
+            "default_changed",
+            f"{said}: in eval mode, with the same weights, its output differs.",
+            **default_advice(name, arg),
+        )
+    rates = []
+    for module, out in zip(built, outs):
+        probe.call(module.train, what=f"`{probe.name}.train()`")
+        rates.append(dropout_rate(probe.call(module, *args, **kwargs), out))
+    if (rates[0] is None) != (rates[1] is None) or (rates[0] is not None and abs(rates[0] - rates[1]) > 0.05):
+        show = lambda rate: "no dropout" if rate is None else f"dropout at p = {rate:.2f}"
+        probe.fail(
+            "default_changed",
+            f"{said}: in train mode it shows {show(rates[1])}, where the default gives {show(rates[0])}.",
+            **default_advice(name, arg),
+        )
 
 
 def dropout_rate(out: Any, expected: torch.Tensor) -> float | None:
@@ -580,10 +649,10 @@ def _varied(probe: Probe, fn: Any, contract: Contract) -> None:
                 out = run_quietly(probe, fn, call)
                 base = make_call(contract, probe)
                 base.inputs.update({k: v for k, v in call.inputs.items() if k != name})
-                if failure.code == "wrong_values" and close(out, expected_for(probe, contract, fn, base)):
-                    probe.fail(
-                        "argument_ignored",
-                        f"With `{name}` = {value!r}, `{probe.name}` returns what it returns for `{name}` = {base.inputs[name]!r}: the `{name}` it is given is ignored.",
+                if failure.code == "wrong_values" and close(out, expected_for(probe, contract, base)):
+                    probe.fail(  # wrong_values: a specific catalogue mistake (wrong_base...) was matched before this
+                        "wrong_values",
+                        f"With `{name}` = {value!r}, `{probe.name}` returns the right result for `{name}` = {base.inputs[name]!r}: the `{name}` it is given is ignored.",
                         hint=f"Every argument the function takes must reach the computation: a constant written where `{name}` belongs, or a helper "
                         "called without it, gives the same result whatever is passed.",
                         fix=f"Use `{name}` itself where the formula needs it, and pass it on to every helper that needs it.",

@@ -165,6 +165,8 @@ DIAGNOSES: dict[str, str] = {
     "mask_inverted": "the mask is read the other way round: 1/True taken for a pad or a masked entry (nn.Transformer's convention) where it means a real token or attend",
     "new_tokens_ignored": "decode positions ignore new_tokens: one position per row, or the same position for every new token",
     "padding_side_per_batch": "the padding side is decided once per batch: rows padded on the other side, or on both sides, are counted wrong",
+    # chapter 05's rope axes (helpers/exercises/rope_axes.py), beside the contracts' codes
+    "argument_ignored": "an argument's value is ignored: apply_rope or apply_partial_rope builds angles of its own instead of using the cos and sin tables it is handed",
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",
     "library_raised": "the code raised inside transformers' own model, on inputs as the model makes them (non-contiguous views, GQA, left padding)",
@@ -176,9 +178,13 @@ DIAGNOSES: dict[str, str] = {
     "precision_lost": "a float64 result carries float32 rounding: a step on the way ran in float32",
     "default_changed": "an optional argument's default differs from the exercise's (a max_len, base or dropout copied from elsewhere, or not passed on)",
     "size_from_ids": "the result's size is read off the ids (ids.max() + 1, bincount without minlength), not from the size given",
-    "argument_ignored": "an argument's value is ignored: the result is the one for another value (a constant written where the argument belongs)",
 }
 
+
+# Public codes that no check gives any more, with why (kept in DIAGNOSES: reports and summaries may name them).
+RETIRED: dict[str, str] = {
+    "temperature_without_guard": "YaRN is probed only on its domain, factor >= 1 (issue 41), where 0.1·ln(s) + 1 needs no guard",
+}
 
 # The staged help for the codes any exercise can get: (hint, fix). A hint is the
 # idea that leads to the fix, without code; the fix is the concrete change. An

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from helpers import reference
-from helpers.exercises import oracle, rope
+from helpers.exercises import oracle, partial_rope, rope, rope_axes
 from helpers.exercises.common import (
     MATRIX_PRODUCTS,
     TAKES_NO_TENSOR,
@@ -212,6 +212,23 @@ def apply_rope_ignores_positions(
     `.unsqueeze(1)` when positions is (B, T), so they broadcast over the heads;
     slice `[:T]` only when positions is None."""
     return rope.applied(q, k, cos, sin, positions, ignore_positions=True)
+
+
+def apply_rope_tables_ignored(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None
+) -> Tables:
+    """Your code ignores the cos and sin tables it is handed: it builds angles of its own, with
+    base 10000, and turns by those. Handed the tables of another base (Llama 3's 500000, or any
+    scaled RoPE's), it still turns as base 10000 does.
+
+    Hint: the tables are the whole description of the rotation: rope_cache, or a model's own
+    config (its base, a YaRN or Llama 3.1 scaling), chose every angle in them. apply_rope only
+    picks their rows and turns; it never computes a frequency.
+
+    Fix: drop your own frequencies and angles: take the rows of the given tables,
+    `cos[positions]` and `sin[positions]` (`[:T]` when positions is None), and turn with
+    `x * cos + rotate_half(x) * sin`."""
+    return rope.applied(q, k, *(t.to(q.device) for t in rope.reference_tables(q.shape[-1])), positions)
 
 
 # rope_interleaved ------------------------------------------------------------
@@ -433,7 +450,7 @@ def partial_interleaved(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, position
     Fix: turn `x[..., :r]` with the tables as they come,
     `x_rot * cos + rotate_half(x_rot) * sin`: no 0::2 / 1::2 slicing, no
     repeat_interleave."""
-    return rope.partial(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
+    return partial_rope.partial(q, k, cos, sin, positions, pairing="adjacent", angle_layout="adjacent")
 
 
 def partial_sign_flip(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None) -> Tables:
@@ -445,7 +462,7 @@ def partial_sign_flip(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions:
 
     Fix: a plus sign, `x_rot * cos + rotate_half(x_rot) * sin` (the minus lives
     inside rotate_half)."""
-    return rope.partial(q, k, cos, sin, positions, sign=-1.0)
+    return partial_rope.partial(q, k, cos, sin, positions, sign=-1.0)
 
 
 def partial_mixed_pairing(
@@ -460,7 +477,7 @@ def partial_mixed_pairing(
 
     Fix: keep the tables as given and turn `x_rot = x[..., :r]` with
     `x_rot * cos + rotate_half(x_rot) * sin`."""
-    return [rope.partial(q, k, cos, sin, positions, **knobs) for knobs in rope.MIXED_PAIRINGS]
+    return [partial_rope.partial(q, k, cos, sin, positions, **knobs) for knobs in rope.MIXED_PAIRINGS]
 
 
 def partial_ignores_positions(
@@ -473,7 +490,21 @@ def partial_ignores_positions(
 
     Fix: gather `cos[positions]` and `sin[positions]`, then `.unsqueeze(1)` when
     positions is (B, T); slice `[:T]` only when positions is None."""
-    return rope.partial(q, k, cos, sin, positions, ignore_positions=True)
+    return partial_rope.partial(q, k, cos, sin, positions, ignore_positions=True)
+
+
+def partial_tables_ignored(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None) -> Tables:
+    """Your code ignores the cos and sin tables it is handed: it turns the first r = cos.shape[-1]
+    dims by angles of its own, with base 10000. Handed the tables of another base (Llama 3's
+    500000), it still turns as base 10000 does.
+
+    Hint: the tables say everything about the rotation, its width r and every angle (the base and
+    any scaling were chosen when they were built); apply_partial_rope only picks their rows.
+
+    Fix: take the rows of the given tables, `cos[positions]` and `sin[positions]` (`[:T]` when
+    positions is None), and turn `x[..., :r]` with `x_rot * cos + rotate_half(x_rot) * sin`."""
+    tables = (t.to(q.device) for t in rope.reference_tables(cos.shape[-1]))
+    return partial_rope.partial(q, k, *tables, positions)
 
 
 def partial_whole_head(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None) -> list[Tables]:
@@ -488,7 +519,7 @@ def partial_whole_head(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions
     Fix: split each head: `x_rot, x_pass = x[..., :r], x[..., r:]` with
     `r = cos.shape[-1]`; turn x_rot only, then `torch.cat([x_rot_turned,
     x_pass], dim=-1)`."""
-    return [rope.applied(q, k, *tables, positions) for tables in rope.whole_head_tables(cos, sin, q.shape[-1])]
+    return [rope.applied(q, k, *tables, positions) for tables in partial_rope.whole_head_tables(cos, sin, q.shape[-1])]
 
 
 def partial_pairs_across_head(
@@ -503,7 +534,7 @@ def partial_pairs_across_head(
 
     Fix: slice first, rotate after: `x_rot = x[..., :r]`, then
     `x_rot * cos + rotate_half(x_rot) * sin`, never `rotate_half(x)[..., :r]`."""
-    return rope.pairs_across_head(q, k, cos, sin, positions)
+    return partial_rope.pairs_across_head(q, k, cos, sin, positions)
 
 
 def partial_last_dims(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None) -> list[Tables]:
@@ -518,8 +549,8 @@ def partial_last_dims(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions:
     if cos.shape[-1] == q.shape[-1]:
         return []  # the whole head turns: no dims to misplace
     return [
-        rope.partial(q, k, cos, sin, positions, part="last", rest="before"),  # x[..., -r:] turned in place
-        rope.partial(q, k, cos, sin, positions, rest="before"),  # the turned part put after the rest
+        partial_rope.partial(q, k, cos, sin, positions, part="last", rest="before"),  # x[..., -r:] turned in place
+        partial_rope.partial(q, k, cos, sin, positions, rest="before"),  # the turned part put after the rest
     ]
 
 
@@ -539,7 +570,7 @@ def partial_width_guessed(
     cos and sin: `x_rot, x_pass = x[..., :r], x[..., r:]`."""
     r = cos.shape[-1]
     widths = [w for w in range(2, r, 2)]  # every even width short of the tables', the tables cut to it
-    return [rope.partial(q, k, cos[..., :w], sin[..., :w], positions) for w in widths]
+    return [partial_rope.partial(q, k, cos[..., :w], sin[..., :w], positions) for w in widths]
 
 
 def partial_pass_dropped(
@@ -554,7 +585,7 @@ def partial_pass_dropped(
 
     Fix: join them back after the turned part:
     `torch.cat([x_rot_turned, x[..., r:]], dim=-1)`, for q and for k."""
-    return [rope.partial(q, k, cos, sin, positions, rest=rest) for rest in ("dropped", "zeroed")]
+    return [partial_rope.partial(q, k, cos, sin, positions, rest=rest) for rest in ("dropped", "zeroed")]
 
 
 # --- advice and checks (the probes they are made of: helpers.exercises.rope) ---------------
@@ -632,6 +663,10 @@ def check_rotate_half(fn: Callable, probe: Probe) -> None:
         expect_then(
             probe, read, probe.call(fn, x), reference.rotate_half(x), what=what, mistakes=probe.known_mistakes(x)
         )
+    turn = rope_axes.Rotation(
+        run=lambda inputs, _: (probe.call(fn, *inputs),), names=("x",), reference=reference.rotate_half
+    )
+    rope_axes.walk(probe, turn, (3,), 8)
     # Device: a sign vector or a mask made on the CPU inside would break on a GPU.
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
 
@@ -659,26 +694,27 @@ APPLY_ROPE_OWN_HELP = {**APPLY_ROPE_HELP, "wrong_base": TABLES_GIVEN, "wrong_exp
 
 def check_apply_rope(fn: Callable, probe: Probe) -> None:
     d, B, Hq, Hk, T = 8, 3, 4, 2, 5  # GQA: 4 query heads share 2 key heads
-    cos, sin = (t.to(probe.device, copy=True) for t in rope.reference_tables(d))
-    for what, dtype, positions in rope.qk_cases(probe, B, T):
+    for case, (what, dtype, positions) in enumerate(rope.qk_cases(probe, B, T)):
+        base, cos, sin = rope_axes.handed_tables(probe, case, d, positions)
         q, k = rope.query_and_key(probe, B, (Hq, Hk), T, d, dtype, positions)
         args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
-        with rope.gathers_explained(probe, positions, q.shape[-2]):
+        with rope.gathers_explained(probe, positions, q.shape[-2]), rope.size_one_explained(probe, positions):
             out = probe.call(fn, *args)
-        out = rope.two_tensors(probe, out, f"`{probe.name}`", "(q_rot, k_rot)")
-        for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
-            rope.expect_rotated(
-                probe,
-                out[index],
-                x,
-                positions,
-                10000.0,  # the tables' base
-                "half",
-                rotate=lambda x, p, index=index: probe.call(fn, x, x, cos, sin, p)[index],
-                in_bfloat16=rope.bf16_arithmetic(probe),
-                what=f"{name} {tuple(x.shape)} {str(dtype).replace('torch.', '')}, {what},",
-                mistakes=probe.known_mistakes(*args, index=index),
-            )
+            out = rope.two_tensors(probe, out, f"`{probe.name}`", "(q_rot, k_rot)")
+            for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
+                rope.expect_rotated(
+                    probe,
+                    out[index],
+                    x,
+                    positions,
+                    base,
+                    "half",
+                    rotate=lambda x, p, index=index, cos=cos, sin=sin: probe.call(fn, x, x, cos, sin, p)[index],
+                    in_bfloat16=rope.bf16_arithmetic(probe),
+                    what=f"{name} {tuple(x.shape)} {str(dtype).replace('torch.', '')}, {what}, tables of base {base:g},",
+                    mistakes=probe.known_mistakes(*args, index=index),
+                )
+    rope_axes.walk(probe, rope_axes.tables_rotation(probe, fn, 10000.0, d), (Hq, Hk), d)
     rope.tables_device_pass(probe, fn, (B, Hq, Hk, T), d, d)
 
 
@@ -694,6 +730,9 @@ INTERLEAVED_HELP = {
         "Cast the result at the end: `.to(x.dtype)`.",
     ),
 }
+
+
+SIGNATURE = "def {name}(x, positions=None, base=10000.0)"  # rope_interleaved's and rope_from_shift_matrix's defaults
 
 
 def check_rope_interleaved(fn: Callable, probe: Probe) -> None:
@@ -726,7 +765,21 @@ def check_rope_interleaved(fn: Callable, probe: Probe) -> None:
         for what, x, extra in cases
     ]
     ignored = "rope_ignores_positions" in probe.exercise.mistakes
-    expect_cases(probe, runs, {"rope_ignores_positions": rope.positions_dropped} if ignored else {})
+    explicit = lambda base: rope_axes.Rotation(
+        run=lambda inputs, positions: (probe.call(fn, *inputs, positions, base),),
+        names=("x",),
+        base=base,
+        layout="adjacent",
+    )
+    with rope_axes.default_base_explained(probe, explicit, f"`{probe.name}`", SIGNATURE.format(name=probe.exercise.id)):
+        expect_cases(probe, runs, {"rope_ignores_positions": rope.positions_dropped} if ignored else {})
+    turn = rope_axes.Rotation(
+        run=lambda inputs, positions: (probe.call(fn, *inputs, positions, 500000.0),),
+        names=("x",),
+        base=500000.0,
+        layout="adjacent",
+    )
+    rope_axes.walk(probe, turn, (3,), 8)
     probe.device_pass(lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device)))
     probe.device_pass(
         lambda device: probe.call(fn, probe.randn(2, 3, 5, 8, device=device), torch.arange(5, device=device), 500000.0)
@@ -735,8 +788,25 @@ def check_rope_interleaved(fn: Callable, probe: Probe) -> None:
 
 def check_rope_from_shift_matrix(fn: Callable, probe: Probe) -> None:
     """rope_interleaved's check, then the exercise's point: the rows turned by a product with
-    chapter 03's (d, d) matrices, not by rope_interleaved's own arithmetic."""
-    check_rope_interleaved(fn, probe)
+    chapter 03's (d, d) matrices, not by rope_interleaved's own arithmetic. M_m made as a power of M_1
+    drifts by float32's rounding at every product: told so, not taken for half precision (review S1/S6)."""
+    try:
+        check_rope_interleaved(fn, probe)
+    except Failure as failure:
+        if failure.code == "low_precision_angles" and calls_of(probe, fn, probe.randn(1, 1, 3, 8)) & {
+            "matrix_power",
+            "linalg_matrix_power",
+        }:
+            probe.fail(
+                "wrong_values",
+                f"{failure.message.split(' Somewhere on the way')[0]} Your code raises M_1 to the power m (matrix_power): "
+                "each of the m products rounds M_1's float32 entries once more, and by position 4000 the rotation has drifted "
+                "that far from M_m's own angles.",
+                hint="Composing rotations is exact in mathematics, not in float32: M_1^m carries m roundings, while "
+                "relative_shift_matrix(m, d, base) computes the angles m·θ_i once and rounds once.",
+                fix="Build each position's matrix directly: `relative_shift_matrix(int(m), d, base)` for m in positions.",
+            )
+        raise
     seen = calls_of(probe, fn, probe.randn(2, 3, 5, 8))
     if not seen & MATRIX_PRODUCTS:
         probe.fail(
@@ -759,11 +829,20 @@ def check_rotary_embedding(cls: type, probe: Probe) -> None:
     Parameter cache and no length check hears of both at once."""
     module = probe.build(cls, 8, rope.MAX_LEN)
     plain = plain_tensors(module)
+
+    def values_then_axes() -> None:
+        explicit = lambda base: rope_axes.module_rotation(probe, probe.build(cls, 8, rope.MAX_LEN, base), base)
+        made = f"`{probe.name}(8, {rope.MAX_LEN})`"
+        with rope_axes.default_base_explained(probe, explicit, made, rope_axes.ROTARY_SIGNATURE):
+            rope.rotary_values(cls, probe, module, plain)
+        rope_axes.walk(probe, rope_axes.module_rotation(probe, module, 10000.0), (4, 2), 8)
+
     probe.independent(
         lambda: rope.plain_attributes(probe, plain),
-        lambda: rope.rotary_values(cls, probe, module, plain),
+        values_then_axes,
         lambda: rope.nothing_saved(probe, module),
         lambda: rope.length_checked(cls, probe),
+        lambda: rope_axes.defaults_kept(probe, cls),
     )
     # Device: every tensor on the meta device; a table or position made on the CPU shows.
     module_device_pass(
@@ -788,8 +867,8 @@ PARTIAL_HELP = {
 
 
 def check_apply_partial_rope(fn: Callable, probe: Probe) -> None:
-    """apply_rope's cases (GQA, positions None / offset / (T,) / (B, T), bfloat16) with
-    GPT-NeoX's split, a quarter of each head turned; then half (GPT-J's share) and all of it."""
+    """apply_rope's cases (GQA, positions None / offset / (T,) / (B, T) / (B, 1), bfloat16, tables of base
+    10000 and 500000) with GPT-NeoX's split, a quarter of each head turned; then half (GPT-J's share) and all of it."""
     B, Hq, Hk, T = 3, 4, 2, 5
     runs = [(16, 4, case) for case in rope.qk_cases(probe, B, T)]
     runs += [
@@ -797,13 +876,24 @@ def check_apply_partial_rope(fn: Callable, probe: Probe) -> None:
         (8, 8, ("positions=None", torch.float32, None)),
     ]
     cases = []
-    for d, r, (what, dtype, positions) in runs:
-        cos, sin = (t.to(probe.device, copy=True) for t in rope.reference_tables(r))
+    for case, (d, r, (what, dtype, positions)) in enumerate(runs):
+        base, cos, sin = rope_axes.handed_tables(probe, case, r, positions)
         q, k = rope.query_and_key(probe, B, (Hq, Hk), T, d, dtype, positions)
         args = (q, k, cos, sin) if positions is None else (q, k, cos, sin, positions)
-        call = lambda args=args: rope.two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")
-        cases.append((args, call, lambda out, args=args, what=what: rope.expect_partial(fn, probe, out, args, what)))
-    expect_cases(probe, cases, {"rope_sign_flip": rope.sin_negated}, index=0)  # q_rot compared
+
+        def call(args: tuple = args, positions: Tensor | None = positions) -> Tables:
+            with rope.size_one_explained(probe, positions):
+                return rope.two_tensors(probe, probe.call(fn, *args), f"`{probe.name}`", "(q_rot, k_rot)")
+
+        def expect(
+            out: Tables, args: tuple = args, what: str = f"{what}, tables of base {base:g}", base: float = base
+        ) -> None:
+            with rope.size_one_explained(probe, args[4] if len(args) > 4 else None):
+                partial_rope.expect_partial(fn, probe, out, args, what, base)
+
+        cases.append((args, call, expect))
+    expect_cases(probe, cases, {"rope_sign_flip": partial_rope.sin_negated}, index=0)  # q_rot compared
+    rope_axes.walk(probe, rope_axes.tables_rotation(probe, fn, 10000.0, 4), (Hq, Hk), 16)
     rope.tables_device_pass(probe, fn, (B, Hq, Hk, T), 16, 4)
 
 
@@ -861,6 +951,7 @@ EXERCISES = [
             "rope_sign_flip": apply_rope_sign_flip,
             "rope_mixed_pairing": apply_rope_mixed_pairing,
             "rope_ignores_positions": apply_rope_ignores_positions,
+            "argument_ignored": apply_rope_tables_ignored,
         },
         difficulty=2,
         importance=3,
@@ -909,6 +1000,7 @@ EXERCISES = [
             "rope_sign_flip": partial_sign_flip,
             "rope_mixed_pairing": partial_mixed_pairing,
             "rope_ignores_positions": partial_ignores_positions,
+            "argument_ignored": partial_tables_ignored,
         },
         difficulty=2,
         importance=2,

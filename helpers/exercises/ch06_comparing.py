@@ -613,10 +613,11 @@ def bucket_not_clamped(*args: Any) -> list[torch.Tensor]:
 
 
 def bucket_log_in_float64(*args: Any) -> list[torch.Tensor]:
-    """Your log-spaced buckets are computed in float64, and at a few distances that lands one
-    bucket away from transformers' (and Mesh TensorFlow's) float32 computation: where the exact
-    value of log(d / max_exact) / log(max_distance / max_exact) · (n - max_exact) is a whole
-    number, or within float32's rounding of one, the truncation decides between two buckets.
+    """Your log-spaced buckets land one bucket away from transformers' (and Mesh TensorFlow's) at
+    a few distances: where the exact value of log(d / max_exact) / log(max_distance / max_exact)
+    · (n - max_exact) is a whole number, or within float32's rounding of one, the truncation
+    decides between two buckets, and your log is not computed as transformers computes it (in
+    float64, or in float32 written another way: log(d) - log(max_exact), a log2).
 
     Hint: a T5 checkpoint's bias table was trained with the buckets float32 gives, so those are
     the ones to reproduce. With 20 buckets and max_distance 160 (bidirectional), distances 10,
@@ -709,14 +710,26 @@ def buckets_of(probe: Probe, fn: Callable[..., Any], what: str, relative: torch.
     """One case's buckets against the reference's: a known mistake, or two of them at once, names a wrong result."""
     out = probe.call(fn, relative, *more)
     expected = probe.exercise.reference(relative, *more)
+    hint, fix = BUCKET_HELP if not more or more[0] else CAUSAL_BUCKET_HELP
+    if (
+        len(more) > 1
+    ):  # the defaults may hide the mistake (128 // 8 is exactly 16): this case's own numbers too (review B9)
+        sample = torch.tensor([0, -1, 1, -20, 20, -200, 200])
+        arguments = ", ".join(
+            f"{name}={value!r}" for name, value in zip(("bidirectional", "num_buckets", "max_distance"), more)
+        )
+        fix += (
+            f" With this case's arguments, `t5_relative_bucket(torch.tensor([0, -1, 1, -20, 20, -200, 200]), {arguments})` "
+            f"must be {probe.exercise.reference(sample, *more).tolist()}."
+        )
     try:
         probe.expect(
             out,
             expected,
             what=f"the buckets of {what}",
             mistakes=probe.known_mistakes(relative, *more),
-            hint=(BUCKET_HELP if not more or more[0] else CAUSAL_BUCKET_HELP)[0],
-            fix=(BUCKET_HELP if not more or more[0] else CAUSAL_BUCKET_HELP)[1],
+            hint=hint,
+            fix=fix,
         )
     except Failure as failure:
         if failure.code == "wrong_values":

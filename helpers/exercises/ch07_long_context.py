@@ -436,20 +436,6 @@ def yarn_missing_temperature(
     return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow), 1.0
 
 
-def yarn_temperature_without_guard(
-    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
-) -> Scaled:
-    """Your attention_scale falls below 1 for a factor under 1: 0.1·ln(factor) + 1 is 0.93 at
-    factor 0.5, where transformers returns 1.0.
-
-    Hint: the temperature sharpens attention that stretched positions flattened. A factor of 1 or
-    less stretches nothing, so the library (get_mscale) returns 1.0 there, and never a scale that
-    flattens attention.
-
-    Fix: `0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0`."""
-    return _yarn(d, base, factor, original_max_len, beta_fast, beta_slow), 0.1 * math.log(factor) + 1.0
-
-
 def yarn_wrong_temperature(
     d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
 ) -> list[Scaled]:
@@ -679,6 +665,13 @@ def same_frequencies(out: torch.Tensor, expected: torch.Tensor) -> bool:
 def pair_zero_help(exercise_id: str, inv_freq: torch.Tensor, expected: torch.Tensor) -> tuple[str, str]:
     """The wrong_values hint and fix, read from the student's fastest pair: θ_0 tells interpolation
     (every pair slowed) from a raised base or a band method (θ_0 kept)."""
+    if inv_freq.shape == expected.shape and inv_freq.numel() and bool((inv_freq < 0).any()):
+        i = int((inv_freq < 0).nonzero()[0])
+        return (
+            f"Your θ_{i} is negative ({float(inv_freq[i]):.6g}): every method here only slows pairs down, to between θ_i / factor "
+            "and θ_i, so a negative frequency comes from a blend weight outside 0 .. 1 (a ratio turned upside down, L/λ for λ/L, or not clamped).",
+            "Print the blend weight of each pair next to your θ: it must lie in 0 .. 1, 0 where the pair is divided by the factor, 1 where it is kept.",
+        )
     if inv_freq.shape == expected.shape and inv_freq.numel() and expected.numel():
         mine, theirs = float(inv_freq[0]), float(expected[0])
         if math.isclose(mine, 1.0, rel_tol=1e-5) and not math.isclose(theirs, 1.0, rel_tol=1e-5):
@@ -688,9 +681,11 @@ def pair_zero_help(exercise_id: str, inv_freq: torch.Tensor, expected: torch.Ten
                 "Divide the plain θ_i = 1 / base^(2i/d) by the factor; leave the base as it is.",
             )
         if math.isclose(theirs, 1.0, rel_tol=1e-5) and not math.isclose(mine, 1.0, rel_tol=1e-5):
+            moved = "slowed" if mine < 1 else "sped up" if mine > 1 else "changed"
             return (
-                f"Your fastest pair is changed (θ_0 = {mine:.6g}, not 1): {exercise_id} keeps pair 0, which turns many "
-                "times within the trained length; only slower pairs are slowed. Did every pair get divided by the factor?",
+                f"Your fastest pair is {moved} (θ_0 = {mine:.6g}, not 1): here {exercise_id} leaves pair 0 as it is, "
+                "and changes only slower pairs. Follow pair 0 through your code: which step moves it (a division by the "
+                "factor, a ramp or blend weight outside 0 .. 1, an edge left unclamped)?",
                 "Leave θ_0 = 1 as it is, and change only the pairs the method names (for a raised base, the base's "
                 "exponent 2i/d is 0 at i = 0).",
             )
@@ -888,6 +883,73 @@ def check_dynamic(fn: Callable[..., Any], probe: Probe) -> None:
     probe.independent(lambda: run(within=True), lambda: run(within=False))
 
 
+YARN_CASES = [
+    (32, 10000.0, 4.0, 64),
+    (64, 10000.0, 4.0, 512),
+    (32, 500000.0, 4.0, 256, 16.0, 2.0),
+    (16, 10000.0, 1.0, 128),
+    (16, 10000.0, 4.0, 100000),  # i(beta_slow) = 8.4 > d/2: the slow edge past the middle of the head
+    (16, 10000.0, 4.0, 4),  # L = 4: both edges clamp to pair 0, low == high (the library's guard)
+]
+
+
+def yarn_edges(
+    d: int, base: float, factor: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> tuple[int, int]:
+    """The band edges as transformers computes them (truncated outward, clamped), before its guard."""
+    pair_with = lambda turns: d * math.log(original_max_len / (2 * math.pi * turns)) / (2 * math.log(base))
+    return max(math.floor(pair_with(beta_fast)), 0), min(math.ceil(pair_with(beta_slow)), d - 1)
+
+
+def right_with_betas(probe: Probe, fn: Callable[..., Any], args: tuple) -> bool:
+    """Whether fn gives the right result for `args` with YaRN's default betas passed explicitly."""
+    given, also = (*args, 32.0, 1.0), list(probe.also)
+    try:
+        compare(probe, probe.call(fn, *given), given, f"`yarn_scaling{given}`")
+    except Failure:
+        return False
+    finally:
+        probe.also[:] = also  # a finding of this trial call is no finding of the check's
+    return True
+
+
+def check_yarn(fn: Callable[..., Any], probe: Probe) -> None:
+    """scaling_check's cases, factor >= 1 only; where the edges meet, a NaN or a ZeroDivisionError is the missing guard."""
+    for args in YARN_CASES:
+        call = f"`yarn_scaling({', '.join(repr(a) for a in args)})`"
+        try:
+            compare(probe, probe.call(fn, *args, what=call), args, call)
+        except Failure as failure:
+            if len(args) == 4 and failure.code not in ("raised", "timeout") and right_with_betas(probe, fn, args):
+                probe.fail(
+                    "default_changed",
+                    f"{call}, which leaves beta_fast and beta_slow at their defaults, gives another result than with "
+                    "beta_fast=32.0, beta_slow=1.0 passed, which is right: your defaults are other numbers than the exercise's.",
+                    hint="A default is part of the interface: a config that sets only factor and original_max_position_embeddings "
+                    "(as most YaRN configs do) counts on beta_fast 32 and beta_slow 1, the paper's values for LLaMA and transformers' defaults.",
+                    fix="Write the signature as the exercise gives it: `beta_fast: float = 32.0, beta_slow: float = 1.0`.",
+                )
+            low, high = yarn_edges(*args)
+            broke = failure.code == "nan_or_inf" or (
+                failure.code == "raised" and "ZeroDivisionError" in failure.message
+            )
+            if low == high and broke:
+                probe.fail(
+                    failure.code,
+                    f"{failure.message.rstrip('.')}. There both band edges land on pair {low} "
+                    + (
+                        f"(L = {args[3]} is so short that even pair 0 turns fewer than beta_slow times), "
+                        if low == 0
+                        else "(both clamped to the last index), "
+                    )
+                    + "so the ramp (i - low) / (high - low) divides by zero.",
+                    hint="transformers' linear_ramp_factor, like the YaRN authors' code, moves the slow edge by 0.001 when the two edges meet, "
+                    "after they are rounded and clamped: then every pair from the edge on is interpolated and none divides by zero.",
+                    fix="After `low = max(math.floor(low), 0)` and `high = min(math.ceil(high), d - 1)`: `if low == high: high += 0.001`.",
+                )
+            raise
+
+
 def rescaled_base(out: Any, d: int, base: float) -> float | None:
     """The base of a RoPE table θ_i = base'^(-2i/d) that `out`'s inv_freq is, when base' is not
     `base`: a dynamic scaling applied where it must not be. None for anything else."""
@@ -965,16 +1027,9 @@ EXERCISES = [
         points=3,
         kind="function",
         reference=reference.yarn_scaling,
-        check=scaling_check(
-            [
-                (32, 10000.0, 4.0, 64),
-                (64, 10000.0, 4.0, 512),
-                (32, 500000.0, 4.0, 256, 16.0, 2.0),
-                (16, 10000.0, 1.0, 128),
-                (16, 10000.0, 4.0, 100000),  # i(beta_slow) = 8.4 > d/2: the slow edge past the middle of the head
-                (16, 10000.0, 0.5, 128),  # a factor below 1: no temperature
-            ]
-        ),
+        # Only factor >= 1, the method's domain (transformers' validator warns below it; DeepSeek-V3's code
+        # scales only when extending): a factor under 1 defines nothing to check (issue 41).
+        check=check_yarn,
         # Llama 2 at 64k (Peng et al.'s YaRN 64k model: d 128, 4096 trained, s 16), Qwen2.5's YaRN (base 1e6,
         # 32768 trained, s 4), and a Llama 2 head trained on 65,536 tokens, whose slow edge passes pair 63
         oracle=library_oracle(
@@ -989,7 +1044,6 @@ EXERCISES = [
             "missing_temperature": yarn_missing_temperature,
             "wrong_temperature": yarn_wrong_temperature,
             "yarn_edge_clamped_to_half": yarn_edge_clamped_to_half,
-            "temperature_without_guard": yarn_temperature_without_guard,
             "paper_ramp": yarn_paper_ramp,
             "band_factor_hard_coded": yarn_band_factor_hard_coded,
             "trained_length_hard_coded": yarn_trained_length_hard_coded,

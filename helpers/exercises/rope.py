@@ -6,7 +6,8 @@ turn a knob of, and the probes its checks are made of.
 * the float64 RoPE the checks compare with (`rope64`), its tolerances, the inputs, and one rotated
   output against it (`expect_rotated`): a wrong one is read for half precision on the way, for the
   student's own rotations and for the RoPE properties it keeps or breaks (`properties`);
-* each exercise's own probes (`expect_tables`, `quarter_turns`, `expect_interleaved`, `expect_partial`)
+* each exercise's own probes (`expect_tables`, `quarter_turns`, `expect_interleaved`; apply_partial_rope's live in
+  helpers.exercises.partial_rope)
   and the aspects of a rotary module (`rotary_values`, `plain_attributes`, `nothing_saved`, `length_checked`).
 """
 
@@ -164,65 +165,6 @@ def applied(
     return tuple((x.float() * c + sign * turn(x.float(), pairing) * s).to(x.dtype) for x in (q, k))
 
 
-# Partial RoPE (GPT-NeoX's rotary_pct, GPT-J's rotary_dim): only the first r = cos.shape[-1]
-# dims of each head turn, half-split within them; the rest pass through.
-
-
-def partial(
-    q: Tensor,
-    k: Tensor,
-    cos: Tensor,
-    sin: Tensor,
-    positions: Tensor | None = None,
-    *,
-    part: str = "first",
-    rest: str = "after",
-    **knobs: object,
-) -> Tables:
-    """apply_partial_rope with one knob turned: the r dims turned are the `part` ("first" or "last") of
-    each head; the rest is joined "after" or "before" the turned part, or "zeroed" (after it) or
-    "dropped"; `knobs` turn applied's on the turned part."""
-    r = cos.shape[-1]
-    first = part == "first"
-    turned = applied(*(x[..., :r] if first else x[..., -r:] for x in (q, k)), cos, sin, positions, **knobs)
-    if rest == "dropped":
-        return turned
-    rests = [x[..., r:] if first else x[..., :-r] for x in (q, k)]
-    if rest == "zeroed":
-        rests = [torch.zeros_like(x) for x in rests]
-    return tuple(torch.cat([x, y] if rest == "before" else [y, x], dim=-1) for x, y in zip(rests, turned))
-
-
-def whole_head_tables(cos: Tensor, sin: Tensor, head_dim: int) -> list[Tables]:
-    """Tables for turning a whole head where r = cos.shape[-1] dims should turn: the r-wide tables
-    repeated to fit the head, and the head's own (as if r were head_dim); none if r does not divide it."""
-    r, T = cos.shape[-1], cos.shape[0]
-    if head_dim % r:
-        return []
-    return [(cos.repeat(1, head_dim // r), sin.repeat(1, head_dim // r)), reference.rope_cache(head_dim, T)]
-
-
-def pairs_across_head(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None) -> list[Tables]:
-    """Partial RoPE with the pairs (i, i + head_dim/2) of the whole head: rotate_half of the whole head
-    cut to r, and those pairs with i < r/2 turned in place (none if r > head_dim/2)."""
-    r, d = cos.shape[-1], q.shape[-1]
-    if 2 * r > d or d % 2:
-        return []
-    c, s = gather_rows(cos, sin, q.shape[-2], positions)
-    pairs = torch.cat([torch.arange(r // 2), d // 2 + torch.arange(r // 2)]).to(q.device)  # (i, i + d/2), i < r/2
-
-    def sliced_after(x: Tensor) -> Tensor:  # rotate_half of the whole head, cut to r
-        return torch.cat([(x[..., :r].float() * c + turn(x.float())[..., :r] * s).to(x.dtype), x[..., r:]], dim=-1)
-
-    def spread(x: Tensor) -> Tensor:  # the pairs (i, i + d/2) turned, i < r/2, the rest left
-        out = x.clone()
-        picked = x[..., pairs].float()
-        out[..., pairs] = (picked * c + turn(picked) * s).to(x.dtype)
-        return out
-
-    return [(sliced_after(q), sliced_after(k)), (spread(q), spread(k))]
-
-
 # --- probes ----------------------------------------------------------------------------
 
 # Every check runs at positions in the thousands (few of them, small heads, so
@@ -370,6 +312,11 @@ def qk_cases(probe: Probe, B: int, T: int) -> list[tuple[str, torch.dtype, Tenso
         ("positions of shape (B, T), a different row per sequence", torch.float32, far_positions(probe, B, T)),
         ("bfloat16 q and k, positions up to 3999", torch.bfloat16, far_positions(probe, T)),
         ("one token (T = 1) at position 3999, as when decoding", torch.float32, probe.positions(MAX_LEN, 1)),
+        (
+            "positions of shape (B, 1): one new token per sequence, as when decoding a batch",
+            torch.float32,
+            probe.positions(MAX_LEN, B, 1),
+        ),
     ]
 
 
@@ -650,6 +597,33 @@ def gathers_explained(probe: Probe, positions: Tensor | None, length: int) -> It
         raise
 
 
+@contextlib.contextmanager
+def size_one_explained(probe: Probe, positions: Tensor | None) -> Iterator[None]:
+    """A raise or a wrong shape on positions of shape (B, 1) (one new token per sequence), where the
+    cases before, positions (B, T) among them, passed: an axis of size 1 read differently."""
+    try:
+        yield
+    except Failure as failure:
+        if (
+            failure.code in ("raised", "wrong_shape")
+            and positions is not None
+            and positions.dim() == 2
+            and positions.shape[-1] == 1
+        ):
+            B = positions.shape[0]
+            probe.fail(
+                "squeezed_size_one",
+                f"{failure.message.rstrip('.')}. That was with positions of shape ({B}, 1): one new token per sequence, each at its own "
+                "position, as when a batch is decoded. The same code is right for positions (B, T) with T > 1: it reads an axis of size 1 "
+                "differently from a longer one.",
+                hint="`.squeeze()` drops every axis of size 1, here T: the (B, 1) positions become B positions of one sequence, and the gathered "
+                "rows broadcast against q's T = 1 into the wrong shape. A batch of one (B = 1) loses its batch axis the same way.",
+                fix="Never `.squeeze()` without a dim: index with positions as they come, `cos[positions]` (B, T, Dh), then `.unsqueeze(1)` "
+                "for the heads; `squeeze(dim)` only on an axis you know is 1.",
+            )
+        raise
+
+
 def interleaving_kept(probe: Probe, out: object, x: Tensor, positions: Tensor | None, base: float, what: str) -> None:
     """An interleaved RoPE of x whose pairs are turned right but written back as two halves (torch.cat)."""
     expected, tight = rope64(x, positions, base, "adjacent"), tolerance(x, positions, base, "adjacent")
@@ -667,36 +641,6 @@ def interleaving_kept(probe: Probe, out: object, x: Tensor, positions: Tensor | 
             hint="torch.cat joins whole blocks one after the other; the output needs pair i back in columns 2i and 2i + 1, as it came in.",
             fix="Interleave the turned components: `torch.stack((y0, y1), dim=-1).flatten(-2)` instead of `torch.cat((y0, y1), dim=-1)`.",
         )
-
-
-def pass_through_kept(
-    probe: Probe, x: Tensor, got: Tensor, r: int, inner: Callable[[Failure], None]
-) -> Callable[[Failure], None]:
-    """When no known mistake reproduces partial RoPE's output: first the dims past r, which must
-    come out as they went in; then `inner`, the reading of the turned part."""
-
-    def fallback(failure: Failure) -> None:
-        if got.shape == x.shape and not close(got[..., r:], x[..., r:], **tolerance(x)):
-            probe.fail(
-                "wrong_values",
-                f"{failure.message} Dims {r}..{x.shape[-1] - 1} of each head, which must pass through unchanged, changed.",
-                hint="Only the first r = cos.shape[-1] dims of each head turn; the other head_dim - r carry no position and come out exactly as they went in.",
-                fix="Split each head, `x_rot, x_pass = x[..., :r], x[..., r:]`, turn x_rot only, and `torch.cat([x_rot_turned, x_pass], dim=-1)`.",
-            )
-        inner(failure)
-
-    return fallback
-
-
-def turned_part(probe: Probe, fn: Callable, index: int, d: int, cos: Tensor, sin: Tensor) -> Rotate:
-    """The student's partial RoPE of the first r dims alone, for properties: rotate(x (..., r), positions)."""
-    r = cos.shape[-1]
-
-    def rotate(part: Tensor, p: Tensor) -> Tensor:
-        whole = torch.cat([part, part.new_zeros(*part.shape[:-1], d - r)], dim=-1)  # the dims past r: zeros
-        return probe.call(fn, whole, whole, cos, sin, p)[index][..., :r]
-
-    return rotate
 
 
 # --- one exercise's probes (each called by its check in ch05) ---------------------------------
@@ -757,34 +701,6 @@ def positions_dropped(args: tuple) -> list[tuple]:
     return [(args[0], None, *args[2:])] if len(args) > 1 and args[1] is not None else []
 
 
-def expect_partial(fn: Callable, probe: Probe, out: Tables, args: tuple, what: str) -> None:
-    """q_rot and k_rot: the dims past r passed through (pass_through_kept), then the turned part
-    read for its RoPE properties, or for its arithmetic in bfloat16."""
-    q, k, cos, sin = args[:4]
-    d, r = q.shape[-1], cos.shape[-1]
-    expected = reference.apply_partial_rope(*args)
-    for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
-        inner = (
-            bf16_arithmetic(probe)
-            if x.dtype == torch.bfloat16
-            else properties(probe, turned_part(probe, fn, index, d, cos, sin), r)
-        )
-        expect_then(
-            probe,
-            pass_through_kept(probe, x, out[index], r, inner),
-            out[index],
-            expected[index],
-            what=f"{name} {tuple(x.shape)} {str(x.dtype).replace('torch.', '')} with rotary_dim r = {r} of head_dim {d}, {what},",
-            mistakes=probe.known_mistakes(*args, index=index),
-            **tolerance(x),
-        )
-
-
-def sin_negated(args: tuple) -> list[tuple]:
-    """A second mistake, the turn the other way, as inputs: the catalogue's mistakes run with -sin."""
-    return [(*args[:3], -args[3], *args[4:])]
-
-
 # --- the aspects of a rotary module (RotaryEmbedding) ----------------------------------------
 
 LENGTH_HINT = (
@@ -838,21 +754,29 @@ def expect_rotary_values(cls: type, probe: Probe, module: nn.Module) -> None:
         length = T if max_len == MAX_LEN else max_len  # the small module: T = max_len
         q, k = query_and_key(probe, B, (4, 2), length, head_dim, dtype, positions, max_len)
         call = f"`{made}` called with {what}"
-        out = probe.call(built, q, k, *(() if positions is None else (positions,)), what=call)
-        out = two_tensors(probe, out, call, "(q_rot, k_rot)")
-        for index, (x, name) in enumerate(zip((q, k), ("q_rot", "k_rot"))):
-            expect_rotated(
-                probe,
-                out[index],
-                x,
-                positions,
-                base,
-                "half",
-                rotate=lambda x, p, built=built, index=index: probe.call(built, x, x, p)[index],
-                in_bfloat16=low_precision(probe),
-                what=f"{name} {tuple(x.shape)} from {made} with {what},",
-                mistakes=probe.known_mistakes(x, positions, base),
-            )
+        with size_one_explained(probe, positions):
+            out = probe.call(built, q, k, *(() if positions is None else (positions,)), what=call)
+            out = two_tensors(probe, out, call, "(q_rot, k_rot)")
+            expect_rotary_pair(probe, built, out, (q, k), positions, base, f"from {made} with {what},")
+
+
+def expect_rotary_pair(
+    probe: Probe, built: nn.Module, out: Tables, inputs: Tables, positions: Tensor | None, base: float, what: str
+) -> None:
+    """A rotary module's (q_rot, k_rot) against RoPE of `base`, each read as expect_rotated reads it."""
+    for index, (x, name) in enumerate(zip(inputs, ("q_rot", "k_rot"))):
+        expect_rotated(
+            probe,
+            out[index],
+            x,
+            positions,
+            base,
+            "half",
+            rotate=lambda x, p, index=index: probe.call(built, x, x, p)[index],
+            in_bfloat16=low_precision(probe),
+            what=f"{name} {tuple(x.shape)} {what}",
+            mistakes=probe.known_mistakes(x, positions, base),
+        )
 
 
 def nothing_saved(probe: Probe, module: nn.Module) -> None:

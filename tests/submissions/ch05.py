@@ -299,7 +299,7 @@ def apply_rope_loop_over_pairs(q, k, cos, sin, positions=None):
 
 
 def interleaved_numpy(x, positions=None, base=10000.0):
-    # NumPy on the CPU in float64, the result moved back to x's device and dtype
+    # NumPy on the CPU in float64, the result moved back to x's device and dtype: right values, no gradient (issue 41)
     T, d = x.shape[-2], x.shape[-1]
     pos = np.arange(T) if positions is None else positions.cpu().numpy()
     theta = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
@@ -342,7 +342,7 @@ RIGHT = {
     "rope_cache": [cache_hf_float32, cache_exp_log_float64, cache_loop, cache_numpy_float64],
     "rotate_half": [rotate_half_slices, rotate_half_roll, rotate_half_hf, rotate_half_index_and_sign],
     "apply_rope": [apply_rope_hf, apply_rope_explicit_pairs, apply_rope_einsum_matrix, apply_rope_loop_over_pairs],
-    "rope_interleaved": [interleaved_complex, interleaved_gptj, interleaved_float64_loop, interleaved_numpy],
+    "rope_interleaved": [interleaved_complex, interleaved_gptj, interleaved_float64_loop],
     "RotaryEmbedding": [RotaryCached, RotaryOnTheFly, RotaryComplexHalfSplit, RotaryRotationMatrix],
 }
 
@@ -1149,7 +1149,7 @@ WRONG = [
     ("rope_interleaved", "rope_mixed_pairing", interleaved_cat_angles),
     ("rope_interleaved", "rope_ignores_positions", interleaved_ignores_positions),
     ("rope_interleaved", "wrong_base", interleaved_hardcoded_base),
-    ("rope_interleaved", "wrong_base", interleaved_base_1000),
+    ("rope_interleaved", "default_changed", interleaved_base_1000),
     ("rope_interleaved", "wrong_exponent", interleaved_i_over_d),
     ("rope_interleaved", "low_precision_angles", interleaved_in_input_dtype),
     ("rope_interleaved", "wrong_device", interleaved_positions_on_cpu),
@@ -1175,7 +1175,7 @@ WRONG = [
     ("apply_rope", "wrong_device", apply_rope_sign_vector),
     ("apply_rope", "wrong_device", apply_rope_matrix_on_cpu),
     ("apply_rope", "wrong_device", apply_rope_index_select),
-    ("apply_rope", "wrong_device", apply_rope_rebuilds_angles),
+    ("apply_rope", "argument_ignored", apply_rope_rebuilds_angles),  # its own angles, base 10000 (issue 41)
     ("rope_interleaved", "wrong_device", interleaved_theta_on_cpu),
     ("rope_interleaved", "wrong_device", interleaved_sign_vector),
     ("rope_interleaved", "wrong_device", interleaved_meta_ones_on_cpu),
@@ -1796,12 +1796,13 @@ def partial_views_heads_flat(q, k, cos, sin, positions=None):
     return turn(q), turn(k)
 
 
+# (since issue 41 the direct probes hand transposed views too: these are contiguity_assumed before the oracle runs)
 WRONG += [
-    ("apply_rope", "library_mismatch", apply_rope_writes_into_reshape),
-    ("RotaryEmbedding", "library_mismatch", RotaryWritesIntoReshape),
-    ("apply_rope", "library_raised", apply_rope_views_heads_flat),
-    ("rope_interleaved", "library_raised", interleaved_flat_rows),
-    ("apply_partial_rope", "library_raised", partial_views_heads_flat),
+    ("apply_rope", "contiguity_assumed", apply_rope_writes_into_reshape),
+    ("RotaryEmbedding", "contiguity_assumed", RotaryWritesIntoReshape),
+    ("apply_rope", "contiguity_assumed", apply_rope_views_heads_flat),
+    ("rope_interleaved", "contiguity_assumed", interleaved_flat_rows),
+    ("apply_partial_rope", "contiguity_assumed", partial_views_heads_flat),
 ]
 
 
@@ -1902,3 +1903,499 @@ def rope_cache_llama31(head_dim, max_len, base=10000.0):
 
 
 WRONG += [("rope_cache", "wrong_values", rope_cache_llama31)]
+
+
+# --- issue 41: the axes of the contracts (rope_axes): the tables handed in, gradients, transposed views,
+# decode shapes (positions (B, 1)), defaults used as defaults ------------------------------------------------
+
+
+def apply_rope_own_float64_angles(q, k, cos, sin, positions=None):
+    """Builds its own angles (base 10000, float64) and never reads cos and sin."""
+    T, d = q.shape[-2], q.shape[-1]
+    positions = torch.arange(T, device=q.device) if positions is None else positions
+    theta = 10000.0 ** (-torch.arange(0, d, 2, device=q.device, dtype=torch.float64) / d)
+    angles = positions.double()[..., None] * theta
+    angles = torch.cat([angles, angles], dim=-1)
+    if angles.dim() == 3:
+        angles = angles[:, None]
+    return tuple((x.double() * angles.cos() + _rotate_half(x.double()) * angles.sin()).to(x.dtype) for x in (q, k))
+
+
+def apply_rope_llama_rotary_inside(q, k, cos, sin, positions=None):
+    """transformers' LlamaRotaryEmbedding.forward pasted in (rope_theta 10000) to make cos and sin afresh."""
+    d = q.shape[-1]
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.int64).float().to(q.device) / d))
+    position_ids = torch.arange(q.shape[-2], device=q.device)[None] if positions is None else positions
+    position_ids = position_ids[None] if position_ids.dim() == 1 else position_ids
+    freqs = (inv_freq[None, :, None] @ position_ids[:, None, :].float()).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return apply_rotary_pos_emb(q, k, emb.cos().to(q.dtype), emb.sin().to(q.dtype))
+
+
+def partial_own_polar_angles(q, k, cos, sin, positions=None):
+    """Partial RoPE whose first r dims turn by complex numbers of its own, base 10000."""
+    r = cos.shape[-1]
+    T = q.shape[-2]
+    positions = torch.arange(T, device=q.device) if positions is None else positions
+    theta = 1.0 / 10000 ** (torch.arange(0, r, 2, device=q.device).float() / r)
+    angles = positions.float()[..., None] * theta
+    cis = torch.polar(torch.ones_like(angles), angles)
+    cis = cis[:, None] if cis.dim() == 3 else cis
+
+    def turn(x):
+        z = torch.complex(x[..., : r // 2].float(), x[..., r // 2 : r].float()) * cis
+        return torch.cat([z.real, z.imag, x[..., r:].float()], dim=-1).to(x.dtype)
+
+    return turn(q), turn(k)
+
+
+def partial_neox_rotary_inside(q, k, cos, sin, positions=None):
+    """GPT-NeoX's RotaryEmbedding rebuilt inside for rotary_ndims = cos.shape[-1], base 10000."""
+    r = cos.shape[-1]
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, r, 2, device=q.device).float() / r))
+    own_cos, own_sin = _rows(*_neox_tables(inv_freq, 4000), q.shape[-2], positions)
+    return tuple(
+        torch.cat([x[..., :r] * own_cos + rotate_half_hf(x[..., :r]) * own_sin, x[..., r:]], dim=-1) for x in (q, k)
+    )
+
+
+def _neox_tables(inv_freq, max_len):
+    freqs = torch.einsum("i,j->ij", torch.arange(max_len, device=inv_freq.device).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def apply_rope_under_no_grad(q, k, cos, sin, positions=None):
+    """LlamaRotaryEmbedding.forward's @torch.no_grad() carried over to the rotation itself."""
+    with torch.no_grad():
+        return apply_rope_hf(q, k, cos, sin, positions)
+
+
+def apply_rope_detached_result(q, k, cos, sin, positions=None):
+    q_rot, k_rot = apply_rope_explicit_pairs(q, k, cos, sin, positions)
+    return q_rot.detach(), k_rot.detach()
+
+
+def partial_rotary_no_grad(q, k, cos, sin, positions=None):
+    """GPT-NeoX's rotary step with the @torch.no_grad() of its RotaryEmbedding.forward carried over."""
+    with torch.no_grad():
+        return partial_neox(q, k, cos, sin, positions)
+
+
+def partial_through_numpy(q, k, cos, sin, positions=None):
+    q_rot, k_rot = partial_neox(q, k, cos, sin, positions)
+    return tuple(torch.from_numpy(x.detach().cpu().float().numpy()).to(x.device, x.dtype) for x in (q_rot, k_rot))
+
+
+def rotate_half_under_no_grad(x):
+    with torch.no_grad():
+        return rotate_half_hf(x)
+
+
+def rotate_half_through_numpy(x):
+    a = x.detach().cpu().float().numpy()
+    half = a.shape[-1] // 2
+    return torch.from_numpy(np.concatenate([-a[..., half:], a[..., :half]], axis=-1)).to(x.device, x.dtype)
+
+
+def interleaved_no_grad_decorated(x, positions=None, base=10000.0):
+    """Meta's precompute under @torch.no_grad() (as its inference code runs it), with the rotation inside."""
+
+    @torch.no_grad()
+    def rotate():
+        return interleaved_complex(x, positions, base)
+
+    return rotate()
+
+
+class RotaryNoGradForward(RotaryCached):
+    """The decorator of transformers' LlamaRotaryEmbedding.forward, on a forward that rotates q and k."""
+
+    @torch.no_grad()
+    def forward(self, q, k, positions=None):
+        return super().forward(q, k, positions)
+
+
+class RotaryDetachedTables(RotaryOnTheFly):
+    def forward(self, q, k, positions=None):
+        q_rot, k_rot = super().forward(q, k, positions)
+        return q_rot.detach(), k_rot.detach()
+
+
+def shift_rope_under_no_grad(x, positions=None, base=10000.0):
+    with torch.no_grad():
+        return shift_rope_einsum(x, positions, base)
+
+
+def shift_rope_through_numpy(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = range(T) if positions is None else positions.tolist()
+    M = np.stack([my_shift_matrix(m, d, base).numpy() for m in positions])  # (T, d, d)
+    out = np.einsum("...ti,tij->...tj", x.detach().cpu().double().numpy(), M)
+    return torch.from_numpy(out).to(x.device, x.dtype)
+
+
+def rotate_half_view_rows(x):
+    """Folds every leading axis into rows with view: a transposed x cannot be viewed so."""
+    d = x.shape[-1]
+    rows = x.view(-1, d)
+    return torch.cat([-rows[:, d // 2 :], rows[:, : d // 2]], dim=-1).view(x.shape)
+
+
+def rotate_half_view_pairs(x):
+    d = x.shape[-1]
+    halves = x.view(-1, 2, d // 2)  # (rows, 2, d/2)
+    return torch.stack([-halves[:, 1], halves[:, 0]], dim=1).view(x.shape)
+
+
+def apply_rope_view_rows(q, k, cos, sin, positions=None):
+    """Turns (B·H·T, Dh) rows, the angles repeated per head, merging the leading axes with view."""
+    B, T, d = q.shape[0], q.shape[-2], q.shape[-1]
+    c, s = (cos[:T], sin[:T]) if positions is None else (cos[positions], sin[positions])
+    c, s = (c.expand(B, T, d), s.expand(B, T, d)) if c.dim() == 2 else (c, s)
+
+    def turn(x):
+        H = x.shape[1]
+        rows = x.view(B * H * T, d).float()
+        c_rows = c[:, None].expand(B, H, T, d).reshape(-1, d)
+        s_rows = s[:, None].expand(B, H, T, d).reshape(-1, d)
+        return (rows * c_rows + _rotate_half(rows) * s_rows).view(x.shape).to(x.dtype)
+
+    return turn(q), turn(k)
+
+
+def apply_rope_view_heads_last(q, k, cos, sin, positions=None):
+    """Folds the heads into the batch with view, (B·H, T, Dh), the angles repeated per head."""
+    T, d = q.shape[-2], q.shape[-1]
+    c, s = _gather(cos, sin, T, positions)
+
+    def turn(x):
+        B, H = x.shape[:2]
+        flat = x.view(B * H, T, d).float()
+        c_, s_ = (c.repeat_interleave(H, dim=0)[:, 0], s.repeat_interleave(H, dim=0)[:, 0]) if c.dim() == 4 else (c, s)
+        return (flat * c_ + _rotate_half(flat) * s_).view(B, H, T, d).to(x.dtype)
+
+    return turn(q), turn(k)
+
+
+def interleaved_view_complex(x, positions=None, base=10000.0):
+    """Meta's apply_rotary_emb with view in place of reshape, the pairs folded into rows."""
+    d = x.shape[-1]
+    T = x.shape[-2]
+    freqs = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))
+    t = torch.arange(T, device=x.device) if positions is None else positions
+    cis = torch.polar(torch.ones(T, d // 2, device=x.device), torch.outer(t.float(), freqs))
+    pairs = torch.view_as_complex(x.float().view(-1, T, d // 2, 2))
+    return torch.view_as_real(pairs * cis).view(x.shape).to(x.dtype)
+
+
+def interleaved_view_pairs(x, positions=None, base=10000.0):
+    T, d = x.shape[-2], x.shape[-1]
+    positions = torch.arange(T, device=x.device) if positions is None else positions
+    theta = base ** (-torch.arange(0, d, 2, device=x.device).float() / d)
+    angles = positions.float()[:, None] * theta
+    flat = x.float().view(-1, T, d // 2, 2)
+    a, b = flat[..., 0], flat[..., 1]
+    out = torch.stack([a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()], dim=-1)
+    return out.view(x.shape).to(x.dtype)
+
+
+class RotaryViewRows(RotaryCached):
+    def forward(self, q, k, positions=None):
+        B, T, d = q.shape[0], q.shape[-2], q.shape[-1]
+        q_rot, k_rot = super().forward(q.view(B, -1, T, d), k.view(B, -1, T, d), positions)
+        return q_rot.view(B * q.shape[1], T, d).view(q.shape), k_rot.view(B * k.shape[1], T, d).view(k.shape)
+
+
+class RotaryFlattenedWithView(RotaryOnTheFly):
+    """Folds the heads into the batch with view before turning."""
+
+    def forward(self, q, k, positions=None):
+        out = []
+        for x in (q, k):
+            B, H, T, d = x.shape
+            flat = x.view(B * H, 1, T, d)
+            pos = positions.repeat_interleave(H, dim=0) if positions is not None and positions.dim() == 2 else positions
+            turned, _ = super().forward(flat, flat, pos)
+            out.append(turned.view(B, H, T, d))
+        return out[0], out[1]
+
+
+def partial_view_rows(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    q_rot, k_rot = apply_rope_view_rows(q[..., :r].contiguous(), k[..., :r].contiguous(), cos, sin, positions)
+    d = q.shape[-1]
+    return torch.cat([q_rot, q.view(-1, d)[:, r:].view(*q.shape[:-1], d - r)], dim=-1), torch.cat(
+        [k_rot, k.view(-1, d)[:, r:].view(*k.shape[:-1], d - r)], dim=-1
+    )
+
+
+def partial_view_heads(q, k, cos, sin, positions=None):
+    d, r = q.shape[-1], cos.shape[-1]
+    parts = [x.view(-1, d) for x in (q, k)]  # rows: (B·H·T, Dh)
+    rot, rest = [p[:, :r].view(*x.shape[:-1], r) for p, x in zip(parts, (q, k))], [p[:, r:] for p in parts]
+    q_rot, k_rot = apply_rope_hf(rot[0], rot[1], cos, sin, positions)
+    return tuple(torch.cat([t, u.view(*x.shape[:-1], d - r)], dim=-1) for t, u, x in zip((q_rot, k_rot), rest, (q, k)))
+
+
+def shift_rope_view_rows(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = torch.arange(T) if positions is None else positions.cpu()
+    M = torch.stack([my_shift_matrix(int(m), d, base) for m in positions]).float().to(x.device)
+    rows = x.float().view(-1, T, d)
+    return torch.einsum("nti,tij->ntj", rows, M).view(x.shape).to(x.dtype)
+
+
+def shift_rope_view_loop(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    positions = range(T) if positions is None else positions.tolist()
+    rows = x.view(-1, T, d)
+    out = [rows[:, t].double() @ my_shift_matrix(m, d, base).to(x.device) for t, m in enumerate(positions)]
+    return torch.stack(out, dim=1).view(x.shape).to(x.dtype)
+
+
+def apply_rope_squeezed_positions(q, k, cos, sin, positions=None):
+    """positions.squeeze() to turn (1, T) into (T,): (B, 1) becomes B positions of one sequence."""
+    if positions is not None:
+        positions = positions.squeeze()
+        positions = positions[None] if positions.dim() == 0 else positions
+    return apply_rope_hf(q, k, cos, sin, positions)
+
+
+def apply_rope_squeezed_rows(q, k, cos, sin, positions=None):
+    T = q.shape[-2]
+    c = cos[:T] if positions is None else cos[positions].squeeze()
+    s = sin[:T] if positions is None else sin[positions].squeeze()
+    if c.dim() == 3:
+        c, s = c[:, None], s[:, None]
+    return tuple((x.float() * c + _rotate_half(x.float()) * s).to(x.dtype) for x in (q, k))
+
+
+def partial_squeezed_positions(q, k, cos, sin, positions=None):
+    """(1, T) positions squeezed to (T,), as if only a batch of one came as (B, T)."""
+    if positions is not None and positions.dim() == 2:
+        positions = positions.squeeze()
+    return partial_neox(q, k, cos, sin, positions)
+
+
+def partial_squeezed_rows(q, k, cos, sin, positions=None):
+    r = cos.shape[-1]
+    T = q.shape[-2]
+    c, s = (cos[:T], sin[:T]) if positions is None else (cos[positions].squeeze(), sin[positions].squeeze())
+    if c.dim() == 3:
+        c, s = c[:, None], s[:, None]
+    return tuple(
+        torch.cat([(x[..., :r].float() * c + rotate_half_hf(x[..., :r].float()) * s).to(x.dtype), x[..., r:]], dim=-1)
+        for x in (q, k)
+    )
+
+
+class RotarySqueezedPositions(RotaryCached):
+    def forward(self, q, k, positions=None):
+        if positions is not None and positions.dim() == 2:
+            positions = positions.squeeze()  # meant for position_ids of shape (1, T)
+        return super().forward(q, k, positions)
+
+
+class RotarySqueezedRows(RotaryOnTheFly):
+    def forward(self, q, k, positions=None):
+        if positions is not None and positions.dim() == 2:
+            positions = positions.squeeze(-1) if positions.shape[-1] == 1 else positions
+        return super().forward(q, k, positions)
+
+
+class RotaryMaxLen4096(RotaryCached):
+    """Llama 2's 4096 (its config's max_position_embeddings) as the default."""
+
+    def __init__(self, head_dim, max_len=4096, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+
+
+class RotaryMaxLen512(RotaryOnTheFly):
+    """BERT's 512 as the default."""
+
+    def __init__(self, head_dim, max_len=512, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+
+
+class RotaryBase500000(RotaryCached):
+    """Llama 3's rope_theta as the default."""
+
+    def __init__(self, head_dim, max_len=2048, base=500000.0):
+        super().__init__(head_dim, max_len, base)
+
+
+def interleaved_base_1e6(x, positions=None, base=1000000.0):
+    """Code Llama's rope_theta as the default."""
+    return interleaved_complex(x, positions, base)
+
+
+def shift_rope_base_500000(x, positions=None, base=500000.0):
+    return shift_rope_einsum(x, positions, base)
+
+
+# right, ported: the rotation outside the no_grad that makes the tables (transformers' Llama), and
+# torchtune's RotaryPositionalEmbeddings (reshape, not view; float32 cache)
+
+
+class RotaryLlamaSplit(nn.Module):
+    """transformers' LlamaRotaryEmbedding (cos and sin under @torch.no_grad()) with apply_rotary_pos_emb outside it."""
+
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__()
+        self.max_len = max_len
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    @torch.no_grad()
+    def tables(self, x, position_ids):
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1).to(x.device)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
+
+    def forward(self, q, k, positions=None):
+        positions = torch.arange(q.shape[-2], device=q.device) if positions is None else positions
+        if int(positions.max()) >= self.max_len:
+            raise ValueError(f"position {int(positions.max())} is past max_len={self.max_len}")
+        position_ids = positions[None] if positions.dim() == 1 else positions
+        cos, sin = self.tables(q.float(), position_ids)
+        q_rot, k_rot = apply_rotary_pos_emb(q.float(), k.float(), cos, sin)
+        return q_rot.to(q.dtype), k_rot.to(k.dtype)
+
+
+def interleaved_torchtune(x, positions=None, base=10000.0):
+    """torchtune's RotaryPositionalEmbeddings.forward, with x as (B, H, T, Dh) and its cache built per call."""
+    T, d = x.shape[-2], x.shape[-1]
+    theta = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device)[: (d // 2)].float() / d))
+    seq_idx = torch.arange(T, device=x.device) if positions is None else positions
+    idx_theta = torch.einsum("i, j -> ij", seq_idx.float(), theta).float()
+    rope_cache = torch.stack([torch.cos(idx_theta), torch.sin(idx_theta)], dim=-1)  # (T, d/2, 2)
+    xshaped = x.float().reshape(*x.shape[:-1], -1, 2)
+    x_out = torch.stack(
+        [
+            xshaped[..., 0] * rope_cache[..., 0] - xshaped[..., 1] * rope_cache[..., 1],
+            xshaped[..., 1] * rope_cache[..., 0] + xshaped[..., 0] * rope_cache[..., 1],
+        ],
+        -1,
+    )
+    return x_out.flatten(3).type_as(x)
+
+
+RIGHT["RotaryEmbedding"].append(RotaryLlamaSplit)
+RIGHT["rope_interleaved"].append(interleaved_torchtune)
+WRONG += [
+    ("apply_rope", "argument_ignored", apply_rope_own_float64_angles),
+    ("apply_rope", "argument_ignored", apply_rope_llama_rotary_inside),
+    ("apply_partial_rope", "argument_ignored", partial_own_polar_angles),
+    ("apply_partial_rope", "argument_ignored", partial_neox_rotary_inside),
+    ("apply_rope", "gradient_cut", apply_rope_under_no_grad),
+    ("apply_rope", "gradient_cut", apply_rope_detached_result),
+    # (an output made under torch.inference_mode() gets gradient_cut from check(), but breaks the grader's kernel,
+    # helpers/grading/in_kernel.py reading its _version: reported to the grader's owner, not walked here)
+    ("apply_partial_rope", "gradient_cut", partial_through_numpy),
+    ("apply_partial_rope", "gradient_cut", partial_rotary_no_grad),
+    ("rotate_half", "gradient_cut", rotate_half_under_no_grad),
+    ("rotate_half", "gradient_cut", rotate_half_through_numpy),
+    ("rope_interleaved", "gradient_cut", interleaved_numpy),
+    ("rope_interleaved", "gradient_cut", interleaved_no_grad_decorated),
+    ("RotaryEmbedding", "gradient_cut", RotaryNoGradForward),
+    ("RotaryEmbedding", "gradient_cut", RotaryDetachedTables),
+    ("rope_from_shift_matrix", "gradient_cut", shift_rope_under_no_grad),
+    ("rope_from_shift_matrix", "gradient_cut", shift_rope_through_numpy),
+    ("rotate_half", "contiguity_assumed", rotate_half_view_rows),
+    ("rotate_half", "contiguity_assumed", rotate_half_view_pairs),
+    ("apply_rope", "contiguity_assumed", apply_rope_view_rows),
+    ("apply_rope", "contiguity_assumed", apply_rope_view_heads_last),
+    ("apply_partial_rope", "contiguity_assumed", partial_view_rows),
+    ("apply_partial_rope", "contiguity_assumed", partial_view_heads),
+    ("rope_interleaved", "contiguity_assumed", interleaved_view_complex),
+    ("rope_interleaved", "contiguity_assumed", interleaved_view_pairs),
+    ("RotaryEmbedding", "contiguity_assumed", RotaryViewRows),
+    ("RotaryEmbedding", "contiguity_assumed", RotaryFlattenedWithView),
+    ("rope_from_shift_matrix", "contiguity_assumed", shift_rope_view_rows),
+    ("rope_from_shift_matrix", "contiguity_assumed", shift_rope_view_loop),
+    ("apply_rope", "squeezed_size_one", apply_rope_squeezed_positions),
+    ("apply_rope", "squeezed_size_one", apply_rope_squeezed_rows),
+    ("apply_partial_rope", "squeezed_size_one", partial_squeezed_positions),
+    ("apply_partial_rope", "squeezed_size_one", partial_squeezed_rows),
+    ("RotaryEmbedding", "squeezed_size_one", RotarySqueezedPositions),
+    ("RotaryEmbedding", "squeezed_size_one", RotarySqueezedRows),
+    ("RotaryEmbedding", "default_changed", RotaryMaxLen4096),
+    ("RotaryEmbedding", "default_changed", RotaryMaxLen512),
+    ("RotaryEmbedding", "default_changed", RotaryBase500000),
+    ("rope_interleaved", "default_changed", interleaved_base_1e6),
+    ("rope_from_shift_matrix", "default_changed", shift_rope_base_500000),
+]
+
+
+# --- right on every direct probe (head_dim 8), wrong at a real model's head size: the second oracle -------
+
+
+def apply_rope_halves_of_eight(q, k, cos, sin, positions=None):
+    """rotate_half written for the head size of the exercise's examples: halves of 4 and the rest."""
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+
+    def turn(x):
+        x1, x2 = x[..., :4].float(), x[..., 4:].float()
+        return (x.float() * c + torch.cat([-x2, x1], dim=-1) * s).to(x.dtype)
+
+    return turn(q), turn(k)
+
+
+def apply_rope_pairs_of_eight(q, k, cos, sin, positions=None):
+    """The halves taken with a view to (..., 2, 4): head_dim 8 hard-coded, refused by any other head size."""
+    c, s = _rows(cos, sin, q.shape[-2], positions)
+
+    def turn(x):
+        halves = x.float().reshape(*x.shape[:-1], 2, 4)
+        return (x.float() * c + torch.cat([-halves[..., 1, :], halves[..., 0, :]], dim=-1) * s).to(x.dtype)
+
+    return turn(q), turn(k)
+
+
+WRONG += [
+    ("apply_rope", "library_mismatch", apply_rope_halves_of_eight),
+    ("apply_rope", "library_raised", apply_rope_pairs_of_eight),
+]
+
+
+def shift_rope_matrix_power(x, positions=None, base=10000.0):
+    """M_m as M_1 to the power m (the composition property), in float64 from chapter 03's float32 M_1."""
+    T, d = x.shape[-2:]
+    positions = range(T) if positions is None else positions.tolist()
+    M1 = my_shift_matrix(1, d, base).float().double()
+    M = torch.stack([torch.linalg.matrix_power(M1, int(m)) for m in positions]).to(x.device)
+    return torch.einsum("...ti,tij->...tj", x.double(), M).to(x.dtype)
+
+
+WRONG += [("rope_from_shift_matrix", "wrong_values", shift_rope_matrix_power)]
+
+
+# --- issue 41: frequencies rounded to bfloat16 before the angles, probed at base 10000 and positions to 3999 ---
+
+
+def interleaved_bfloat16_frequencies(x, positions=None, base=10000.0):
+    """Meta's code with freqs kept as a bfloat16 buffer ("the model runs in bfloat16"), angles in float32."""
+    T, d = x.shape[-2], x.shape[-1]
+    freqs = (1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))).to(torch.bfloat16)
+    t = torch.arange(T, device=x.device) if positions is None else positions
+    angles = torch.outer(t.float(), freqs.float())
+    cis = torch.polar(torch.ones_like(angles), angles)
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * cis).flatten(3).type_as(x)
+
+
+class RotaryBfloat16InvFreq(RotaryOnTheFly):
+    """HF's inv_freq buffer cast with the model (`.to(torch.bfloat16)` in __init__), read back as float32 in forward."""
+
+    def __init__(self, head_dim, max_len=2048, base=10000.0):
+        super().__init__(head_dim, max_len, base)
+        self.inv_freq = self.inv_freq.to(torch.bfloat16)
+
+
+WRONG += [
+    ("rope_interleaved", "low_precision_angles", interleaved_bfloat16_frequencies),
+    ("RotaryEmbedding", "low_precision_angles", RotaryBfloat16InvFreq),
+]

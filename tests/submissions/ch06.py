@@ -505,3 +505,30 @@ INDEPENDENT = {
     # T5's buckets: the split by sign, and the clamp of the far distances (two separate steps)
     "t5_relative_bucket": [("bucket_sign_split_missing", "bucket_not_clamped")],
 }
+
+
+# --- review B4/B5: a float32 log written another way lands where float64's does: told so, not "float64" ---------
+
+
+def bucket_log_difference(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    n = num_buckets // 2 if bidirectional else num_buckets
+    exact = n // 2
+    offset = (relative_position > 0).long() * n if bidirectional else 0
+    d = relative_position.abs() if bidirectional else (-relative_position).clamp(min=0)
+    scaled = (torch.log(d.float()) - math.log(exact)) / math.log(max_distance / exact) * (n - exact)
+    return offset + torch.where(d < exact, d, (exact + scaled.long()).clamp(max=n - 1))
+
+
+def bucket_log2(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    n = num_buckets // 2 if bidirectional else num_buckets
+    exact = n // 2
+    offset = (relative_position > 0).long() * n if bidirectional else 0
+    d = relative_position.abs() if bidirectional else (-relative_position).clamp(min=0)
+    scaled = torch.log2(d.float() / exact) / math.log2(max_distance / exact) * (n - exact)
+    return offset + torch.where(d < exact, d, (exact + scaled.long()).clamp(max=n - 1))
+
+
+WRONG += [
+    ("t5_relative_bucket", "bucket_log_in_float64", bucket_log_difference),
+    ("t5_relative_bucket", "bucket_log_in_float64", bucket_log2),
+]

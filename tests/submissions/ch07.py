@@ -340,7 +340,7 @@ def yarn_half_clamp(d, base, factor, original_max_len, beta_fast=32.0, beta_slow
 
 
 def yarn_no_guard(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
-    """The temperature without its `factor > 1` guard."""
+    """The temperature without its `factor > 1` guard: right on the method's domain, factor >= 1 (issue 41)."""
     return _yarn_with(d, base, factor, original_max_len, beta_fast, beta_slow, scale=lambda s: 0.1 * math.log(s) + 1)
 
 
@@ -500,7 +500,7 @@ RIGHT = {
     "linear_scaling": [linear_pow, linear_positions, linear_library],
     "ntk_scaling": [ntk_pow, ntk_loop, ntk_log_space],
     "dynamic_ntk_scaling": [dynamic_max, dynamic_branch, dynamic_library],
-    "yarn_scaling": [yarn_hf, yarn_by_turns, yarn_library],
+    "yarn_scaling": [yarn_hf, yarn_by_turns, yarn_library, yarn_no_guard],
     "llama3_scaling": [llama3_meta, llama3_vectorised, llama3_library, llama3_numpy_scale],
 }
 
@@ -532,7 +532,6 @@ WRONG = [
     ("yarn_scaling", "wrong_band_edges", yarn_betas_swapped),
     ("yarn_scaling", "band_factor_hard_coded", yarn_default_betas),
     ("yarn_scaling", "yarn_edge_clamped_to_half", yarn_half_clamp),
-    ("yarn_scaling", "temperature_without_guard", yarn_no_guard),
     ("yarn_scaling", "paper_ramp", yarn_paper_gamma),
     ("yarn_scaling", "trained_length_hard_coded", yarn_llama2_length),
     ("yarn_scaling", "band_from_stretched_length", yarn_stretched_length),
@@ -592,3 +591,91 @@ ONE_ASPECT = {
     "number, the blend's direction, the wavelength, the factor, a constant for an argument): the scale it returns is "
     "always 1.0",
 }
+
+
+# --- issue 41: YaRN on its domain (factor >= 1), where the band edges meet ----------------------------
+
+
+def yarn_deepseek_v3(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """DeepSeek-V3's precompute_freqs_cis (inference/model.py): YaRN applied only when extending
+    (max_seq_len > original_seq_len, here factor > 1), mscale 0.1·ln(factor) + 1 likewise."""
+
+    def find_correction_dim(num_rotations, dim, base, max_seq_len):
+        return dim * math.log(max_seq_len / (num_rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    def find_correction_range(low_rot, high_rot, dim, base, max_seq_len):
+        low = math.floor(find_correction_dim(low_rot, dim, base, max_seq_len))
+        high = math.ceil(find_correction_dim(high_rot, dim, base, max_seq_len))
+        return max(low, 0), min(high, dim - 1)
+
+    def linear_ramp_factor(min, max, dim):
+        if min == max:
+            max += 0.001
+        linear_func = (torch.arange(dim, dtype=torch.float32) - min) / (max - min)
+        return torch.clamp(linear_func, 0, 1)
+
+    freqs = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    mscale = 1.0
+    if factor > 1:
+        low, high = find_correction_range(beta_fast, beta_slow, d, base, original_max_len)
+        smooth = 1 - linear_ramp_factor(low, high, d // 2)
+        freqs = freqs / factor * (1 - smooth) + freqs * smooth
+        mscale = 0.1 * math.log(factor) + 1.0
+    return freqs, mscale
+
+
+def yarn_no_edge_guard(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """transformers' code without `if low == high: high += 0.001`."""
+    edge = lambda turns: d * math.log(original_max_len / (2 * math.pi * turns)) / (2 * math.log(base))
+    low, high = max(math.floor(edge(beta_fast)), 0), min(math.ceil(edge(beta_slow)), d - 1)
+    ramp = ((torch.arange(d // 2).float() - low) / (high - low)).clamp(0, 1)
+    t = theta(d, base)
+    return t / factor * ramp + t * (1 - ramp), (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+
+
+def yarn_guard_before_clamp(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """The guard on the rounded edges, before they are clamped: clamping can still make them meet."""
+    edge = lambda turns: d * math.log(original_max_len / (2 * math.pi * turns)) / (2 * math.log(base))
+    low, high = math.floor(edge(beta_fast)), math.ceil(edge(beta_slow))
+    if low == high:
+        high += 0.001
+    low, high = max(low, 0), min(high, d - 1)
+    ramp = torch.clamp((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    t = theta(d, base)
+    return t * (1 - ramp) + t / factor * ramp, (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+
+
+def yarn_loop_no_guard(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """A loop over the pairs in Python floats, no guard: the ramp's division raises where the edges meet."""
+    edge = lambda turns: d * math.log(original_max_len / (2 * math.pi * turns)) / (2 * math.log(base))
+    low, high = max(math.floor(edge(beta_fast)), 0), min(math.ceil(edge(beta_slow)), d - 1)
+    values = []
+    for i in range(d // 2):
+        t = base ** (-2 * i / d)
+        ramp = min(max((i - low) / (high - low), 0.0), 1.0)
+        values.append(t / factor * ramp + t * (1 - ramp))
+    return torch.tensor(values, dtype=torch.float32), (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+
+
+RIGHT["yarn_scaling"].append(yarn_deepseek_v3)
+WRONG += [
+    ("yarn_scaling", "nan_or_inf", yarn_no_edge_guard),
+    ("yarn_scaling", "nan_or_inf", yarn_guard_before_clamp),
+    ("yarn_scaling", "raised", yarn_loop_no_guard),
+]
+
+
+def yarn_beta_fast_64(d, base, factor, original_max_len, beta_fast=64.0, beta_slow=1.0):
+    """A default beta_fast of 64, copied from a config that sets it."""
+    return yarn_hf(d, base, factor, original_max_len, beta_fast, beta_slow)
+
+
+def yarn_deepseek_beta_slow_2(d, base, factor, original_max_len, beta_fast=32.0, beta_slow=2.0):
+    """DeepSeek-V3's code with beta_slow defaulting to 2 instead of 1."""
+    return yarn_deepseek_v3(d, base, factor, original_max_len, beta_fast, beta_slow)
+
+
+WRONG += [
+    ("yarn_scaling", "default_changed", yarn_beta_fast_64),
+    ("yarn_scaling", "default_changed", yarn_deepseek_beta_slow_2),
+]
