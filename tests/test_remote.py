@@ -498,3 +498,14 @@ def test_the_tensors_a_checks_replies_carry_count_against_its_budget(monkeypatch
     with session.active(0):
         result = check("lookup", session.stand_in("lookup"))
     assert not result.passed and "more memory than the grader allows" in result.message, str(result)
+
+
+def test_an_output_made_under_inference_mode_is_graded_as_check_grades_it():
+    """Inference tensors keep no version counter: the kernel's bookkeeping must not raise on them, so the verdict is
+    check()'s (gradient_cut), not `raised`."""
+    from tests.submissions.ch05 import apply_rope_in_inference_mode
+
+    remote = graded(apply_rope_in_inference_mode, "apply_rope")
+    assert remote.diagnosis == check("apply_rope", apply_rope_in_inference_mode).diagnosis == "gradient_cut", str(
+        remote
+    )

@@ -16,7 +16,9 @@ from helpers.grading.wire import Kind, Outcome, Settings
 def state_key(tensor: torch.Tensor) -> tuple[Any, ...]:
     """Changes when the values may have: an in-place op, new storage, another shape, dtype or device."""
     pointer = 0 if tensor.is_meta or tensor.layout != torch.strided else tensor.data_ptr()
-    return (tensor._version, pointer, tuple(tensor.shape), tensor.dtype, str(tensor.device), tensor.requires_grad)
+    # An inference tensor (made under torch.inference_mode) keeps no version counter: reading it raises.
+    version = -1 if tensor.is_inference() else tensor._version
+    return (version, pointer, tuple(tensor.shape), tensor.dtype, str(tensor.device), tensor.requires_grad)
 
 
 def put(target: torch.Tensor, values: torch.Tensor) -> None:

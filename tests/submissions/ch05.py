@@ -1971,6 +1971,12 @@ def apply_rope_under_no_grad(q, k, cos, sin, positions=None):
         return apply_rope_hf(q, k, cos, sin, positions)
 
 
+def apply_rope_in_inference_mode(q, k, cos, sin, positions=None):
+    """The rotation under torch.inference_mode(): its outputs are inference tensors, with no autograd history at all."""
+    with torch.inference_mode():
+        return apply_rope_hf(q, k, cos, sin, positions)
+
+
 def apply_rope_detached_result(q, k, cos, sin, positions=None):
     q_rot, k_rot = apply_rope_explicit_pairs(q, k, cos, sin, positions)
     return q_rot.detach(), k_rot.detach()
@@ -2292,8 +2298,7 @@ WRONG += [
     ("apply_partial_rope", "argument_ignored", partial_neox_rotary_inside),
     ("apply_rope", "gradient_cut", apply_rope_under_no_grad),
     ("apply_rope", "gradient_cut", apply_rope_detached_result),
-    # (an output made under torch.inference_mode() gets gradient_cut from check(), but breaks the grader's kernel,
-    # helpers/grading/in_kernel.py reading its _version: reported to the grader's owner, not walked here)
+    ("apply_rope", "gradient_cut", apply_rope_in_inference_mode),
     ("apply_partial_rope", "gradient_cut", partial_through_numpy),
     ("apply_partial_rope", "gradient_cut", partial_rotary_no_grad),
     ("rotate_half", "gradient_cut", rotate_half_under_no_grad),
