@@ -165,6 +165,8 @@ DIAGNOSES: dict[str, str] = {
     "mask_inverted": "the mask is read the other way round: 1/True taken for a pad or a masked entry (nn.Transformer's convention) where it means a real token or attend",
     "new_tokens_ignored": "decode positions ignore new_tokens: one position per row, or the same position for every new token",
     "padding_side_per_batch": "the padding side is decided once per batch: rows padded on the other side, or on both sides, are counted wrong",
+    "cache_reset_on_chunk": "the KV cache starts over on every call of more than one token: a chunk after the prompt is taken for a new prompt",
+    "window_counts_sinks": "the streaming window counts the sinks (transformers' former SinkCache window_length): the recent tokens kept are window - n_sink, not window",
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",
     "library_raised": "the code raised inside transformers' own model, on inputs as the model makes them (non-contiguous views, GQA, left padding)",

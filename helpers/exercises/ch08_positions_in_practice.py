@@ -699,6 +699,22 @@ def stream_zero_slice(seq_len: int, n_sink: int, window: int) -> list[tuple[Tens
     return [(k, torch.arange(len(k))) for k in kept]
 
 
+def stream_window_counts_sinks(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
+    """Your window counts the sinks: the cache holds `window` tokens in all, the n_sink sinks among them, so only the
+    last window - n_sink tokens are kept after the sinks (transformers' former `SinkCache(window_length, num_sink_tokens)`
+    meant that). This exercise's window is the recent tokens alone, StreamingLLM's `recent_size`: n_sink + window in all.
+
+    Hint: Count what the cache holds once it is full: the sinks, and then how many recent tokens?
+
+    Fix: Keep all `window` recent tokens after the sinks: `tokens[seq_len - window:]` once seq_len > n_sink + window."""
+    tokens = torch.arange(seq_len)
+    recent = max(window - n_sink, 0)
+    kept = (
+        tokens if seq_len <= max(window, n_sink) else torch.cat([tokens[:n_sink], tokens[seq_len - recent :][:recent]])
+    )
+    return kept, torch.arange(len(kept))
+
+
 STREAMING_CASES = [
     (20, 4, 8),  # the usual case: sinks, a gap, a window
     (10, 2, 3),
@@ -855,6 +871,7 @@ EXERCISES = [
         reference=reference.RopeKVCache,
         check=kv_cache.check_rope_kv_cache,
         mistakes={
+            "cache_reset_on_chunk": kv_cache.kv_reset_on_chunk,  # first: its chunk's queries are at 0 too
             "decode_at_position_zero": kv_cache.kv_at_zero,
             "offset_double_counted": kv_cache.kv_double_counted,
             "keys_rotated_twice": kv_cache.kv_rotated_twice,
@@ -947,7 +964,15 @@ EXERCISES = [
         kind="function",
         reference=reference.packed_position_ids,
         check=check_packed_positions,
-        advice={"wrong_dtype": LENGTHS_ARE_LONG},
+        advice={
+            "wrong_dtype": LENGTHS_ARE_LONG,
+            "wrong_shape": (
+                "The result is one position per token of the packed row: (S,), S = seq_lens.sum(), not one entry per "
+                "document (N of them) nor the N + 1 boundaries of cu_seqlens.",
+                "Give every token its position within its document: `torch.arange(S) - starts[document]`, with "
+                "`document = torch.repeat_interleave(torch.arange(N), seq_lens)`, all on seq_lens' device.",
+            ),
+        },
         mistakes={
             "positions_not_restarted": packed_not_restarted,
             "position_offset": packed_from_one,
@@ -986,13 +1011,22 @@ EXERCISES = [
         kind="function",
         reference=reference.streaming_positions,
         check=check_streaming,
-        advice={"wrong_dtype": LENGTHS_ARE_LONG},
+        advice={
+            "wrong_dtype": LENGTHS_ARE_LONG,
+            "wrong_shape": (
+                "kept and positions are (K,) with K = min(seq_len, n_sink + window): every token while the cache is "
+                "not full, then the n_sink sinks and the `window` most recent tokens, never a preallocated K.",
+                "Return exactly the tokens kept, `torch.arange(seq_len)` while seq_len <= n_sink + window, else the sinks "
+                "then `torch.arange(seq_len - window, seq_len)`, and their slots `torch.arange(len(kept))`.",
+            ),
+        },
         mistakes={
             "sinks_dropped": stream_sinks_dropped,
             "window_off_by_one": stream_window_off_by_one,
             "positions_not_cache_slots": stream_original_positions,
             "tokens_kept_twice": stream_kept_twice,
             "window_zero_slice": stream_zero_slice,
+            "window_counts_sinks": stream_window_counts_sinks,
         },
         difficulty=2,
         importance=2,

@@ -44,16 +44,23 @@ def replay(
     *,
     start: Callable[[int, int], int] = lambda offset, T: offset,  # the position the call's first token gets
     keys: str = "rotated",  # what the cache holds: "rotated", "raw" (kept unrotated), "again" (turned every call)
+    # "out" (rotated once, all turned again on the way out)
+    reset: bool = False,  # a call of more than one token taken for a new prompt: the cache starts over
 ) -> Run:
     """A KV cache with RoPE, one knob turned; by default it is right."""
     run, offset, cache_k, cache_v = [], 0, None, None
     for q, k, v in chunks:
         T = q.shape[-2]
+        if reset and T > 1:
+            offset, cache_k, cache_v = 0, None, None
         q_rot, k_rot = turn(q, start(offset, T)), turn(k, start(offset, T))
         cache_v = v if cache_v is None else torch.cat([cache_v, v], dim=-2)
         if keys == "again":  # the cached keys, rotated already, and the raw new ones, all turned at 0 .. L-1
             cache_k = turn(k if cache_k is None else torch.cat([cache_k, k], dim=-2), 0)
             k_all = cache_k
+        elif keys == "out":  # stored rotated once, returned turned again: the key at n claims 2n
+            cache_k = k_rot if cache_k is None else torch.cat([cache_k, k_rot], dim=-2)
+            k_all = turn(cache_k, 0)
         else:
             new = k if keys == "raw" else k_rot
             cache_k = new if cache_k is None else torch.cat([cache_k, new], dim=-2)
@@ -93,16 +100,31 @@ def kv_double_counted(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
 
 
 def kv_rotated_twice(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
-    """Your cached keys are rotated again on a later call: the whole cache, whose keys were rotated
-    already, is turned once more at positions 0 .. L-1. A key's position never changes, so it is
-    rotated once, when it arrives.
+    """Your cached keys are rotated again: the whole cache, whose keys were rotated already, is turned once
+    more at positions 0 .. L-1, either stored back (the rotation compounds: after s calls a prompt key at n sits
+    at (s + 1)·n) or on the way out only (every key claims 2n, R(n)R(n) = R(2n)). A key's position never changes,
+    so it is rotated once, when it arrives.
 
     Hint: Store the keys already rotated, at the position each had when it arrived; from then on the cache
     is only appended to. Rotate the new k only, never the concatenated cache.
 
     Fix: Rotate `k` first, then `self.k_cache = torch.cat([self.k_cache, k_rot], dim=-2)` and return the cache
     as it is."""
-    return [replay(chunks, turn, keys="again")]
+    return [replay(chunks, turn, keys="again"), replay(chunks, turn, keys="out")]
+
+
+def kv_reset_on_chunk(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
+    """Your cache starts over whenever a call brings more than one token: a call with T > 1 is taken for a new
+    prompt, so its tokens are rotated at 0 .. T-1 and the keys and values cached before it are dropped. Your
+    one-token steps are right; a chunk of a long prompt (chunked prefill) or of a draft (speculative decoding)
+    after the first call is not a new sequence.
+
+    Hint: Only the caller knows when a sequence starts: a new sequence is a new cache, not a call of many tokens.
+    Every call, whatever its T, continues from the tokens seen before it.
+
+    Fix: Drop the `if T > 1:` branch that resets the offset and the cache: rotate at
+    `torch.arange(self.offset, self.offset + T)` and append, for every T."""
+    return [replay(chunks, turn, reset=True)]
 
 
 def kv_keys_unrotated(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
@@ -248,6 +270,7 @@ def incremental(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len:
                     full[index][..., rows[index], :],
                     what=f"{name} of {what}",
                     mistakes=mistakes(step, index),
+                    **sequence_advice(out[index], full[index][..., rows[index], :]),
                 )
             except Failure as failure:
                 if failure.code != "wrong_values":
@@ -255,6 +278,19 @@ def incremental(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len:
                 said = failure.message.replace("from the reference", f"from what one call on all {L} tokens gives")
                 probe.fail("wrong_values", said.replace("expected", "one call gives"), *INCREMENTAL_HELP)
         offset = read_offset(probe, module, offset + T, f"after {what}")
+
+
+def sequence_advice(got: Tensor, expected: Tensor) -> dict[str, str]:
+    """A k_all or v_all of the right heads but another length holds some other set of tokens than every one so
+    far: not the GQA question the exercise's wrong_shape advice answers."""
+    if got.dim() != expected.dim() or got.shape[:-2] != expected.shape[:-2] or got.shape[-2] == expected.shape[-2]:
+        return {}
+    return {
+        "hint": "k_all and v_all hold every key and value seen so far, the earlier calls' and this one's: their "
+        "sequence axis (dim -2) is offset + T long after a call of T tokens.",
+        "fix": "Keep both caches across calls and append each call's keys and values along the sequence axis, "
+        "`torch.cat([self.v_cache, v], dim=-2)`, then return the caches, not this call's k and v.",
+    }
 
 
 def read_offset(probe: Probe, module: Any, expected: int, when: str) -> int:

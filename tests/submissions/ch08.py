@@ -678,6 +678,44 @@ class CacheMlx(CacheCat):
         return q_rot, self.k[..., : self.offset, :], self.v[..., : self.offset, :]
 
 
+class CacheResetOnPrompt(CacheCat):
+    """A call of more than one token is taken for a new prompt: offset and cache reset."""
+
+    def forward(self, q, k, v):
+        if q.shape[-2] > 1:
+            self.offset, self.k, self.v = 0, None, None
+        return super().forward(q, k, v)
+
+
+class CachePrefillBranch(CacheCat):
+    """Two paths, prefill (T > 1: positions from 0, the cache replaced) and decode (T = 1: appended at the offset)."""
+
+    def forward(self, q, k, v):
+        T = q.shape[-2]
+        if T > 1:
+            positions = torch.arange(T, device=q.device)
+            q_rot, k_rot = self.rotate(q, positions), self.rotate(k, positions)
+            self.k, self.v, self.offset = k_rot, v, T
+            return q_rot, self.k, self.v
+        return super().forward(q, k, v)
+
+
+class CacheRotatedOnOutput(CacheCat):
+    """Keys stored rotated once, then all rotated again on the way out: R(n)R(n) = R(2n)."""
+
+    def forward(self, q, k, v):
+        q_rot, k_all, v_all = super().forward(q, k, v)
+        return q_rot, self.rotate(k_all, torch.arange(k_all.shape[-2], device=q.device)), v_all
+
+
+class CacheNewOnly(CacheCat):
+    """No cache at all: this call's keys and values only."""
+
+    def forward(self, q, k, v):
+        q_rot, k_all, v_all = super().forward(q, k, v)
+        return q_rot, k_all[..., -q.shape[-2] :, :], v_all[..., -q.shape[-2] :, :]
+
+
 class CacheMaxLen2048(CacheCat):
     """GPT-NeoX's and LitGPT's default context, 2048."""
 
@@ -816,6 +854,24 @@ def stream_mlx_trim(seq_len, n_sink, window):
     return kept, torch.arange(len(kept))
 
 
+def stream_sink_cache(seq_len, n_sink, window):
+    """transformers' former SinkCache(window_length=window, num_sink_tokens=n_sink): window is the whole cache."""
+    tokens = torch.arange(seq_len)
+    if seq_len <= max(window, n_sink):
+        return tokens, torch.arange(seq_len)
+    recent = tokens[seq_len - max(window - n_sink, 0) :][: max(window - n_sink, 0)]
+    kept = torch.cat([tokens[:n_sink], recent])
+    return kept, torch.arange(len(kept))
+
+
+def stream_cache_size(seq_len, n_sink, window):
+    """A cache of `window` slots, the sinks in the first ones, the rest for the newest tokens."""
+    kept = [t for t in range(seq_len) if t < n_sink or t >= seq_len - (window - n_sink)]
+    if seq_len <= window:
+        kept = list(range(seq_len))
+    return torch.tensor(kept, dtype=torch.long), torch.arange(len(kept))
+
+
 def stream_one_tensor(seq_len, n_sink, window):
     return torch.stack(stream_slices(seq_len, n_sink, window))
 
@@ -932,6 +988,9 @@ WRONG = [
     ("RopeKVCache", "wrong_dtype", CacheFloatOut),
     ("RopeKVCache", "wrong_shape", CacheRepeatKV),
     ("RopeKVCache", "wrong_device", CacheCpuPositions),
+    ("RopeKVCache", "cache_reset_on_chunk", CacheResetOnPrompt),
+    ("RopeKVCache", "cache_reset_on_chunk", CachePrefillBranch),
+    ("RopeKVCache", "keys_rotated_twice", CacheRotatedOnOutput),
     ("RopeKVCache", "default_changed", CacheMaxLen2048),
     ("RopeKVCache", "default_changed", CacheLlama3Base),
     ("RopeKVCache", "gradient_cut", CacheNoGrad),
@@ -945,6 +1004,8 @@ WRONG = [
     ("streaming_positions", "tokens_kept_twice", stream_overlap),
     ("streaming_positions", "window_zero_slice", stream_minus_zero),
     ("streaming_positions", "window_zero_slice", stream_newest_plus_recent),
+    ("streaming_positions", "window_counts_sinks", stream_sink_cache),
+    ("streaming_positions", "window_counts_sinks", stream_cache_size),
     ("streaming_positions", "window_zero_slice", stream_evict_for_space),
     ("streaming_positions", "wrong_type", stream_one_tensor),
 ]
