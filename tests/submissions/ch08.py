@@ -112,6 +112,17 @@ def decode_vllm(attention_mask, new_tokens=1):
     return (num_computed[req_indices] + arange).view(B, new_tokens)
 
 
+def decode_sglang(attention_mask, new_tokens=1):
+    """SGLang's compute_position in extend mode: each request's prefix length plus 0 .. extend_len - 1, all
+    requests' positions concatenated into one flat tensor."""
+    prefix_lens = attention_mask.long().sum(-1).tolist()
+    extend_seq_lens = [new_tokens] * len(prefix_lens)
+    positions = torch.cat(
+        [torch.arange(p, p + e, device=attention_mask.device) for p, e in zip(prefix_lens, extend_seq_lens)]
+    )
+    return positions.view(len(prefix_lens), new_tokens)
+
+
 def decode_columns(attention_mask, new_tokens=1):
     """The last real column minus the first, plus one: the real tokens sit side by side, pads on either side."""
     real = attention_mask.bool()
@@ -845,6 +856,16 @@ def stream_evict_for_space(seq_len, n_sink, window):
     return torch.tensor(kept), torch.arange(len(kept))
 
 
+def stream_start_recent(seq_len, n_sink, window):
+    """StreamingLLM's StartRecentKVCache.__call__ on the token indices: start_size sinks and recent_size recent."""
+    start_size, recent_size, cache_size = n_sink, window, n_sink + window
+    tokens = torch.arange(seq_len)
+    if seq_len <= cache_size:
+        return tokens, torch.arange(seq_len)
+    kept = torch.cat([tokens[:start_size], tokens[seq_len - recent_size : seq_len]])
+    return kept, torch.arange(len(kept))
+
+
 def stream_mlx_trim(seq_len, n_sink, window):
     """mlx-lm's RotatingKVCache._trim with keep = n_sink and max_size = n_sink + window: the oldest tokens after
     the kept ones go; positions are the slots (StreamingLLM's rule)."""
@@ -918,11 +939,11 @@ class CacheBase10000Unrotated(CacheUnrotated):
 
 RIGHT = {
     "position_ids_from_mask": [ids_cumsum, ids_loop, ids_first_real, ids_trl],
-    "decode_position_ids": [decode_sum, decode_loop, decode_generate_steps, decode_vllm, decode_columns],
+    "decode_position_ids": [decode_sum, decode_loop, decode_generate_steps, decode_vllm, decode_sglang, decode_columns],
     "packed_position_ids": [packed_repeat, packed_cat, packed_megatron, packed_flattening],
     "document_causal_mask": [mask_repeat, mask_blocks, mask_megatron],
     "RopeKVCache": [CacheCat, CacheStatic, CacheRaw, CacheTorchtune, CacheMlx],
-    "streaming_positions": [stream_slices, stream_list, stream_mlx_trim],
+    "streaming_positions": [stream_slices, stream_list, stream_mlx_trim, stream_start_recent],
 }
 
 WRONG = [
