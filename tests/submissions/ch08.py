@@ -1039,6 +1039,10 @@ ALSO = [
     ("decode_position_ids", "padding_side_per_batch", "new_tokens_ignored", decode_side_same_position),
     ("RopeKVCache", "rope_interleaved_convention", "decode_at_position_zero", CacheInterleavedAtZero),
     ("RopeKVCache", "wrong_base", "cache_keys_unrotated", CacheBase10000Unrotated),
+    # no length check at all (a forward of their own, or a branch without one), which length_checked names too
+    ("RopeKVCache", "offset_not_advanced", "no_length_check", CacheNoOffset),
+    ("RopeKVCache", "keys_rotated_twice", "no_length_check", CacheRerotate),
+    ("RopeKVCache", "cache_reset_on_chunk", "no_length_check", CachePrefillBranch),
 ]
 
 
