@@ -25,8 +25,9 @@ How to declare one (beside the exercise's `Exercise(...)`, as its `contract=`)::
   words the docstring shows (">= 1"); `default` (optional arguments); `values`: values a call uses,
   the first by every axis, the others by the `varied` axis (that the argument is not ignored).
 * `Result(shape, dtype)`: `dtype` is a dtype, or the name of the argument whose dtype it follows.
-* `init`: a module's constructor arguments (the same Arg), and `expected(module, *inputs)`, the right
-  output computed from the module's own tables (found by shape, as its own probes find them).
+* `init`: a module's constructor arguments (the same Arg), and `expected(probe, module, **values)`, the
+  right output from the module's own tables (found by shape, as its own probes find them), given every
+  constructor argument and input by name.
 * `sizes`: one size per symbol; `ones`: the symbols that admit 1.
 * `not_walked`: axis -> why it does not apply, though the contract seems to admit it (said once,
   here, and read by tests/test_contracts.py: never a list of exercises in an axis).
@@ -53,8 +54,8 @@ comparison's own (a known mistake, wrong_shape, wrong_values...):
             eval mode and by its dropout rate in train mode): `default_changed`;
 * rows      ids that never reach the last row of the table they index (bound by a `size` argument):
             `size_from_ids` when the result's size was read off the ids;
-* varied    each argument's other `values`: `argument_ignored` when the result is the one for the
-            first value.
+* varied    each argument's other `values`: wrong_values saying the argument is ignored when the
+            result is the one for the first value (a catalogue mistake, wrong_base..., is named first).
 
 Every call goes through `Probe.call`, so every axis also asks that the inputs are left untouched
 (mutated_input) and that torch's global state is left alone.
@@ -86,6 +87,7 @@ KINDS = {  # kind -> how the axes make one (and what the docstring calls it)
     "index": "a row index, below `bound`, or None",
     "number": "a number (int or float) within its `domain`",
     "rate": "a probability in [0, 1): a dropout rate",
+    "embedding": "an nn.Embedding of shape `shape` (V d) the module is built on, holding the probe's values",
 }
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 INTEGERS = (torch.int64,)
@@ -147,7 +149,7 @@ class Contract:
     init: dict[str, Arg] = field(default_factory=dict)  # a module's constructor
     sizes: dict[str, Any] = field(default_factory=dict)
     ones: str = ""
-    expected: Callable[..., torch.Tensor] | None = None  # modules: expected(module, *inputs)
+    expected: Callable[..., torch.Tensor] | None = None  # modules: expected(probe, module, **values)
     not_walked: dict[str, str] = field(default_factory=dict)  # axis -> why not, though it seems to apply
 
     def __post_init__(self) -> None:
@@ -226,6 +228,11 @@ def make_call(
             )
         if arg.kind == "mask":
             return (probe.randint(2, *shape) > 0).long()
+        if arg.kind == "embedding":
+            embedding = torch.nn.Embedding(*shape)
+            with torch.no_grad():
+                embedding.weight.copy_(probe.randn(*shape, device="cpu"))  # the probe's values, not the global RNG's
+            return embedding.to(probe.device)
         chosen = dtype if dtype in arg.dtypes else arg.dtypes[0]
         return probe.randn(*shape, dtype=chosen)
 
@@ -251,11 +258,12 @@ def build(probe: Probe, cls: Any, call: Call, *, train: bool = False) -> torch.n
     return module
 
 
-def expected_for(probe: Probe, contract: Contract, fn: Any, call: Call, module: torch.nn.Module | None = None) -> Any:
+def expected_for(probe: Probe, contract: Contract, call: Call, module: torch.nn.Module | None = None) -> Any:
     """The right output: the reference on the same inputs (a module: `contract.expected` on its own tables)."""
-    args, kwargs = split(call.inputs)
     if module is not None:
-        return contract.expected(module, *args, **kwargs)
+        values = {k: v for k, v in {**call.init, **call.inputs}.items() if v is not OMITTED}
+        return contract.expected(probe, module, **values)
+    args, kwargs = split(call.inputs)
     return probe.exercise.reference(*args, **kwargs)
 
 
@@ -274,7 +282,7 @@ def compare(
     if probe.exercise.kind == "module":
         module = module or build(probe, fn, call)
         out = probe.call(module, *args, **kwargs)
-        probe.expect(out, contract.expected(module, *args, **kwargs), what=what, **tolerance)
+        probe.expect(out, expected_for(probe, contract, call, module), what=what, **tolerance)
         return out
     out = probe.call(fn, *args, **kwargs)
     probe.expect(
@@ -342,7 +350,7 @@ def run_quietly(probe: Probe, fn: Any, call: Call) -> Any:
 def expected_shape(probe: Probe, contract: Contract, fn: Any, call: Call) -> torch.Size | None:
     try:
         module = build(probe, fn, call) if probe.exercise.kind == "module" else None
-        return expected_for(probe, contract, fn, call, module).shape
+        return expected_for(probe, contract, call, module).shape
     except Failure:
         return None
 
@@ -397,7 +405,7 @@ def _gradient(probe: Probe, fn: Any, contract: Contract) -> None:
             for k, v in call.inputs.items()
         },
     )
-    (expected_for(probe, contract, fn, mirror, module) * upstream).sum().backward()
+    (expected_for(probe, contract, mirror, module) * upstream).sum().backward()
     for name in wanted:
         got, want = call.inputs[name].grad, mirror.inputs[name].grad
         what = f"the gradient of `{name}` ({described(call)})"
@@ -449,7 +457,7 @@ def _dtypes(probe: Probe, fn: Any, contract: Contract) -> None:
             out = run_quietly(probe, fn, call)
         if dtype in EXACT:
             want = expected_for(
-                probe, contract, fn, call, build(probe, fn, call) if probe.exercise.kind == "module" else None
+                probe, contract, call, build(probe, fn, call) if probe.exercise.kind == "module" else None
             )
             if float32_inside(out, want):
                 probe.fail(
@@ -461,68 +469,75 @@ def _dtypes(probe: Probe, fn: Any, contract: Contract) -> None:
 
 
 def _defaults(probe: Probe, fn: Any, contract: Contract) -> None:
-    if probe.exercise.kind == "module":
-        _module_defaults(probe, fn, contract)
-    else:
-        for name, arg in contract.args.items():
-            if not arg.optional:
-                continue
-            call = make_call(contract, probe)
-            call.inputs[name] = OMITTED
-            try:
-                compare(probe, contract, fn, call, f"the output called without `{name}` ({described(call)})")
-            except Failure as failure:
-                if failure.code not in ("wrong_values", "wrong_shape"):
-                    raise
-                probe.fail(
-                    "default_changed",
-                    f"Called without `{name}`, `{probe.name}` gives another result than with {name}={arg.default!r}, the default the exercise gives: {failure.message}",
-                    hint=f"An optional argument's default is part of the contract: code that calls yours without `{name}` counts on {arg.default!r}.",
-                    fix=f"Give `{name}` the default {arg.default!r} in your signature, and use the argument itself wherever it is read.",
-                )
-
-
-def _module_defaults(probe: Probe, cls: Any, contract: Contract) -> None:
-    """Each optional constructor argument left out: the module holds tensors of the same shapes as one
-    built with the default, and with the same values loaded it gives the same output in eval mode and
-    drops at the same rate in train mode."""
-    explicit = make_call(contract, probe)
-    args, kwargs = split(explicit.inputs)
-    for name, arg in contract.init.items():
+    """Each optional argument left out, one at a time: a function's or a forward's result is the one for
+    its default; a module built without it is the module built with it (see _built_alike)."""
+    for name, arg in contract.args.items():
         if not arg.optional:
             continue
-        left_out = Call({**explicit.init, name: OMITTED}, explicit.inputs)
-        built = [build(probe, cls, c) for c in (explicit, left_out)]
-        state = [probe.call(m.state_dict, what=f"`{probe.name}.state_dict()`") for m in built]
-        said = f"Built without `{name}`, `{probe.name}` differs from one built with {name}={arg.default!r}, the default the exercise gives"
-        advice = {
-            "hint": f"An optional argument's default is part of the contract: code that builds your module without `{name}` counts on {arg.default!r} "
-            "(a default copied from another codebase, or a module inside yours built without passing it on, changes it).",
-            "fix": f"Give `{name}` the default {arg.default!r} in __init__'s signature, and pass the argument on to every part that uses it.",
-        }
-        shapes = [{k: tuple(v.shape) for k, v in s.items()} for s in state]
-        if shapes[0] != shapes[1]:
-            differ = sorted(k for k in shapes[0].keys() | shapes[1].keys() if shapes[0].get(k) != shapes[1].get(k))
+        call = make_call(contract, probe)
+        call.inputs[name] = OMITTED
+        try:
+            compare(probe, contract, fn, call, f"the output without `{name}` ({described(call)})")
+        except Failure as failure:
+            if failure.code not in ("wrong_values", "wrong_shape"):
+                raise
             probe.fail(
                 "default_changed",
-                f"{said}: `{differ[0]}` has shape {shapes[1].get(differ[0])} instead of {shapes[0].get(differ[0])}.",
-                **advice,
+                f"Called without `{name}`, `{probe.name}` gives another result than with {name}={arg.default!r}, "
+                f"the default the exercise gives: {failure.message}",
+                **default_advice(name, arg),
             )
-        probe.call(built[1].load_state_dict, state[0], what=f"`{probe.name}.load_state_dict(...)`")
-        outs = [probe.call(m, *args, **kwargs) for m in built]
-        if not close(outs[1], outs[0]):
-            probe.fail("default_changed", f"{said}: in eval mode, with the same weights, its output differs.", **advice)
-        rates = []
-        for module, out in zip(built, outs):
-            probe.call(module.train, what=f"`{probe.name}.train()`")
-            rates.append(dropout_rate(probe.call(module, *args, **kwargs), out))
-        if (rates[0] is None) != (rates[1] is None) or (rates[0] is not None and abs(rates[0] - rates[1]) > 0.05):
-            show = lambda rate: "no dropout" if rate is None else f"dropout at p = {rate:.2f}"
-            probe.fail(
-                "default_changed",
-                f"{said}: in train mode it shows {show(rates[1])}, where the default gives {show(rates[0])}.",
-                **advice,
-            )
+    for name, arg in contract.init.items():
+        if arg.optional:
+            _built_alike(probe, fn, contract, name, arg)
+
+
+def default_advice(name: str, arg: Arg) -> dict[str, str]:
+    return {
+        "hint": f"An optional argument's default is part of the contract: code that leaves {name} out counts on {arg.default!r} "
+        "(a default copied from another codebase, or a part inside built without passing it on, changes it).",
+        "fix": f"Write the default into the signature, {name}={arg.default!r}, and pass the argument on to every part that uses it.",
+    }
+
+
+def _built_alike(probe: Probe, cls: Any, contract: Contract, name: str, arg: Arg) -> None:
+    """Built without `name` and with name=default: the same tensors (by shape), the same output in
+    eval mode once the same values are loaded, the same dropout rate in train mode."""
+    base = make_call(
+        contract, probe, {arg.shape: arg.default} if arg.kind == "size" else {}
+    )  # inputs the default admits
+    calls = [Call({**base.init, name: arg.default}, base.inputs), Call({**base.init, name: OMITTED}, base.inputs)]
+    built = [build(probe, cls, c) for c in calls]
+    state = [probe.call(m.state_dict, what=f"`{probe.name}.state_dict()`") for m in built]
+    said = f"Built without `{name}`, `{probe.name}` differs from one built with {name}={arg.default!r}, the default the exercise gives"
+    shapes = [{k: tuple(v.shape) for k, v in s.items()} for s in state]
+    if shapes[0] != shapes[1]:
+        key = sorted(k for k in shapes[0].keys() | shapes[1].keys() if shapes[0].get(k) != shapes[1].get(k))[0]
+        probe.fail(
+            "default_changed",
+            f"{said}: its `{key}` has shape {shapes[1].get(key)} instead of {shapes[0].get(key)}.",
+            **default_advice(name, arg),
+        )
+    probe.call(built[1].load_state_dict, state[0], what=f"`{probe.name}.load_state_dict(...)`")
+    args, kwargs = split(base.inputs)
+    outs = [probe.call(m, *args, **kwargs) for m in built]
+    if not close(outs[1], outs[0]):
+        probe.fail(
+            "default_changed",
+            f"{said}: in eval mode, with the same weights, its output differs.",
+            **default_advice(name, arg),
+        )
+    rates = []
+    for module, out in zip(built, outs):
+        probe.call(module.train, what=f"`{probe.name}.train()`")
+        rates.append(dropout_rate(probe.call(module, *args, **kwargs), out))
+    if (rates[0] is None) != (rates[1] is None) or (rates[0] is not None and abs(rates[0] - rates[1]) > 0.05):
+        show = lambda rate: "no dropout" if rate is None else f"dropout at p = {rate:.2f}"
+        probe.fail(
+            "default_changed",
+            f"{said}: in train mode it shows {show(rates[1])}, where the default gives {show(rates[0])}.",
+            **default_advice(name, arg),
+        )
 
 
 def dropout_rate(out: Any, expected: torch.Tensor) -> float | None:
@@ -580,10 +595,10 @@ def _varied(probe: Probe, fn: Any, contract: Contract) -> None:
                 out = run_quietly(probe, fn, call)
                 base = make_call(contract, probe)
                 base.inputs.update({k: v for k, v in call.inputs.items() if k != name})
-                if failure.code == "wrong_values" and close(out, expected_for(probe, contract, fn, base)):
-                    probe.fail(
-                        "argument_ignored",
-                        f"With `{name}` = {value!r}, `{probe.name}` returns what it returns for `{name}` = {base.inputs[name]!r}: the `{name}` it is given is ignored.",
+                if failure.code == "wrong_values" and close(out, expected_for(probe, contract, base)):
+                    probe.fail(  # wrong_values: a specific catalogue mistake (wrong_base...) was matched before this
+                        "wrong_values",
+                        f"With `{name}` = {value!r}, `{probe.name}` returns the right result for `{name}` = {base.inputs[name]!r}: the `{name}` it is given is ignored.",
                         hint=f"Every argument the function takes must reach the computation: a constant written where `{name}` belongs, or a helper "
                         "called without it, gives the same result whatever is passed.",
                         fix=f"Use `{name}` itself where the formula needs it, and pass it on to every helper that needs it.",

@@ -178,7 +178,6 @@ DIAGNOSES: dict[str, str] = {
     "precision_lost": "a float64 result carries float32 rounding: a step on the way ran in float32",
     "default_changed": "an optional argument's default differs from the exercise's (a max_len, base or dropout copied from elsewhere, or not passed on)",
     "size_from_ids": "the result's size is read off the ids (ids.max() + 1, bincount without minlength), not from the size given",
-    "argument_ignored": "an argument's value is ignored: the result is the one for another value (a constant written where the argument belongs)",
 }
 
 

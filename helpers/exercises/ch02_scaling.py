@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from helpers import reference
+from helpers.contracts import Arg, Contract, Result
 from helpers.exercises import oracle
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
@@ -521,6 +522,28 @@ def check_tied_lm_head(cls: type[nn.Module], probe: Probe) -> None:
     )
 
 
+# The axes' calls (helpers/contracts.py): a batch of one, a single token, transposed inputs; each right
+# output computed from the module's own table (found by shape), or from the embedding the head is built on.
+SIZES = {"V": 13, "d": 10, "...": "B T", "B": 3, "T": 5}
+SCALED_CONTRACT = Contract(
+    init={"vocab_size": Arg("size", "V"), "d_model": Arg("size", "d")},
+    args={"ids": Arg("ids", "...", bound="V")},
+    result=Result("... d"),
+    sizes=SIZES,
+    ones="B T",
+    expected=lambda probe, module, vocab_size, d_model, ids: (
+        token_table(probe, module, vocab_size, d_model)[ids] * math.sqrt(d_model)
+    ),
+)
+TIED_CONTRACT = Contract(
+    init={"embedding": Arg("embedding", "V d")},
+    args={"h": Arg("activations", "... d", grad=True)},
+    result=Result("... V"),
+    sizes=SIZES,
+    ones="B T",
+    expected=lambda probe, module, embedding, h: h @ embedding.weight.T,
+)
+
 EXERCISES = [
     Exercise(
         id="ScaledEmbedding",
@@ -534,6 +557,7 @@ EXERCISES = [
         importance=2,
         minutes=10,
         edges=("ids",),
+        contract=SCALED_CONTRACT,
     ),
     Exercise(
         id="TiedLMHead",
@@ -552,5 +576,6 @@ EXERCISES = [
         difficulty=2,
         importance=2,
         minutes=15,
+        contract=TIED_CONTRACT,
     ),
 ]

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from helpers import reference
+from helpers.contracts import Arg, Contract, Result
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
     POSITION_ADDING_MISTAKES,
@@ -798,6 +799,43 @@ def check_token_and_position(cls: type[nn.Module], probe: Probe) -> None:
     module_device_pass(probe, cls, (V, d, max_len, built.p), lambda device: (probe.randint(V, 3, 7, device=device),))
 
 
+BASE = Arg("number", domain="> 1", default=10000.0, values=(10000.0, 500000.0))
+TABLE_CONTRACT = Contract(
+    args={"max_len": Arg("size", "L"), "d_model": Arg("size", "d"), "base": BASE},
+    result=Result("L d"),
+    sizes={"L": 30, "d": 12},
+    ones="L",
+)
+SHIFT_CONTRACT = Contract(
+    args={"k": Arg("number", values=(3, -5)), "d_model": Arg("size", "d"), "base": BASE},
+    result=Result("d d"),
+    sizes={"d": 8},
+)
+# The modules: their right outputs from the right table (at 16 positions float32's sin is exact to 2e-6).
+MODULE_SIZES = {"V": 13, "d": 12, "L": 16, "B": 3, "T": 7}
+RATE = Arg("rate", domain=">= 0 and < 1", default=0.1)
+ENCODING_CONTRACT = Contract(
+    init={"d_model": Arg("size", "d"), "max_len": Arg("size", "L", default=5000), "dropout": RATE},
+    args={"x": Arg("activations", "B T d", grad=True)},
+    result=Result("B T d", dtype="x"),
+    sizes=MODULE_SIZES,
+    ones="B T",
+    expected=lambda probe, module, d_model, max_len, dropout, x: (
+        x + right_table(max_len, d_model, device=x.device)[: x.shape[1]]
+    ),
+)
+TOKEN_AND_POSITION_CONTRACT = Contract(
+    init={"vocab_size": Arg("size", "V"), "d_model": Arg("size", "d"), "max_len": Arg("size", "L"), "dropout": RATE},
+    args={"ids": Arg("ids", "B T", bound="V")},
+    result=Result("B T d"),
+    sizes=MODULE_SIZES,
+    ones="B T",
+    expected=lambda probe, module, vocab_size, d_model, max_len, dropout, ids: (
+        token_table(probe, module, vocab_size, d_model)[ids] * math.sqrt(d_model)
+        + right_table(max_len, d_model, device=ids.device)[: ids.shape[1]]
+    ),
+)
+
 EXERCISES = [
     Exercise(
         id="sinusoidal_encoding",
@@ -812,6 +850,7 @@ EXERCISES = [
         minutes=20,
         edges=("lengths",),
         no_device_pass=TAKES_NO_TENSOR,
+        contract=TABLE_CONTRACT,
     ),
     Exercise(
         id="relative_shift_matrix",
@@ -832,6 +871,7 @@ EXERCISES = [
         importance=2,
         minutes=20,
         no_device_pass=TAKES_NO_TENSOR,
+        contract=SHIFT_CONTRACT,
     ),
     Exercise(
         id="PositionalEncoding",
@@ -846,6 +886,7 @@ EXERCISES = [
         importance=3,
         minutes=15,
         edges=("lengths",),
+        contract=ENCODING_CONTRACT,
     ),
     Exercise(
         id="TokenAndPositionEmbedding",
@@ -859,5 +900,6 @@ EXERCISES = [
         importance=3,
         minutes=15,
         edges=("ids", "lengths"),
+        contract=TOKEN_AND_POSITION_CONTRACT,
     ),
 ]

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers import reference
+from helpers.contracts import Arg, Contract, Result
 from helpers.exercises import oracle
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
@@ -880,6 +881,42 @@ def expect_bert_gradients(
     probe.independent(pad_row, *[lambda name=name, rows=rows: table(name, rows) for name, rows in BERT_TABLES.items()])
 
 
+def bert_expected(
+    probe: Probe, module: nn.Module, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None, **init: Any
+) -> torch.Tensor:
+    """The reference BertEmbeddings built alike, holding the student's weights (its own probes loaded HF's names into it)."""
+    right = reference.BertEmbeddings(**init).to(input_ids.device).eval()
+    right.load_state_dict(probe.call(module.state_dict, what=f"`{probe.name}.state_dict()`"))
+    return right(input_ids, token_type_ids)
+
+
+LEARNED_CONTRACT = Contract(
+    init={"max_len": Arg("size", "L"), "d_model": Arg("size", "d")},
+    args={"x": Arg("activations", "B T d", grad=True)},
+    result=Result("B T d", dtype="x"),
+    sizes={"L": MAX_LEN, "d": D, "B": 3, "T": 7},
+    ones="B T",
+    expected=lambda probe, module, max_len, d_model, x: (
+        x + oriented(learned_table(probe, module, max_len, d_model)[1], max_len, d_model)[: x.shape[1]]
+    ),
+)
+BERT_CONTRACT = Contract(
+    init={
+        "vocab_size": Arg("size", "V"),
+        "hidden_size": Arg("size", "d"),
+        "max_position_embeddings": Arg("size", "L", default=512),
+        "type_vocab_size": Arg("size", "S", default=2),
+        "layer_norm_eps": Arg("number", domain="> 0", default=1e-12),
+        "hidden_dropout_prob": Arg("rate", domain=">= 0 and < 1", default=0.1),
+        "pad_token_id": Arg("index", bound="V", default=0),
+    },
+    args={"input_ids": Arg("ids", "B T", bound="V"), "token_type_ids": Arg("segments", "B T", bound="S", default=None)},
+    result=Result("B T d"),
+    sizes={"V": 40, "d": 24, "L": 16, "S": 3, "B": 3, "T": 7},
+    ones="B T",
+    expected=bert_expected,
+)
+
 EXERCISES = [
     Exercise(
         id="LearnedPositionalEmbedding",
@@ -894,6 +931,7 @@ EXERCISES = [
         importance=3,
         minutes=10,
         edges=("lengths",),
+        contract=LEARNED_CONTRACT,
     ),
     Exercise(
         id="BertEmbeddings",
@@ -907,5 +945,6 @@ EXERCISES = [
         importance=3,
         minutes=25,
         edges=("ids", "segments", "lengths"),
+        contract=BERT_CONTRACT,
     ),
 ]

@@ -918,3 +918,40 @@ class WeightAsBuffer(nn.Module):
 
 
 WRONG += [("TiedLMHead", "copy_not_tied", TransposedView), ("TiedLMHead", "copy_not_tied", WeightAsBuffer)]
+
+
+# --- issue 41: the contract's axes (helpers/contracts.py) -------------------------------
+
+
+class ScaledEmbeddingSqueezed(ScaledEmbeddingPlain):
+    """A .squeeze() "to tidy the shape": a batch of one loses its batch axis."""
+
+    def forward(self, ids):
+        return (self.emb(ids) * math.sqrt(self.d_model)).squeeze()
+
+
+class TiedHeadSqueezesBatch(TiedHeadFLinear):
+    def forward(self, h):
+        return F.linear(h, self.weight).squeeze(0)
+
+
+class TiedHeadFlattensWithView(TiedHeadFLinear):
+    """Flattens the positions with .view, as many LM heads do: a transposed h is refused."""
+
+    def forward(self, h):
+        logits = h.view(-1, h.shape[-1]) @ self.weight.T
+        return logits.view(*h.shape[:-1], -1)
+
+
+class ScaledEmbeddingViewsIds(ScaledEmbeddingPlain):
+    def forward(self, ids):
+        rows = self.emb(ids.view(-1)) * math.sqrt(self.d_model)
+        return rows.view(*ids.shape, -1)
+
+
+WRONG += [
+    ("ScaledEmbedding", "squeezed_size_one", ScaledEmbeddingSqueezed),
+    ("TiedLMHead", "squeezed_size_one", TiedHeadSqueezesBatch),
+    ("TiedLMHead", "contiguity_assumed", TiedHeadFlattensWithView),
+    ("ScaledEmbedding", "contiguity_assumed", ScaledEmbeddingViewsIds),
+]

@@ -1419,3 +1419,56 @@ def shift_abs_k(k, d_model, base=10000.0):
 
 
 WRONG += [("relative_shift_matrix", "shift_reversed", shift_abs_k)]
+
+
+# --- issue 41: the contract's axes (helpers/contracts.py) -------------------------------
+
+
+class PositionalEncodingMaxLen512(PositionalEncodingAnnotated):
+    """P13 of the 2026-11-27 review: a default max_len copied from a BERT-sized model."""
+
+    def __init__(self, d_model, max_len=512, dropout=0.1):
+        super().__init__(d_model, max_len, dropout)
+
+
+class PositionalEncodingNoDropoutByDefault(PositionalEncodingAnnotated):
+    """P14 of the same review: dropout off unless asked for."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.0):
+        super().__init__(d_model, max_len, dropout)
+
+
+class PositionalEncodingUnderNoGrad(PositionalEncodingAnnotated):
+    """'The table is fixed, so no gradient is needed': the gradient of x is cut too."""
+
+    @torch.no_grad()
+    def forward(self, x):
+        return super().forward(x)
+
+
+class PositionalEncodingAddsToData(PositionalEncodingAnnotated):
+    def forward(self, x):
+        if x.size(1) > self.max_len:
+            raise ValueError(f"sequence length {x.size(1)} > max_len {self.max_len}")
+        return self.dropout(x.data + self.pe[:, : x.size(1)])
+
+
+class TokenAndPositionNoDropoutByDefault(TokenAndPositionComposed):
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.0):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+
+
+class TokenAndPositionFlattensIds(TokenAndPositionComposed):
+    def forward(self, ids):
+        tokens = self.tok(ids.view(-1)).view(*ids.shape, -1)
+        return self.pos(tokens * math.sqrt(self.d_model))
+
+
+WRONG += [
+    ("PositionalEncoding", "default_changed", PositionalEncodingMaxLen512),
+    ("PositionalEncoding", "default_changed", PositionalEncodingNoDropoutByDefault),
+    ("PositionalEncoding", "gradient_cut", PositionalEncodingUnderNoGrad),
+    ("PositionalEncoding", "gradient_cut", PositionalEncodingAddsToData),
+    ("TokenAndPositionEmbedding", "default_changed", TokenAndPositionNoDropoutByDefault),
+    ("TokenAndPositionEmbedding", "contiguity_assumed", TokenAndPositionFlattensIds),
+]

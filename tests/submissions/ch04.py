@@ -1294,3 +1294,60 @@ class BertPersistentPositionIds(BertHFStyle):
 
 
 WRONG += [("BertEmbeddings", "state_dict_mismatch", BertPersistentPositionIds)]
+
+
+# --- issue 41: the contract's axes (helpers/contracts.py) -------------------------------
+
+
+class LearnedAddsToDetachedInput(LearnedEmbeddingLookup):
+    """The table trains, but x is detached: nothing below this layer gets a gradient."""
+
+    def forward(self, x):
+        return super().forward(x.detach())
+
+
+class LearnedSqueezesBatch(LearnedEmbeddingLookup):
+    def forward(self, x):
+        return super().forward(x).squeeze(0)
+
+
+class BertNoDropoutByDefault(BertPlain):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        hidden_dropout_prob=0.0,
+        pad_token_id=0,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+            hidden_dropout_prob,
+            pad_token_id,
+        )
+
+
+class BertViewsTheIds(BertPlain):
+    """Looks the words up flat, with .view: ids handed over as a transposed view are refused."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        B, T = input_ids.shape
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        words = self.word_embeddings(input_ids.view(-1)).view(B, T, -1)
+        positions = self.position_embeddings(torch.arange(T, device=input_ids.device))
+        return self.dropout(self.LayerNorm(words + positions + self.token_type_embeddings(token_type_ids)))
+
+
+WRONG += [
+    ("LearnedPositionalEmbedding", "gradient_cut", LearnedAddsToDetachedInput),
+    ("LearnedPositionalEmbedding", "squeezed_size_one", LearnedSqueezesBatch),
+    ("BertEmbeddings", "contiguity_assumed", BertViewsTheIds),
+    ("BertEmbeddings", "default_changed", BertNoDropoutByDefault),
+]
