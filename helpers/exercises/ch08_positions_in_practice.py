@@ -642,18 +642,32 @@ def stream_sinks_dropped(seq_len: int, n_sink: int, window: int) -> tuple[Tensor
 
 
 def stream_window_off_by_one(seq_len: int, n_sink: int, window: int) -> list[tuple[Tensor, Tensor]]:
-    """Your window holds one token too many or too few: the recent range does not start at
-    seq_len - window.
+    """Your window is off by one token: it holds one token too many or too few, or the right number ending one
+    token early (the newest token left out): the recent range is not seq_len - window .. seq_len - 1.
 
-    Hint: The last `window` tokens of seq_len are seq_len - window .. seq_len - 1: exactly `window` of them.
+    Hint: The last `window` tokens of seq_len are seq_len - window .. seq_len - 1: exactly `window` of them, the
+    newest included.
 
     Fix: `tokens[seq_len - window:]`, i.e. `torch.arange(seq_len - window, seq_len)`; no + 1 or - 1."""
-    faces = []
-    for w in (window + 1, window - 1):
-        if w >= 0 and seq_len > n_sink + window:
-            kept = torch.cat([torch.arange(n_sink), torch.arange(max(seq_len - w, n_sink), seq_len)])
-            faces.append((kept, torch.arange(len(kept))))
-    return faces
+    if seq_len <= n_sink + window:
+        return []
+    recent = [torch.arange(max(seq_len - w, n_sink), seq_len) for w in (window + 1, window - 1) if w >= 0]
+    if window >= 1:
+        recent.append(torch.arange(seq_len - window - 1, seq_len - 1))  # shifted back: the newest token missing
+    kept = [torch.cat([torch.arange(n_sink), r]) for r in recent]
+    return [(k, torch.arange(len(k))) for k in kept]
+
+
+def stream_slots_from_one(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
+    """Your positions count the cache's slots from 1: the kept tokens are numbered 1 .. K instead of 0 .. K-1, so
+    the first sink sits at position 1 and every key is one position further from the query than it is.
+
+    Hint: A slot is an index into the cache: the first kept token, a sink, is in slot 0, like the first token of
+    any sequence.
+
+    Fix: `positions = torch.arange(len(kept))`, with no + 1."""
+    kept, positions = reference.streaming_positions(seq_len, n_sink, window)
+    return kept, positions + 1
 
 
 def stream_original_positions(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
@@ -756,7 +770,12 @@ def check_streaming(fn: Callable, probe: Probe) -> None:
             copied = isinstance(got, Tensor) and got.dtype == got_kept.dtype and torch.equal(got, got_kept)
             if one_row and copied and not torch.equal(got, expected):
                 probe.fail("positions_not_cache_slots", f"{probe.explain('positions_not_cache_slots')} ({what})")
-            probe.expect(got, expected, what=f"positions of {what}, for the {len(expected)} tokens it keeps")
+            probe.expect(
+                got,
+                expected,
+                what=f"positions of {what}, for the {len(expected)} tokens it keeps",
+                mistakes=lambda expected=expected: {"position_offset": [expected + 1]},
+            )
 
     probe.independent(kept, slots)
 
@@ -1027,6 +1046,7 @@ EXERCISES = [
             "tokens_kept_twice": stream_kept_twice,
             "window_zero_slice": stream_zero_slice,
             "window_counts_sinks": stream_window_counts_sinks,
+            "position_offset": stream_slots_from_one,
         },
         difficulty=2,
         importance=2,

@@ -813,6 +813,28 @@ def stream_window_plus_one(seq_len, n_sink, window):
     return kept, torch.arange(len(kept))
 
 
+def stream_shifted_window(seq_len, n_sink, window):
+    """The window taken as the `window` tokens before the newest one."""
+    tokens = torch.arange(seq_len)
+    if seq_len <= n_sink + window:
+        return tokens, torch.arange(seq_len)
+    kept = torch.cat([tokens[:n_sink], tokens[seq_len - window - 1 : seq_len - 1]])
+    return kept, torch.arange(len(kept))
+
+
+def stream_slots_from_one(seq_len, n_sink, window):
+    kept, _ = stream_slices(seq_len, n_sink, window)
+    return kept, torch.arange(1, len(kept) + 1)
+
+
+def stream_slots_counted(seq_len, n_sink, window):
+    """Each kept token's slot as the count of kept tokens up to it (a cumulative sum, inclusive)."""
+    keep = torch.zeros(seq_len, dtype=torch.long)
+    keep[stream_slices(seq_len, n_sink, window)[0]] = 1
+    kept = keep.nonzero().flatten()
+    return kept, keep.cumsum(0)[kept]
+
+
 def stream_original(seq_len, n_sink, window):
     kept, _ = stream_slices(seq_len, n_sink, window)
     return kept, kept.clone()
@@ -1021,6 +1043,9 @@ WRONG = [
     ("RopeKVCache", "contiguity_assumed", CacheViewStore),
     ("streaming_positions", "sinks_dropped", stream_window_only),
     ("streaming_positions", "window_off_by_one", stream_window_plus_one),
+    ("streaming_positions", "window_off_by_one", stream_shifted_window),
+    ("streaming_positions", "position_offset", stream_slots_from_one),
+    ("streaming_positions", "position_offset", stream_slots_counted),
     ("streaming_positions", "positions_not_cache_slots", stream_original),
     ("streaming_positions", "tokens_kept_twice", stream_overlap),
     ("streaming_positions", "window_zero_slice", stream_minus_zero),
