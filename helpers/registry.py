@@ -166,6 +166,8 @@ DIAGNOSES: dict[str, str] = {
     "new_tokens_ignored": "decode positions ignore new_tokens: one position per row, or the same position for every new token",
     "padding_side_per_batch": "the padding side is decided once per batch: rows padded on the other side, or on both sides, are counted wrong",
     "cache_reset_on_chunk": "the KV cache starts over on every call of more than one token: a chunk after the prompt is taken for a new prompt",
+    "query_not_rotated": "the KV cache rotates the keys but returns the queries unrotated",
+    "values_rotated": "the KV cache rotates the values too: RoPE turns queries and keys only",
     "window_counts_sinks": "the streaming window counts the sinks (transformers' former SinkCache window_length): the recent tokens kept are window - n_sink, not window",
     # the library as a second oracle (helpers/exercises/oracle.py)
     "library_mismatch": "dropped into transformers' own model (Llama, GPT-J, GPT-NeoX, BLOOM or GPT-2), the code gives other logits than the model's own step",

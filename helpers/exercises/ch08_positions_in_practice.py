@@ -899,6 +899,8 @@ EXERCISES = [
             "wrong_base": kv_cache.kv_wrong_base,
             "wrong_exponent": kv_cache.kv_wrong_exponent,
             "low_precision_angles": kv_cache.kv_low_precision,
+            "query_not_rotated": kv_cache.kv_query_unrotated,
+            "values_rotated": kv_cache.kv_values_rotated,
         },
         stateful=True,
         advice={

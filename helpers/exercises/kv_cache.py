@@ -46,6 +46,7 @@ def replay(
     keys: str = "rotated",  # what the cache holds: "rotated", "raw" (kept unrotated), "again" (turned every call)
     # "out" (rotated once, all turned again on the way out)
     reset: bool = False,  # a call of more than one token taken for a new prompt: the cache starts over
+    turned: str = "qk",  # which of q, k, v are rotated
 ) -> Run:
     """A KV cache with RoPE, one knob turned; by default it is right."""
     run, offset, cache_k, cache_v = [], 0, None, None
@@ -53,7 +54,8 @@ def replay(
         T = q.shape[-2]
         if reset and T > 1:
             offset, cache_k, cache_v = 0, None, None
-        q_rot, k_rot = turn(q, start(offset, T)), turn(k, start(offset, T))
+        q_rot, k_rot = (turn(x, start(offset, T)) if name in turned else x for name, x in (("q", q), ("k", k)))
+        v = turn(v, start(offset, T)) if "v" in turned else v
         cache_v = v if cache_v is None else torch.cat([cache_v, v], dim=-2)
         if keys == "again":  # the cached keys, rotated already, and the raw new ones, all turned at 0 .. L-1
             cache_k = turn(k if cache_k is None else torch.cat([cache_k, k], dim=-2), 0)
@@ -176,6 +178,26 @@ Hint: θ_0 must be 1 and the last θ just above 1/base. The usual slips: a missi
 Fix: `base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)`, true division."""
 
 
+def kv_query_unrotated(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
+    """Your q_rot is the query as it came in: the keys are rotated, the queries are not. The score q·R(n)k then
+    reads every key as if the query sat at position 0, whatever its own position.
+
+    Hint: RoPE's score depends on m - n only because both sides turn: the query by its position m, the key by n.
+
+    Fix: Rotate q exactly as k, at the same positions, and return that: `q_rot = rotate(q, positions)`."""
+    return [replay(chunks, turn, turned="k")]
+
+
+def kv_values_rotated(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
+    """Your values are rotated too: RoPE turns the queries and the keys, whose dot product is the score, and leaves
+    the values alone; a rotated value changes what attention returns, not where it looks.
+
+    Hint: Position enters attention through the scores only: which of q, k and v meet in a dot product?
+
+    Fix: Rotate q and k, and cache v as it comes: `self.v_cache = torch.cat([self.v_cache, v], dim=-2)`."""
+    return [replay(chunks, turn, turned="qkv")]
+
+
 def kv_low_precision(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
     """Your angles are computed in half precision (the input's bfloat16 or float16) instead of float32:
     bfloat16 holds every integer only up to 256, so positions past it collide and their rotations are
@@ -219,7 +241,9 @@ def one_pass(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len: in
         probe.expect(
             got, rope64(x, positions, base), what=f"{name} of {what}", mistakes=faces, **tolerance(x, positions, base)
         )
-    probe.expect(v_all, v, what=f"v_all of {what}")
+    probe.expect(
+        v_all, v, what=f"v_all of {what}", mistakes=lambda: {c: [r[0][2] for r in runs] for c, runs in found().items()}
+    )
 
 
 INCREMENTAL_HELP = (

@@ -727,6 +727,50 @@ class CacheNewOnly(CacheCat):
         return q_rot, k_all[..., -q.shape[-2] :, :], v_all[..., -q.shape[-2] :, :]
 
 
+class CacheQueryAsIs(CacheCat):
+    """Returns the q it was given instead of its rotation."""
+
+    def forward(self, q, k, v):
+        super().forward(q, k, v)
+        return q, self.k, self.v
+
+
+class CacheKeysOnly(CacheCat):
+    """The rotation written for the keys only: the cache holds rotated keys, the queries go back as they came."""
+
+    def forward(self, q, k, v):
+        T = q.shape[-2]
+        if self.offset + T > self.max_len:
+            raise ValueError("past max_len")
+        k_rot = self.rotate(k, self.positions(T, k.device))
+        self.k = k_rot if self.k is None else torch.cat([self.k, k_rot], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        self.offset += T
+        return q, self.k, self.v
+
+
+class CacheValuesRotated(CacheCat):
+    def forward(self, q, k, v):
+        positions = self.positions(q.shape[-2], q.device)
+        return super().forward(q, k, self.rotate(v, positions))
+
+
+class CacheKeysValuesStacked(CacheCat):
+    """k and v stacked and rotated together, the way a fused qkv is sometimes split after the rotation."""
+
+    def forward(self, q, k, v):
+        positions = self.positions(q.shape[-2], q.device)
+        k_rot, v_rot = self.rotate(torch.stack([k, v]), positions)
+        T = q.shape[-2]
+        if self.offset + T > self.max_len:
+            raise ValueError("past max_len")
+        q_rot = self.rotate(q, positions)
+        self.k = k_rot if self.k is None else torch.cat([self.k, k_rot], dim=-2)
+        self.v = v_rot if self.v is None else torch.cat([self.v, v_rot], dim=-2)
+        self.offset += T
+        return q_rot, self.k, self.v
+
+
 class CacheMaxLen2048(CacheCat):
     """GPT-NeoX's and LitGPT's default context, 2048."""
 
@@ -1034,6 +1078,10 @@ WRONG = [
     ("RopeKVCache", "cache_reset_on_chunk", CacheResetOnPrompt),
     ("RopeKVCache", "cache_reset_on_chunk", CachePrefillBranch),
     ("RopeKVCache", "keys_rotated_twice", CacheRotatedOnOutput),
+    ("RopeKVCache", "query_not_rotated", CacheQueryAsIs),
+    ("RopeKVCache", "query_not_rotated", CacheKeysOnly),
+    ("RopeKVCache", "values_rotated", CacheValuesRotated),
+    ("RopeKVCache", "values_rotated", CacheKeysValuesStacked),
     ("RopeKVCache", "default_changed", CacheMaxLen2048),
     ("RopeKVCache", "default_changed", CacheLlama3Base),
     ("RopeKVCache", "gradient_cut", CacheNoGrad),
