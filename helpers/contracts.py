@@ -33,8 +33,12 @@ How to declare one (beside the exercise's `Exercise(...)`, as its `contract=`)::
   here, and read by tests/test_contracts.py: never a list of exercises in an axis).
 
 The catalogue (helpers.exercises) runs `walk(submission, probe)` after the exercise's own check has
-passed, so its specific diagnoses win; each axis records itself in `probe.axes_walked` once it has
-compared, and tests/test_contracts.py fails for an exercise whose contract admits an axis it did not walk.
+passed, so its specific diagnoses (and the diagnoses earlier rounds of wrong code were given) win; on
+the CPU pass only. Each axis records itself in `probe.axes_walked` once it has compared, and
+tests/test_contracts.py fails for an exercise whose contract admits an axis it did not walk, for an axis
+code without two wrong submissions, and for a docstring that does not state `summary(contract)` word for
+word (paste its lines into the exercise's docstring in solutions/NN_*.md, then `python -m helpers.release NN`).
+A module contract's axes ask `expected(...)` for the right output; a function's ask the reference.
 
 The axes (AXES), each with the diagnosis its failures get when that is what happened, else the
 comparison's own (a known mistake, wrong_shape, wrong_values...):
@@ -43,9 +47,9 @@ comparison's own (a known mistake, wrong_shape, wrong_values...):
             result lost that size-1 axis;
 * views     every tensor input as a non-contiguous view of the same values (a transposed tensor as
             a model hands it over): `contiguity_assumed` when `.view` refused it;
-* gradient  the arguments with grad=True, in float64: `gradient_cut` when none reaches them,
-            and its gradient against the float64 reference's (`precision_lost` when it differs by
-            float32 rounding only);
+* gradient  the arguments with grad=True (in float64 where they admit it): `gradient_cut` when the
+            output or an input is cut off from autograd; the gradient against the reference's, or
+            expected()'s (`precision_lost` when a float64 one differs by float32 rounding only);
 * dtypes    every admitted dtype of the floating inputs, against the reference in float64 at that
             dtype's own rounding: `fixed_dtype` when the code fails on a dtype it admits,
             `precision_lost` when a float64 result carries float32 rounding, wrong_dtype when the
@@ -162,14 +166,63 @@ class Contract:
 
 
 # ---------------------------------------------------------------------------
+# The contract in the student's words: the docstring states it (tests/test_contracts.py holds them together)
+# ---------------------------------------------------------------------------
+
+
+def words(name: str, arg: Arg) -> str:
+    """One argument as the docstring says it: `ids (B, T) int64 in [0, V)`, `base > 1 = 10000.0`."""
+    parts = [name]
+    if arg.kind == "size":
+        parts.append(arg.shape)
+    elif arg.kind == "embedding":
+        parts.append(f"an nn.Embedding({', '.join(arg.shape.split())})")
+    elif arg.is_tensor:
+        parts.append(f"({', '.join(arg.shape.split())})")
+        parts.append("/".join(str(d).removeprefix("torch.") for d in arg.dtypes))
+    if arg.bound:
+        parts.append(f"in [0, {arg.bound})" + (" or None" if arg.optional and arg.default is None else ""))
+    if arg.kind in ("number", "rate"):
+        parts.append(type(arg.values[0] if arg.values else arg.default).__name__)
+    if arg.domain:
+        low, _, high = arg.domain.partition(" and ")
+        interval = low.startswith(">= ") and high.startswith("< ")  # ">= 0 and < 1" reads [0, 1)
+        parts.append(f"in [{low[3:]}, {high[2:]})" if interval else arg.domain)
+    if arg.grad:
+        parts.append("with its gradient")
+    if arg.optional:
+        parts.append(f"= {arg.default!r}")
+    return " ".join(parts)
+
+
+def summary(contract: Contract) -> str:
+    """The contract in one paragraph, as each exercise's docstring states it word for word."""
+    said = []
+    if contract.init:
+        said.append(f"Built with {'; '.join(words(n, a) for n, a in contract.init.items())}.")
+    inputs = "; ".join(words(n, a) for n, a in contract.args.items())
+    said.append(f"{'Its forward takes' if contract.init else 'Takes'} {inputs}.")
+    dtype = contract.result.dtype
+    follows = f"{dtype}'s dtype" if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    said.append(f"Returns ({', '.join(contract.result.shape.split())}) in {follows}.")
+    ones = contract.ones.split()
+    if ones and set(ones) <= set(str(contract.sizes.get("...", "")).split()):
+        said.append("Any size in ... may be 1 (a batch of one, a single token).")
+    elif ones:
+        said.append(f"{' and '.join(ones)} may be 1.")
+    return "Contract: " + " ".join(said)
+
+
+# ---------------------------------------------------------------------------
 # Calls the axes make
 # ---------------------------------------------------------------------------
 
 
-def dims(contract: Contract, shape: str, sizes: dict[str, Any]) -> list[int]:
+def dims(shape: str, sizes: dict[str, Any]) -> list[int]:
+    """A symbolic shape made concrete: "... d" with sizes {"...": "B T", "B": 3, "T": 5, "d": 7} is [3, 5, 7]."""
     out = []
     for symbol in shape.split():
-        out += dims(contract, sizes["..."], sizes) if symbol == "..." else [int(sizes[symbol])]
+        out += dims(sizes["..."], sizes) if symbol == "..." else [int(sizes[symbol])]
     return out
 
 
@@ -216,7 +269,7 @@ def make_call(
             return int(sizes[arg.shape])
         if arg.kind in ("number", "rate", "index"):
             return arg.values[0] if arg.values else arg.default
-        shape = dims(contract, arg.shape, sizes)
+        shape = dims(arg.shape, sizes)
         if arg.kind in INDEX_KINDS:
             high = int(sizes[arg.bound])
             if avoid_last:
@@ -242,19 +295,20 @@ def make_call(
     )
 
 
-def run(probe: Probe, fn: Any, call: Call, *, train: bool = False) -> Any:
-    """The student's output for `call`: a function called, a module built (in eval mode unless `train`) and called."""
+def run(probe: Probe, fn: Any, call: Call) -> Any:
+    """The student's output for `call`: a function called, or a module built (in eval mode) and called."""
     args, kwargs = split(call.inputs)
     if not call.init and probe.exercise.kind == "function":
         return probe.call(fn, *args, **kwargs)
-    module = build(probe, fn, call, train=train)
+    module = build(probe, fn, call)
     return probe.call(module, *args, **kwargs)
 
 
-def build(probe: Probe, cls: Any, call: Call, *, train: bool = False) -> torch.nn.Module:
+def build(probe: Probe, cls: Any, call: Call) -> torch.nn.Module:
+    """The student's module for `call`, in eval mode: the axes compare values, dropout off."""
     init_args, init_kwargs = split(call.init)
     module = probe.build(cls, *init_args, **init_kwargs)
-    probe.call(module.train if train else module.eval, what=f"`{probe.name}.{'train' if train else 'eval'}()`")
+    probe.call(module.eval, what=f"`{probe.name}.eval()`")
     return module
 
 

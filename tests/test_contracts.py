@@ -10,6 +10,8 @@ an exercise in PENDING that has one (take it off the list then).
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +21,7 @@ from helpers.exercises import all_exercises, get
 from helpers.probe import Probe
 from tests.conftest import submission_modules
 
+ROOT = Path(__file__).resolve().parent.parent
 RIGHT = [(ex, fn) for m in submission_modules() for ex, fns in m.RIGHT.items() for fn in fns]
 WRONG = [case for m in submission_modules() for case in m.WRONG]
 
@@ -123,3 +126,39 @@ def test_nothing_is_declared_outside_its_domain():
     assert contracts.within("> 0 and < 1", 0.1) and not contracts.within("> 0 and < 1", 1)
     with pytest.raises(ValueError, match="outside the domain"):
         contracts.Arg("number", domain=">= 1", values=(4.0, 0.5))
+
+
+@pytest.mark.parametrize(
+    "exercise, code, fn",
+    [case for case in WRONG if case[1] in AXIS_CODES],
+    ids=lambda value: getattr(value, "__name__", str(value)),
+)
+def test_the_grader_walks_the_axes_too(exercise, code, fn):
+    """Through the grader (the submission in a kernel of its own, its objects stand-ins), every wrong
+    submission of an axis gets the verdict and the words check() gives it in a notebook."""
+    from tests.test_remote import graded
+
+    remote = graded(fn, exercise)
+    assert remote.diagnosis == code, str(remote)
+    assert remote.message == check(exercise, fn).message
+
+
+def exercise_docstring(text: str, exercise_id: str) -> str | None:
+    """The docstring of the exercise's def or class in a chapter's markdown, its whitespace collapsed."""
+    found = re.search(rf'(?ms)^(?:def|class) {exercise_id}\b.*?"""(.*?)"""', text)
+    return " ".join(found.group(1).split()) if found else None
+
+
+@pytest.mark.parametrize("folder", ["solutions", "chapters"])
+def test_every_docstring_states_its_contract(folder):
+    """What the student reads is what the axes probe: each exercise's docstring holds its contract's
+    summary (helpers.contracts.summary) word for word, in the solution and in the chapter made from it."""
+    missing = []
+    for exercise in all_exercises().values():
+        if exercise.contract is None:
+            continue
+        (path,) = (ROOT / folder).glob(f"{exercise.chapter:02d}_*.md")
+        docstring = exercise_docstring(path.read_text(encoding="utf-8"), exercise.id)
+        if docstring is None or contracts.summary(exercise.contract) not in docstring:
+            missing.append(f"{path.name}: {exercise.id}")
+    assert missing == [], "run the lines of helpers.contracts.summary into these docstrings: " + ", ".join(missing)

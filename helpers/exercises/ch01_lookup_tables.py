@@ -5,6 +5,7 @@ take the same arguments and return what the mistaken code outputs."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ from helpers.exercises.common import (
     expect_cases,
     expect_gradient,
 )
-from helpers.probe import Probe
+from helpers.probe import Probe, close
 from helpers.registry import Exercise
 from helpers.safety import Failure
 
@@ -227,8 +228,23 @@ def check_one_hot_lookup(fn: Callable[..., Any], probe: Probe) -> None:
         if failure.code == "raised":
             for words, (hint, fix) in ONE_HOT_ERRORS.items():
                 if words in failure.message:
+                    hint, fix = TRANSPOSED_PRODUCT if both_v_wide(failure.message) else (hint, fix)
                     probe.fail("raised", failure.message, hint=hint, fix=fix)
         raise
+
+
+# A one-hot V wide met a (d, V) matrix: the width is right, the weight was transposed on the way (review O2).
+TRANSPOSED_PRODUCT = (
+    "Your one-hot is V wide, as it should be, but the matrix it meets is (d, V): the weight transposed. F.linear(x, A) "
+    "computes x @ A.T, so F.linear(one_hot, weight) multiplies by weight.T, a product that fits only a (d, V) table.",
+    "Multiply by the weight itself: `one_hot @ weight`, or `F.linear(one_hot, weight.T)` if you keep F.linear.",
+)
+
+
+def both_v_wide(message: str) -> bool:
+    """torch's "shapes cannot be multiplied (NxV and dxV)": both matrices V wide, the second one transposed."""
+    shapes = re.search(r"\((\d+)x(\d+) and (\d+)x(\d+)\)", message)
+    return shapes is not None and shapes.group(2) == shapes.group(4) != shapes.group(3)
 
 
 # --- embedding_backward: its mistakes take (grad_out, ids, vocab_size, padding_idx) -------
@@ -304,6 +320,15 @@ def check_embedding_backward(fn: Callable[..., Any], probe: Probe) -> None:
     try:
         backward_probes(fn, probe)
     except Failure as failure:
+        if failure.code == "all_zeros" and right_with_padding(fn, probe):
+            probe.fail(
+                "all_zeros",
+                f"`{probe.name}` returns all zeros when padding_idx is None, and the right gradient when it is a row: "
+                "the padding row is zeroed without asking whether there is one, and `grad[None] = 0` zeroes every row "
+                "(None as an index adds an axis: it selects the whole tensor).",
+                hint="padding_idx=None means: no padding row, leave every row as it is. An index of None is no row at all.",
+                fix="Guard the zeroing: `if padding_idx is not None: grad[padding_idx] = 0`.",
+            )
         if failure.code == "forbidden_api" and any(f"{api.__name__} " in failure.message for api in AUTOGRAD_APIS):
             probe.fail(
                 "forbidden_api",
@@ -313,6 +338,16 @@ def check_embedding_backward(fn: Callable[..., Any], probe: Probe) -> None:
                 "with an operation that accumulates over repeated ids; then zero the padding row. No .backward() or torch.autograd.grad.",
             )
         raise
+
+
+def right_with_padding(fn: Callable[..., Any], probe: Probe) -> bool:
+    """Whether the code is right once padding_idx is a row (review B3: an all-zero gradient from an unguarded
+    `grad[padding_idx] = 0`, not from a result left unstored)."""
+    args = (probe.randn(4, 5, dtype=torch.float64), torch.tensor([0, 2, 2, 3], device=probe.device), 6, 3)
+    try:
+        return close(probe.call(fn, *args), reference.embedding_backward(*args))
+    except Failure:
+        return False
 
 
 def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:

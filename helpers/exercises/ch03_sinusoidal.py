@@ -433,11 +433,16 @@ def table_probes(fn: Callable[..., Any], probe: Probe) -> None:
 
 
 def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict:
-    """Entry by entry, what float32 rounding makes of the turn k·ω_i of each 2×2 block (rows 2i, 2i+1)."""
+    """Entry by entry, what float32 rounding makes of the turn k·ω_i of each 2×2 block (rows 2i, 2i+1), plus
+    |k| roundings of float32: M_1 raised to the k-th power (rotations compose, §9's own argument) rounds once
+    per product (review R7/R12: 1.2e-6 at k = 40, a right method, failed)."""
     omega = frequencies(d_model, base).repeat_interleave(2)[
         :d_model, None
     ]  # (d, 1): one per row, broadcast over the columns
-    return {"rtol": 0.0, "atol": angle_tolerance(torch.float32, k * omega, omega)}
+    return {
+        "rtol": 0.0,
+        "atol": angle_tolerance(torch.float32, k * omega, omega) + abs(k) * torch.finfo(torch.float32).eps,
+    }
 
 
 def other_bases(args: tuple) -> list[tuple]:

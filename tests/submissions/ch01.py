@@ -636,3 +636,26 @@ WRONG += [
     ("embedding_backward", "precision_lost", backward_accumulates_in_float32),
     ("embedding_backward", "precision_lost", backward_one_hot_in_float32),
 ]
+
+
+# --- the 2026-11-27 review's false messages (B3, O2) -----------------------------------------
+
+
+def backward_unguarded_padding(grad_out, ids, vocab_size, padding_idx=None):
+    """B3: `grad[None] = 0` zeroes every row when there is no padding row."""
+    d = grad_out.shape[-1]
+    grad = torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)
+    grad.index_add_(0, ids.reshape(-1), grad_out.reshape(-1, d))
+    grad[padding_idx] = 0
+    return grad
+
+
+def one_hot_through_f_linear(weight, ids):
+    """O2: F.linear transposes its weight: (N, V) @ (d, V).T does not fit."""
+    return F.linear(F.one_hot(ids, weight.shape[0]).to(weight.dtype), weight)
+
+
+WRONG += [
+    ("embedding_backward", "all_zeros", backward_unguarded_padding),
+    ("one_hot_lookup", "raised", one_hot_through_f_linear),
+]

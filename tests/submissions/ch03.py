@@ -1472,3 +1472,16 @@ WRONG += [
     ("TokenAndPositionEmbedding", "default_changed", TokenAndPositionNoDropoutByDefault),
     ("TokenAndPositionEmbedding", "contiguity_assumed", TokenAndPositionFlattensIds),
 ]
+
+
+def shift_by_matrix_power(k, d_model, base=10000.0):
+    """R7 of the 2026-11-27 review: M_1 in float32, raised to the k-th power (rotations compose)."""
+    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+    one = torch.zeros(d_model, d_model)
+    c, s = torch.cos(omega), torch.sin(omega)
+    even, odd = torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)
+    one[even, even], one[even, odd], one[odd, even], one[odd, odd] = c, s, -s, c
+    return torch.linalg.matrix_power(one, k)
+
+
+RIGHT["relative_shift_matrix"].append(shift_by_matrix_power)
