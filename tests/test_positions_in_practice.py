@@ -190,3 +190,17 @@ def test_a_view_refused_by_a_non_contiguous_mask_is_named_as_such(fn):
     result = check(exercise, fn)
     assert result.diagnosis == "contiguity_assumed" and "a view, not a contiguous tensor" in result.message, str(result)
     assert result.passed is False and fn(torch.ones(2, 3, dtype=torch.long)).shape[0] == 2  # contiguous: it runs
+
+
+def test_a_cache_under_inference_mode_is_cut_off_from_autograd_in_a_notebook():
+    result = check("RopeKVCache", ch08.CacheInferenceMode)
+    assert result.diagnosis == "gradient_cut", str(result)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the kernel's bookkeeping (helpers/grading/in_kernel.py) reads tensor._version, which an inference tensor "
+    "refuses (RuntimeError: Inference tensors do not track version counter): the grader says 'raised'",
+)
+def test_a_cache_under_inference_mode_is_cut_off_from_autograd_through_the_grader_too():
+    assert graded(ch08.CacheInferenceMode, "RopeKVCache").diagnosis == "gradient_cut"

@@ -812,7 +812,7 @@ RANDOM_MASKS = (
     "the axes draw random 0/1 masks, outside the domain (a row of pads only, pads between real tokens) and compared "
     "pads included, whose values are free; its own probes walk {what}"
 )
-SEQ_LENS = Arg("ids", "N", bound="L")  # lengths, each >= 1 (no Arg kind draws lengths: ids would hold 0)
+SEQ_LENS = Arg("ids", "N", domain=">= 1")  # lengths (no Arg kind draws lengths: no axis walks them)
 LENGTHS = "seq_lens are lengths >= 1, where the axes would draw a document of no token; {what}"
 
 POSITION_IDS_CONTRACT = Contract(
@@ -827,7 +827,7 @@ POSITION_IDS_CONTRACT = Contract(
 )
 DECODE_CONTRACT = Contract(
     args={"attention_mask": MASK, "new_tokens": Arg("number", domain=">= 1", default=1, values=(1, 2, 3))},
-    result=Result("B N", dtype=torch.int64),
+    result=Result("B new_tokens", dtype=torch.int64),
     sizes={"B": 5, "T": 7},
     ones="B T",
     not_walked={
@@ -843,7 +843,7 @@ DECODE_CONTRACT = Contract(
 PACKED_CONTRACT = Contract(
     args={"seq_lens": SEQ_LENS},
     result=Result("S", dtype=torch.int64),
-    sizes={"N": 3, "L": 5},
+    sizes={"N": 3},
     not_walked={"views": LENGTHS.format(what="a 1-D tensor of lengths needs no reshaping, contiguous or not")},
 )
 DOCUMENT_MASK_CONTRACT = dataclasses.replace(PACKED_CONTRACT, result=Result("S S", dtype=torch.bool))
@@ -853,7 +853,7 @@ STREAMING_CONTRACT = Contract(  # no tensor, no default, one value each: no axis
         "n_sink": Arg("number", domain=">= 0", values=(4,)),
         "window": Arg("number", domain=">= 0", values=(8,)),
     },
-    result=Result("K", dtype=torch.int64),
+    result=Result("kept positions", dtype=torch.int64),  # two tensors, (K,) each
     sizes={"L": 20},
 )
 KV_RESULT = (
@@ -869,7 +869,7 @@ KV_CONTRACT = Contract(
         name: Arg("activations", f"B {heads} T Dh", dtypes=(torch.float32, torch.bfloat16), grad=True)
         for name, heads in (("q", "Hq"), ("k", "Hk"), ("v", "Hk"))
     },
-    result=Result("B Hq T Dh", dtype="q"),
+    result=Result("q_rot k_all v_all", dtype="q"),  # (B, Hq, T, Dh), then (B, Hk, offset + T, Dh) twice
     sizes={"B": 2, "Hq": 4, "Hk": 2, "T": 5, "Dh": 8},
     ones="B T",
     not_walked={

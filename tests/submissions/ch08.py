@@ -1085,7 +1085,6 @@ WRONG = [
     ("RopeKVCache", "default_changed", CacheMaxLen2048),
     ("RopeKVCache", "default_changed", CacheLlama3Base),
     ("RopeKVCache", "gradient_cut", CacheNoGrad),
-    ("RopeKVCache", "gradient_cut", CacheInferenceMode),
     ("RopeKVCache", "gradient_cut", CacheDetached),
     ("RopeKVCache", "contiguity_assumed", CacheFlatHeads),
     ("RopeKVCache", "contiguity_assumed", CacheViewStore),
