@@ -165,6 +165,10 @@ DIAGNOSES: dict[str, str] = {
     "mask_inverted": "the mask is read the other way round: 1/True taken for a pad or a masked entry (nn.Transformer's convention) where it means a real token or attend",
     "new_tokens_ignored": "decode positions ignore new_tokens: one position per row, or the same position for every new token",
     "padding_side_per_batch": "the padding side is decided once per batch: rows padded on the other side, or on both sides, are counted wrong",
+    "cache_reset_on_chunk": "the KV cache starts over on every call of more than one token: a chunk after the prompt is taken for a new prompt",
+    "query_not_rotated": "the KV cache rotates the keys but returns the queries unrotated",
+    "values_rotated": "the KV cache rotates the values too: RoPE turns queries and keys only",
+    "window_counts_sinks": "the streaming window counts the sinks (transformers' former SinkCache window_length): the recent tokens kept are window - n_sink, not window",
     # chapter 05's rope axes (helpers/exercises/rope_axes.py), beside the contracts' codes
     "argument_ignored": "an argument's value is ignored: apply_rope or apply_partial_rope builds angles of its own instead of using the cos and sin tables it is handed",
     # the library as a second oracle (helpers/exercises/oracle.py)

@@ -132,3 +132,75 @@ def test_a_slice_of_a_large_buffer_travels_contiguous_and_a_small_view_keeps_its
     tree, got = wire.unpack(wire.pack({"k": sliced}, tensors))
     back = wire.Decoder(got, {"cpu"}, [wire.Budget(wire.REPLY_BUDGET)], {}).tensor(tree["k"])
     assert torch.equal(back, buffer[:, :, :10])
+
+
+def test_decode_positions_continue_each_row_as_generate_does_and_as_the_row_alone():
+    """generate grows the mask by one real token per step and reads cumsum - 1 at the new column; a row of n real
+    tokens run alone has positions 0 .. n-1, so its next ones are n, n + 1, ...: the same, on every padding side."""
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 0, 0, 0], [0, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    grown, generate = mask, []
+    for _ in range(3):
+        grown = torch.cat([grown, torch.ones(4, 1, dtype=torch.long)], dim=-1)
+        generate.append(grown.cumsum(-1)[:, -1:] - 1)
+    ours = reference.decode_position_ids(mask, 3)
+    assert torch.equal(ours, torch.cat(generate, dim=-1)) and ours.dtype == torch.long
+    for row, n in zip(ours, mask.sum(-1).tolist()):
+        assert row.tolist() == [n, n + 1, n + 2]  # alone: positions 0 .. n-1 used, the next free
+    assert reference.decode_position_ids(mask).shape == (4, 1)
+
+
+@pytest.mark.parametrize("fn", [ch08.decode_side_from_last_column, ch08.ids_side_from_first_column])
+def test_a_padding_side_chosen_per_batch_is_right_on_one_sided_batches_and_named_on_a_mixed_one(fn):
+    """The class only a batch mixing the sides shows (issue 41): right on a left-padded and on a right-padded batch
+    alone, named padding_side_per_batch with nothing else when checked."""
+    left, right = torch.tensor([[0, 0, 1, 1], [0, 1, 1, 1]]), torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]])
+    exercise = "decode_position_ids" if fn.__name__.startswith("decode") else "position_ids_from_mask"
+    right_answer = getattr(reference, exercise)
+    for mask in (left, right):
+        real = mask.bool() if exercise == "position_ids_from_mask" else torch.ones(2, 1, dtype=torch.bool)
+        assert torch.equal(fn(mask)[real], right_answer(mask)[real])
+    result = check(exercise, fn)
+    assert (result.diagnosis, result.also) == ("padding_side_per_batch", []), str(result)
+
+
+def test_a_streaming_window_of_one_keeps_the_newest_token_only():
+    kept, positions = reference.streaming_positions(10, 2, 1)
+    assert kept.tolist() == [0, 1, 9] and positions.tolist() == [0, 1, 2]
+    assert ch08.stream_newest_plus_recent(10, 2, 1)[0].tolist() == list(range(10))  # [-0:]: the wrong one keeps all
+
+
+def test_a_default_copied_from_another_codebase_is_named_with_the_argument_it_changes():
+    max_len, base = (check("RopeKVCache", cls) for cls in (ch08.CacheMaxLen2048, ch08.CacheLlama3Base))
+    assert max_len.diagnosis == base.diagnosis == "default_changed"
+    assert "default max_len is smaller" in max_len.message and "default base is another" in base.message
+
+
+def test_a_cache_cut_off_from_autograd_is_named_and_a_right_one_matches_the_rotations_transpose():
+    result = check("RopeKVCache", ch08.CacheNoGrad)
+    assert result.diagnosis == "gradient_cut" and "`q_rot` and `k_all` do not require grad" in result.message
+    q = torch.randn(1, 2, 3, 8, requires_grad=True)
+    q_rot = ch08.CacheCat(8, 16)(q, q.detach(), q.detach())[0]
+    (q_rot * q_rot).sum().backward()  # |R q|² = |q|²: the gradient is 2q, through the rotation and back
+    torch.testing.assert_close(q.grad, 2 * q.detach())
+
+
+@pytest.mark.parametrize("fn", [ch08.decode_view_sum, ch08.ids_flat_view])
+def test_a_view_refused_by_a_non_contiguous_mask_is_named_as_such(fn):
+    exercise = "decode_position_ids" if fn.__name__.startswith("decode") else "position_ids_from_mask"
+    result = check(exercise, fn)
+    assert result.diagnosis == "contiguity_assumed" and "a view, not a contiguous tensor" in result.message, str(result)
+    assert result.passed is False and fn(torch.ones(2, 3, dtype=torch.long)).shape[0] == 2  # contiguous: it runs
+
+
+def test_a_cache_under_inference_mode_is_cut_off_from_autograd_in_a_notebook():
+    result = check("RopeKVCache", ch08.CacheInferenceMode)
+    assert result.diagnosis == "gradient_cut", str(result)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the kernel's bookkeeping (helpers/grading/in_kernel.py) reads tensor._version, which an inference tensor "
+    "refuses (RuntimeError: Inference tensors do not track version counter): the grader says 'raised'",
+)
+def test_a_cache_under_inference_mode_is_cut_off_from_autograd_through_the_grader_too():
+    assert graded(ch08.CacheInferenceMode, "RopeKVCache").diagnosis == "gradient_cut"

@@ -320,7 +320,7 @@ def check_embedding_backward(fn: Callable[..., Any], probe: Probe) -> None:
     try:
         backward_probes(fn, probe)
     except Failure as failure:
-        if failure.code == "all_zeros" and right_with_padding(fn, probe):
+        if failure.code == "all_zeros" and right_with_padding(fn, probe, 3):
             probe.fail(
                 "all_zeros",
                 f"`{probe.name}` returns all zeros when padding_idx is None, and the right gradient when it is a row: "
@@ -328,6 +328,27 @@ def check_embedding_backward(fn: Callable[..., Any], probe: Probe) -> None:
                 "(None as an index adds an axis: it selects the whole tensor).",
                 hint="padding_idx=None means: no padding row, leave every row as it is. An index of None is no row at all.",
                 fix="Guard the zeroing: `if padding_idx is not None: grad[padding_idx] = 0`.",
+            )
+        if (
+            failure.code == "padding_row_updated"
+            and right_with_padding(fn, probe, 3)
+            and not right_with_padding(fn, probe, 0)
+        ):
+            probe.fail(  # review B4/B8: the generic message never said why only row 0 goes wrong
+                "padding_row_updated",
+                f"`{probe.name}` zeroes the padding row when padding_idx is 3, but not when it is 0: a test such as "
+                "`if padding_idx:` or `padding_idx > 0` takes row 0, a valid padding row (BERT's [PAD] is id 0), for no padding at all.",
+                hint="0 is falsy in Python: `if padding_idx:` is False for padding_idx = 0. Only None means 'no padding row'.",
+                fix="Test for None explicitly: `if padding_idx is not None: grad[padding_idx] = 0`.",
+            )
+        if failure.code == "raised" and re.search(r"same scalar type|same dtype", failure.message):
+            probe.fail(  # review B9: the check knows both dtypes
+                "raised",
+                failure.message,
+                hint="The gradient you accumulate into and the grad_out you add must share one dtype; torch.zeros makes float32 "
+                "unless told otherwise, and one case here hands you a float64 grad_out.",
+                fix="Make the accumulator in grad_out's dtype and on its device: "
+                "`torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)`.",
             )
         if failure.code == "forbidden_api" and any(f"{api.__name__} " in failure.message for api in AUTOGRAD_APIS):
             probe.fail(
@@ -340,10 +361,10 @@ def check_embedding_backward(fn: Callable[..., Any], probe: Probe) -> None:
         raise
 
 
-def right_with_padding(fn: Callable[..., Any], probe: Probe) -> bool:
-    """Whether the code is right once padding_idx is a row (review B3: an all-zero gradient from an unguarded
-    `grad[padding_idx] = 0`, not from a result left unstored)."""
-    args = (probe.randn(4, 5, dtype=torch.float64), torch.tensor([0, 2, 2, 3], device=probe.device), 6, 3)
+def right_with_padding(fn: Callable[..., Any], probe: Probe, padding_idx: int) -> bool:
+    """Whether the code is right with this padding row: an all-zero gradient from an unguarded `grad[padding_idx] = 0`
+    (review B3) is right with a row given, and `if padding_idx:` (B4/B8) with any row but 0."""
+    args = (probe.randn(4, 5, dtype=torch.float64), torch.tensor([0, 2, 2, 3], device=probe.device), 6, padding_idx)
     try:
         return close(probe.call(fn, *args), reference.embedding_backward(*args))
     except Failure:

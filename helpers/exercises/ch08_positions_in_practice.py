@@ -642,18 +642,32 @@ def stream_sinks_dropped(seq_len: int, n_sink: int, window: int) -> tuple[Tensor
 
 
 def stream_window_off_by_one(seq_len: int, n_sink: int, window: int) -> list[tuple[Tensor, Tensor]]:
-    """Your window holds one token too many or too few: the recent range does not start at
-    seq_len - window.
+    """Your window is off by one token: it holds one token too many or too few, or the right number ending one
+    token early (the newest token left out): the recent range is not seq_len - window .. seq_len - 1.
 
-    Hint: The last `window` tokens of seq_len are seq_len - window .. seq_len - 1: exactly `window` of them.
+    Hint: The last `window` tokens of seq_len are seq_len - window .. seq_len - 1: exactly `window` of them, the
+    newest included.
 
     Fix: `tokens[seq_len - window:]`, i.e. `torch.arange(seq_len - window, seq_len)`; no + 1 or - 1."""
-    faces = []
-    for w in (window + 1, window - 1):
-        if w >= 0 and seq_len > n_sink + window:
-            kept = torch.cat([torch.arange(n_sink), torch.arange(max(seq_len - w, n_sink), seq_len)])
-            faces.append((kept, torch.arange(len(kept))))
-    return faces
+    if seq_len <= n_sink + window:
+        return []
+    recent = [torch.arange(max(seq_len - w, n_sink), seq_len) for w in (window + 1, window - 1) if w >= 0]
+    if window >= 1:
+        recent.append(torch.arange(seq_len - window - 1, seq_len - 1))  # shifted back: the newest token missing
+    kept = [torch.cat([torch.arange(n_sink), r]) for r in recent]
+    return [(k, torch.arange(len(k))) for k in kept]
+
+
+def stream_slots_from_one(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
+    """Your positions count the cache's slots from 1: the kept tokens are numbered 1 .. K instead of 0 .. K-1, so
+    the first sink sits at position 1 and every key is one position further from the query than it is.
+
+    Hint: A slot is an index into the cache: the first kept token, a sink, is in slot 0, like the first token of
+    any sequence.
+
+    Fix: `positions = torch.arange(len(kept))`, with no + 1."""
+    kept, positions = reference.streaming_positions(seq_len, n_sink, window)
+    return kept, positions + 1
 
 
 def stream_original_positions(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
@@ -699,6 +713,22 @@ def stream_zero_slice(seq_len: int, n_sink: int, window: int) -> list[tuple[Tens
     return [(k, torch.arange(len(k))) for k in kept]
 
 
+def stream_window_counts_sinks(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
+    """Your window counts the sinks: the cache holds `window` tokens in all, the n_sink sinks among them, so only the
+    last window - n_sink tokens are kept after the sinks (transformers' former `SinkCache(window_length, num_sink_tokens)`
+    meant that). This exercise's window is the recent tokens alone, StreamingLLM's `recent_size`: n_sink + window in all.
+
+    Hint: Count what the cache holds once it is full: the sinks, and then how many recent tokens?
+
+    Fix: Keep all `window` recent tokens after the sinks: `tokens[seq_len - window:]` once seq_len > n_sink + window."""
+    tokens = torch.arange(seq_len)
+    recent = max(window - n_sink, 0)
+    kept = (
+        tokens if seq_len <= max(window, n_sink) else torch.cat([tokens[:n_sink], tokens[seq_len - recent :][:recent]])
+    )
+    return kept, torch.arange(len(kept))
+
+
 STREAMING_CASES = [
     (20, 4, 8),  # the usual case: sinks, a gap, a window
     (10, 2, 3),
@@ -740,7 +770,12 @@ def check_streaming(fn: Callable, probe: Probe) -> None:
             copied = isinstance(got, Tensor) and got.dtype == got_kept.dtype and torch.equal(got, got_kept)
             if one_row and copied and not torch.equal(got, expected):
                 probe.fail("positions_not_cache_slots", f"{probe.explain('positions_not_cache_slots')} ({what})")
-            probe.expect(got, expected, what=f"positions of {what}, for the {len(expected)} tokens it keeps")
+            probe.expect(
+                got,
+                expected,
+                what=f"positions of {what}, for the {len(expected)} tokens it keeps",
+                mistakes=lambda expected=expected: {"position_offset": [expected + 1]},
+            )
 
     probe.independent(kept, slots)
 
@@ -777,7 +812,7 @@ RANDOM_MASKS = (
     "the axes draw random 0/1 masks, outside the domain (a row of pads only, pads between real tokens) and compared "
     "pads included, whose values are free; its own probes walk {what}"
 )
-SEQ_LENS = Arg("ids", "N", bound="L")  # lengths, each >= 1 (no Arg kind draws lengths: ids would hold 0)
+SEQ_LENS = Arg("ids", "N", domain=">= 1")  # lengths (no Arg kind draws lengths: no axis walks them)
 LENGTHS = "seq_lens are lengths >= 1, where the axes would draw a document of no token; {what}"
 
 POSITION_IDS_CONTRACT = Contract(
@@ -792,7 +827,7 @@ POSITION_IDS_CONTRACT = Contract(
 )
 DECODE_CONTRACT = Contract(
     args={"attention_mask": MASK, "new_tokens": Arg("number", domain=">= 1", default=1, values=(1, 2, 3))},
-    result=Result("B N", dtype=torch.int64),
+    result=Result("B new_tokens", dtype=torch.int64),
     sizes={"B": 5, "T": 7},
     ones="B T",
     not_walked={
@@ -808,7 +843,7 @@ DECODE_CONTRACT = Contract(
 PACKED_CONTRACT = Contract(
     args={"seq_lens": SEQ_LENS},
     result=Result("S", dtype=torch.int64),
-    sizes={"N": 3, "L": 5},
+    sizes={"N": 3},
     not_walked={"views": LENGTHS.format(what="a 1-D tensor of lengths needs no reshaping, contiguous or not")},
 )
 DOCUMENT_MASK_CONTRACT = dataclasses.replace(PACKED_CONTRACT, result=Result("S S", dtype=torch.bool))
@@ -818,7 +853,7 @@ STREAMING_CONTRACT = Contract(  # no tensor, no default, one value each: no axis
         "n_sink": Arg("number", domain=">= 0", values=(4,)),
         "window": Arg("number", domain=">= 0", values=(8,)),
     },
-    result=Result("K", dtype=torch.int64),
+    result=Result("kept positions", dtype=torch.int64),  # two tensors, (K,) each
     sizes={"L": 20},
 )
 KV_RESULT = (
@@ -834,7 +869,7 @@ KV_CONTRACT = Contract(
         name: Arg("activations", f"B {heads} T Dh", dtypes=(torch.float32, torch.bfloat16), grad=True)
         for name, heads in (("q", "Hq"), ("k", "Hk"), ("v", "Hk"))
     },
-    result=Result("B Hq T Dh", dtype="q"),
+    result=Result("q_rot k_all v_all", dtype="q"),  # (B, Hq, T, Dh), then (B, Hk, offset + T, Dh) twice
     sizes={"B": 2, "Hq": 4, "Hk": 2, "T": 5, "Dh": 8},
     ones="B T",
     not_walked={
@@ -855,6 +890,7 @@ EXERCISES = [
         reference=reference.RopeKVCache,
         check=kv_cache.check_rope_kv_cache,
         mistakes={
+            "cache_reset_on_chunk": kv_cache.kv_reset_on_chunk,  # first: its chunk's queries are at 0 too
             "decode_at_position_zero": kv_cache.kv_at_zero,
             "offset_double_counted": kv_cache.kv_double_counted,
             "keys_rotated_twice": kv_cache.kv_rotated_twice,
@@ -863,6 +899,8 @@ EXERCISES = [
             "wrong_base": kv_cache.kv_wrong_base,
             "wrong_exponent": kv_cache.kv_wrong_exponent,
             "low_precision_angles": kv_cache.kv_low_precision,
+            "query_not_rotated": kv_cache.kv_query_unrotated,
+            "values_rotated": kv_cache.kv_values_rotated,
         },
         stateful=True,
         advice={
@@ -947,7 +985,15 @@ EXERCISES = [
         kind="function",
         reference=reference.packed_position_ids,
         check=check_packed_positions,
-        advice={"wrong_dtype": LENGTHS_ARE_LONG},
+        advice={
+            "wrong_dtype": LENGTHS_ARE_LONG,
+            "wrong_shape": (
+                "The result is one position per token of the packed row: (S,), S = seq_lens.sum(), not one entry per "
+                "document (N of them) nor the N + 1 boundaries of cu_seqlens.",
+                "Give every token its position within its document: `torch.arange(S) - starts[document]`, with "
+                "`document = torch.repeat_interleave(torch.arange(N), seq_lens)`, all on seq_lens' device.",
+            ),
+        },
         mistakes={
             "positions_not_restarted": packed_not_restarted,
             "position_offset": packed_from_one,
@@ -986,13 +1032,23 @@ EXERCISES = [
         kind="function",
         reference=reference.streaming_positions,
         check=check_streaming,
-        advice={"wrong_dtype": LENGTHS_ARE_LONG},
+        advice={
+            "wrong_dtype": LENGTHS_ARE_LONG,
+            "wrong_shape": (
+                "kept and positions are (K,) with K = min(seq_len, n_sink + window): every token while the cache is "
+                "not full, then the n_sink sinks and the `window` most recent tokens, never a preallocated K.",
+                "Return exactly the tokens kept, `torch.arange(seq_len)` while seq_len <= n_sink + window, else the sinks "
+                "then `torch.arange(seq_len - window, seq_len)`, and their slots `torch.arange(len(kept))`.",
+            ),
+        },
         mistakes={
             "sinks_dropped": stream_sinks_dropped,
             "window_off_by_one": stream_window_off_by_one,
             "positions_not_cache_slots": stream_original_positions,
             "tokens_kept_twice": stream_kept_twice,
             "window_zero_slice": stream_zero_slice,
+            "window_counts_sinks": stream_window_counts_sinks,
+            "position_offset": stream_slots_from_one,
         },
         difficulty=2,
         importance=2,

@@ -44,16 +44,25 @@ def replay(
     *,
     start: Callable[[int, int], int] = lambda offset, T: offset,  # the position the call's first token gets
     keys: str = "rotated",  # what the cache holds: "rotated", "raw" (kept unrotated), "again" (turned every call)
+    # "out" (rotated once, all turned again on the way out)
+    reset: bool = False,  # a call of more than one token taken for a new prompt: the cache starts over
+    turned: str = "qk",  # which of q, k, v are rotated
 ) -> Run:
     """A KV cache with RoPE, one knob turned; by default it is right."""
     run, offset, cache_k, cache_v = [], 0, None, None
     for q, k, v in chunks:
         T = q.shape[-2]
-        q_rot, k_rot = turn(q, start(offset, T)), turn(k, start(offset, T))
+        if reset and T > 1:
+            offset, cache_k, cache_v = 0, None, None
+        q_rot, k_rot = (turn(x, start(offset, T)) if name in turned else x for name, x in (("q", q), ("k", k)))
+        v = turn(v, start(offset, T)) if "v" in turned else v
         cache_v = v if cache_v is None else torch.cat([cache_v, v], dim=-2)
         if keys == "again":  # the cached keys, rotated already, and the raw new ones, all turned at 0 .. L-1
             cache_k = turn(k if cache_k is None else torch.cat([cache_k, k], dim=-2), 0)
             k_all = cache_k
+        elif keys == "out":  # stored rotated once, returned turned again: the key at n claims 2n
+            cache_k = k_rot if cache_k is None else torch.cat([cache_k, k_rot], dim=-2)
+            k_all = turn(cache_k, 0)
         else:
             new = k if keys == "raw" else k_rot
             cache_k = new if cache_k is None else torch.cat([cache_k, new], dim=-2)
@@ -93,16 +102,31 @@ def kv_double_counted(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
 
 
 def kv_rotated_twice(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
-    """Your cached keys are rotated again on a later call: the whole cache, whose keys were rotated
-    already, is turned once more at positions 0 .. L-1. A key's position never changes, so it is
-    rotated once, when it arrives.
+    """Your cached keys are rotated again: the whole cache, whose keys were rotated already, is turned once
+    more at positions 0 .. L-1, either stored back (the rotation compounds: after s calls a prompt key at n sits
+    at (s + 1)·n) or on the way out only (every key claims 2n, R(n)R(n) = R(2n)). A key's position never changes,
+    so it is rotated once, when it arrives.
 
     Hint: Store the keys already rotated, at the position each had when it arrived; from then on the cache
     is only appended to. Rotate the new k only, never the concatenated cache.
 
     Fix: Rotate `k` first, then `self.k_cache = torch.cat([self.k_cache, k_rot], dim=-2)` and return the cache
     as it is."""
-    return [replay(chunks, turn, keys="again")]
+    return [replay(chunks, turn, keys="again"), replay(chunks, turn, keys="out")]
+
+
+def kv_reset_on_chunk(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
+    """Your cache starts over whenever a call brings more than one token: a call with T > 1 is taken for a new
+    prompt, so its tokens are rotated at 0 .. T-1 and the keys and values cached before it are dropped. Your
+    one-token steps are right; a chunk of a long prompt (chunked prefill) or of a draft (speculative decoding)
+    after the first call is not a new sequence.
+
+    Hint: Only the caller knows when a sequence starts: a new sequence is a new cache, not a call of many tokens.
+    Every call, whatever its T, continues from the tokens seen before it.
+
+    Fix: Drop the `if T > 1:` branch that resets the offset and the cache: rotate at
+    `torch.arange(self.offset, self.offset + T)` and append, for every T."""
+    return [replay(chunks, turn, reset=True)]
 
 
 def kv_keys_unrotated(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
@@ -154,6 +178,26 @@ Hint: θ_0 must be 1 and the last θ just above 1/base. The usual slips: a missi
 Fix: `base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)`, true division."""
 
 
+def kv_query_unrotated(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
+    """Your q_rot is the query as it came in: the keys are rotated, the queries are not. The score q·R(n)k then
+    reads every key as if the query sat at position 0, whatever its own position.
+
+    Hint: RoPE's score depends on m - n only because both sides turn: the query by its position m, the key by n.
+
+    Fix: Rotate q exactly as k, at the same positions, and return that: `q_rot = rotate(q, positions)`."""
+    return [replay(chunks, turn, turned="k")]
+
+
+def kv_values_rotated(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
+    """Your values are rotated too: RoPE turns the queries and the keys, whose dot product is the score, and leaves
+    the values alone; a rotated value changes what attention returns, not where it looks.
+
+    Hint: Position enters attention through the scores only: which of q, k and v meet in a dot product?
+
+    Fix: Rotate q and k, and cache v as it comes: `self.v_cache = torch.cat([self.v_cache, v], dim=-2)`."""
+    return [replay(chunks, turn, turned="qkv")]
+
+
 def kv_low_precision(chunks: Chunks, turn: Turn, base: float) -> list[Run]:
     """Your angles are computed in half precision (the input's bfloat16 or float16) instead of float32:
     bfloat16 holds every integer only up to 256, so positions past it collide and their rotations are
@@ -197,7 +241,9 @@ def one_pass(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len: in
         probe.expect(
             got, rope64(x, positions, base), what=f"{name} of {what}", mistakes=faces, **tolerance(x, positions, base)
         )
-    probe.expect(v_all, v, what=f"v_all of {what}")
+    probe.expect(
+        v_all, v, what=f"v_all of {what}", mistakes=lambda: {c: [r[0][2] for r in runs] for c, runs in found().items()}
+    )
 
 
 INCREMENTAL_HELP = (
@@ -229,10 +275,20 @@ def incremental(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len:
     replays = {}
 
     def mistakes(step: int, index: int) -> Callable[[], dict[str, list[Tensor]]]:
+        """The catalogue replayed with the student's own rotation, less the faces the right counting gives too: where
+        the student's own one call is off (a cache that rotates a call of T at T .. 2T-1), every replay reproduces
+        its first call, and none of them says what is wrong."""
+
         def run() -> dict[str, list[Tensor]]:
             if not replays:
                 replays.update(probe.known_mistakes(cpu_chunks, own_turn, base)())
-            return {code: [r[step][index].to(probe.device) for r in runs] for code, runs in replays.items()}
+                replays["right"] = [replay(cpu_chunks, own_turn)]
+            right = replays["right"][0][step][index]
+            return {
+                code: [r[step][index].to(probe.device) for r in runs if not torch.equal(r[step][index], right)]
+                for code, runs in replays.items()
+                if code != "right"
+            }
 
         return run
 
@@ -248,6 +304,7 @@ def incremental(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len:
                     full[index][..., rows[index], :],
                     what=f"{name} of {what}",
                     mistakes=mistakes(step, index),
+                    **sequence_advice(out[index], full[index][..., rows[index], :]),
                 )
             except Failure as failure:
                 if failure.code != "wrong_values":
@@ -255,6 +312,19 @@ def incremental(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len:
                 said = failure.message.replace("from the reference", f"from what one call on all {L} tokens gives")
                 probe.fail("wrong_values", said.replace("expected", "one call gives"), *INCREMENTAL_HELP)
         offset = read_offset(probe, module, offset + T, f"after {what}")
+
+
+def sequence_advice(got: Tensor, expected: Tensor) -> dict[str, str]:
+    """A k_all or v_all of the right heads but another length holds some other set of tokens than every one so
+    far: not the GQA question the exercise's wrong_shape advice answers."""
+    if got.dim() != expected.dim() or got.shape[:-2] != expected.shape[:-2] or got.shape[-2] == expected.shape[-2]:
+        return {}
+    return {
+        "hint": "k_all and v_all hold every key and value seen so far, the earlier calls' and this one's: their "
+        "sequence axis (dim -2) is offset + T long after a call of T tokens.",
+        "fix": "Keep both caches across calls and append each call's keys and values along the sequence axis, "
+        "`torch.cat([self.v_cache, v], dim=-2)`, then return the caches, not this call's k and v.",
+    }
 
 
 def read_offset(probe: Probe, module: Any, expected: int, when: str) -> int:
@@ -398,9 +468,10 @@ def defaults_kept(probe: Probe, cls: Any) -> None:
                 "default_changed", f"{built} refused a prompt of 4096 tokens: its default max_len is smaller.", **advice
             )
         raise
-    q_rot = three_tensors(probe, out, f"{built}, on a prompt of 4096 tokens")[0]
-    positions = torch.arange(max_len)
-    if not close(q_rot, rope64(x, positions, base), **tolerance(x, positions, base)):
+    q_rot = three_tensors(probe, out, f"{built}, on a prompt of 4096 tokens")[0][..., -16:, :]  # the far end
+    positions = torch.arange(max_len - 16, max_len)
+    tail = x[..., -16:, :]
+    if not close(q_rot, rope64(tail, positions, base), **tolerance(tail, positions, base)):
         probe.fail(
             "default_changed",
             f"{built} rotates a prompt of 4096 tokens otherwise than RoPE at base 10000 does: its default base is another.",
@@ -480,16 +551,28 @@ def views_taken(probe: Probe, cls: Any) -> None:
             probe.expect(got, want, what=f"{name} of {what}")
 
 
+COUNTING = {"decode_at_position_zero", "offset_double_counted", "offset_not_advanced", "cache_reset_on_chunk"}
+
+
 def check_rope_kv_cache(cls: Any, probe: Probe) -> None:
     # a prompt, two decode steps, a chunk of two (chunked prefill), a step
     steps = kv_inputs(probe, [5, 1, 1, 2, 1], torch.float32, 16)
     # a long prompt in bfloat16 with another base: positions past 256, where half-precision angles collide
     long = kv_inputs(probe, [300, 1, 1], torch.bfloat16, 4096)
+    counted: list[str] = []  # a counting mistake one call already shows (its positions shifted): said once
+
+    def rotation(chunks: Chunks, **kwargs: Any) -> None:
+        try:
+            one_pass(probe, cls, chunks, **kwargs)
+        except Failure as failure:
+            counted.extend([failure.code] if failure.code in COUNTING else [])
+            raise
+
     # the last three read what the others leave right: each is silent where an earlier aspect names the mistake
     probe.independent(
-        rotation=lambda: one_pass(probe, cls, steps, base=10000.0, max_len=16),
-        long=lambda: one_pass(probe, cls, long, base=500000.0, max_len=4096),
-        counting=lambda: incremental(probe, cls, steps, base=10000.0, max_len=16),
+        rotation=lambda: rotation(steps, base=10000.0, max_len=16),
+        long=lambda: rotation(long, base=500000.0, max_len=4096),
+        counting=lambda: counted or incremental(probe, cls, steps, base=10000.0, max_len=16),
         length=lambda: length_checked(probe, cls),
         device=lambda: kv_device_pass(probe, cls),
         defaults=lambda: probe.passed("rotation") and probe.passed("length") and defaults_kept(probe, cls),

@@ -659,3 +659,35 @@ WRONG += [
     ("embedding_backward", "all_zeros", backward_unguarded_padding),
     ("one_hot_lookup", "raised", one_hot_through_f_linear),
 ]
+
+
+def backward_truthy_padding(grad_out, ids, vocab_size, padding_idx=None):
+    """B4: `if padding_idx:` skips padding row 0."""
+    grad = backward_index_add(grad_out, ids, vocab_size)
+    if padding_idx:
+        grad[padding_idx] = 0
+    return grad
+
+
+def backward_positive_padding(grad_out, ids, vocab_size, padding_idx=None):
+    """B8: `padding_idx > 0` skips row 0 too."""
+    grad = backward_index_add(grad_out, ids, vocab_size)
+    if padding_idx is not None and padding_idx > 0:
+        grad[padding_idx] = 0
+    return grad
+
+
+def backward_float32_zeros(grad_out, ids, vocab_size, padding_idx=None):
+    """B9: a float32 accumulator meets a float64 grad_out."""
+    grad = torch.zeros(vocab_size, grad_out.shape[-1], device=grad_out.device)
+    grad.index_add_(0, ids.reshape(-1), grad_out.reshape(-1, grad_out.shape[-1]))
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad
+
+
+WRONG += [
+    ("embedding_backward", "padding_row_updated", backward_truthy_padding),
+    ("embedding_backward", "padding_row_updated", backward_positive_padding),
+    ("embedding_backward", "raised", backward_float32_zeros),
+]

@@ -112,6 +112,17 @@ def decode_vllm(attention_mask, new_tokens=1):
     return (num_computed[req_indices] + arange).view(B, new_tokens)
 
 
+def decode_sglang(attention_mask, new_tokens=1):
+    """SGLang's compute_position in extend mode: each request's prefix length plus 0 .. extend_len - 1, all
+    requests' positions concatenated into one flat tensor."""
+    prefix_lens = attention_mask.long().sum(-1).tolist()
+    extend_seq_lens = [new_tokens] * len(prefix_lens)
+    positions = torch.cat(
+        [torch.arange(p, p + e, device=attention_mask.device) for p, e in zip(prefix_lens, extend_seq_lens)]
+    )
+    return positions.view(len(prefix_lens), new_tokens)
+
+
 def decode_columns(attention_mask, new_tokens=1):
     """The last real column minus the first, plus one: the real tokens sit side by side, pads on either side."""
     real = attention_mask.bool()
@@ -678,6 +689,88 @@ class CacheMlx(CacheCat):
         return q_rot, self.k[..., : self.offset, :], self.v[..., : self.offset, :]
 
 
+class CacheResetOnPrompt(CacheCat):
+    """A call of more than one token is taken for a new prompt: offset and cache reset."""
+
+    def forward(self, q, k, v):
+        if q.shape[-2] > 1:
+            self.offset, self.k, self.v = 0, None, None
+        return super().forward(q, k, v)
+
+
+class CachePrefillBranch(CacheCat):
+    """Two paths, prefill (T > 1: positions from 0, the cache replaced) and decode (T = 1: appended at the offset)."""
+
+    def forward(self, q, k, v):
+        T = q.shape[-2]
+        if T > 1:
+            positions = torch.arange(T, device=q.device)
+            q_rot, k_rot = self.rotate(q, positions), self.rotate(k, positions)
+            self.k, self.v, self.offset = k_rot, v, T
+            return q_rot, self.k, self.v
+        return super().forward(q, k, v)
+
+
+class CacheRotatedOnOutput(CacheCat):
+    """Keys stored rotated once, then all rotated again on the way out: R(n)R(n) = R(2n)."""
+
+    def forward(self, q, k, v):
+        q_rot, k_all, v_all = super().forward(q, k, v)
+        return q_rot, self.rotate(k_all, torch.arange(k_all.shape[-2], device=q.device)), v_all
+
+
+class CacheNewOnly(CacheCat):
+    """No cache at all: this call's keys and values only."""
+
+    def forward(self, q, k, v):
+        q_rot, k_all, v_all = super().forward(q, k, v)
+        return q_rot, k_all[..., -q.shape[-2] :, :], v_all[..., -q.shape[-2] :, :]
+
+
+class CacheQueryAsIs(CacheCat):
+    """Returns the q it was given instead of its rotation."""
+
+    def forward(self, q, k, v):
+        super().forward(q, k, v)
+        return q, self.k, self.v
+
+
+class CacheKeysOnly(CacheCat):
+    """The rotation written for the keys only: the cache holds rotated keys, the queries go back as they came."""
+
+    def forward(self, q, k, v):
+        T = q.shape[-2]
+        if self.offset + T > self.max_len:
+            raise ValueError("past max_len")
+        k_rot = self.rotate(k, self.positions(T, k.device))
+        self.k = k_rot if self.k is None else torch.cat([self.k, k_rot], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        self.offset += T
+        return q, self.k, self.v
+
+
+class CacheValuesRotated(CacheCat):
+    def forward(self, q, k, v):
+        positions = self.positions(q.shape[-2], q.device)
+        return super().forward(q, k, self.rotate(v, positions))
+
+
+class CacheKeysValuesStacked(CacheCat):
+    """k and v stacked and rotated together, the way a fused qkv is sometimes split after the rotation."""
+
+    def forward(self, q, k, v):
+        positions = self.positions(q.shape[-2], q.device)
+        k_rot, v_rot = self.rotate(torch.stack([k, v]), positions)
+        T = q.shape[-2]
+        if self.offset + T > self.max_len:
+            raise ValueError("past max_len")
+        q_rot = self.rotate(q, positions)
+        self.k = k_rot if self.k is None else torch.cat([self.k, k_rot], dim=-2)
+        self.v = v_rot if self.v is None else torch.cat([self.v, v_rot], dim=-2)
+        self.offset += T
+        return q_rot, self.k, self.v
+
+
 class CacheMaxLen2048(CacheCat):
     """GPT-NeoX's and LitGPT's default context, 2048."""
 
@@ -764,6 +857,28 @@ def stream_window_plus_one(seq_len, n_sink, window):
     return kept, torch.arange(len(kept))
 
 
+def stream_shifted_window(seq_len, n_sink, window):
+    """The window taken as the `window` tokens before the newest one."""
+    tokens = torch.arange(seq_len)
+    if seq_len <= n_sink + window:
+        return tokens, torch.arange(seq_len)
+    kept = torch.cat([tokens[:n_sink], tokens[seq_len - window - 1 : seq_len - 1]])
+    return kept, torch.arange(len(kept))
+
+
+def stream_slots_from_one(seq_len, n_sink, window):
+    kept, _ = stream_slices(seq_len, n_sink, window)
+    return kept, torch.arange(1, len(kept) + 1)
+
+
+def stream_slots_counted(seq_len, n_sink, window):
+    """Each kept token's slot as the count of kept tokens up to it (a cumulative sum, inclusive)."""
+    keep = torch.zeros(seq_len, dtype=torch.long)
+    keep[stream_slices(seq_len, n_sink, window)[0]] = 1
+    kept = keep.nonzero().flatten()
+    return kept, keep.cumsum(0)[kept]
+
+
 def stream_original(seq_len, n_sink, window):
     kept, _ = stream_slices(seq_len, n_sink, window)
     return kept, kept.clone()
@@ -807,6 +922,16 @@ def stream_evict_for_space(seq_len, n_sink, window):
     return torch.tensor(kept), torch.arange(len(kept))
 
 
+def stream_start_recent(seq_len, n_sink, window):
+    """StreamingLLM's StartRecentKVCache.__call__ on the token indices: start_size sinks and recent_size recent."""
+    start_size, recent_size, cache_size = n_sink, window, n_sink + window
+    tokens = torch.arange(seq_len)
+    if seq_len <= cache_size:
+        return tokens, torch.arange(seq_len)
+    kept = torch.cat([tokens[:start_size], tokens[seq_len - recent_size : seq_len]])
+    return kept, torch.arange(len(kept))
+
+
 def stream_mlx_trim(seq_len, n_sink, window):
     """mlx-lm's RotatingKVCache._trim with keep = n_sink and max_size = n_sink + window: the oldest tokens after
     the kept ones go; positions are the slots (StreamingLLM's rule)."""
@@ -814,6 +939,24 @@ def stream_mlx_trim(seq_len, n_sink, window):
     trim_size = max(seq_len - (n_sink + window), 0)
     kept = torch.cat([tokens[:n_sink], tokens[trim_size + n_sink :]]) if trim_size > 0 else tokens
     return kept, torch.arange(len(kept))
+
+
+def stream_sink_cache(seq_len, n_sink, window):
+    """transformers' former SinkCache(window_length=window, num_sink_tokens=n_sink): window is the whole cache."""
+    tokens = torch.arange(seq_len)
+    if seq_len <= max(window, n_sink):
+        return tokens, torch.arange(seq_len)
+    recent = tokens[seq_len - max(window - n_sink, 0) :][: max(window - n_sink, 0)]
+    kept = torch.cat([tokens[:n_sink], recent])
+    return kept, torch.arange(len(kept))
+
+
+def stream_cache_size(seq_len, n_sink, window):
+    """A cache of `window` slots, the sinks in the first ones, the rest for the newest tokens."""
+    kept = [t for t in range(seq_len) if t < n_sink or t >= seq_len - (window - n_sink)]
+    if seq_len <= window:
+        kept = list(range(seq_len))
+    return torch.tensor(kept, dtype=torch.long), torch.arange(len(kept))
 
 
 def stream_one_tensor(seq_len, n_sink, window):
@@ -862,11 +1005,11 @@ class CacheBase10000Unrotated(CacheUnrotated):
 
 RIGHT = {
     "position_ids_from_mask": [ids_cumsum, ids_loop, ids_first_real, ids_trl],
-    "decode_position_ids": [decode_sum, decode_loop, decode_generate_steps, decode_vllm, decode_columns],
+    "decode_position_ids": [decode_sum, decode_loop, decode_generate_steps, decode_vllm, decode_sglang, decode_columns],
     "packed_position_ids": [packed_repeat, packed_cat, packed_megatron, packed_flattening],
     "document_causal_mask": [mask_repeat, mask_blocks, mask_megatron],
     "RopeKVCache": [CacheCat, CacheStatic, CacheRaw, CacheTorchtune, CacheMlx],
-    "streaming_positions": [stream_slices, stream_list, stream_mlx_trim],
+    "streaming_positions": [stream_slices, stream_list, stream_mlx_trim, stream_start_recent],
 }
 
 WRONG = [
@@ -932,19 +1075,30 @@ WRONG = [
     ("RopeKVCache", "wrong_dtype", CacheFloatOut),
     ("RopeKVCache", "wrong_shape", CacheRepeatKV),
     ("RopeKVCache", "wrong_device", CacheCpuPositions),
+    ("RopeKVCache", "cache_reset_on_chunk", CacheResetOnPrompt),
+    ("RopeKVCache", "cache_reset_on_chunk", CachePrefillBranch),
+    ("RopeKVCache", "keys_rotated_twice", CacheRotatedOnOutput),
+    ("RopeKVCache", "query_not_rotated", CacheQueryAsIs),
+    ("RopeKVCache", "query_not_rotated", CacheKeysOnly),
+    ("RopeKVCache", "values_rotated", CacheValuesRotated),
+    ("RopeKVCache", "values_rotated", CacheKeysValuesStacked),
     ("RopeKVCache", "default_changed", CacheMaxLen2048),
     ("RopeKVCache", "default_changed", CacheLlama3Base),
     ("RopeKVCache", "gradient_cut", CacheNoGrad),
-    ("RopeKVCache", "gradient_cut", CacheInferenceMode),
     ("RopeKVCache", "gradient_cut", CacheDetached),
     ("RopeKVCache", "contiguity_assumed", CacheFlatHeads),
     ("RopeKVCache", "contiguity_assumed", CacheViewStore),
     ("streaming_positions", "sinks_dropped", stream_window_only),
     ("streaming_positions", "window_off_by_one", stream_window_plus_one),
+    ("streaming_positions", "window_off_by_one", stream_shifted_window),
+    ("streaming_positions", "position_offset", stream_slots_from_one),
+    ("streaming_positions", "position_offset", stream_slots_counted),
     ("streaming_positions", "positions_not_cache_slots", stream_original),
     ("streaming_positions", "tokens_kept_twice", stream_overlap),
     ("streaming_positions", "window_zero_slice", stream_minus_zero),
     ("streaming_positions", "window_zero_slice", stream_newest_plus_recent),
+    ("streaming_positions", "window_counts_sinks", stream_sink_cache),
+    ("streaming_positions", "window_counts_sinks", stream_cache_size),
     ("streaming_positions", "window_zero_slice", stream_evict_for_space),
     ("streaming_positions", "wrong_type", stream_one_tensor),
 ]
@@ -957,6 +1111,10 @@ ALSO = [
     ("decode_position_ids", "padding_side_per_batch", "new_tokens_ignored", decode_side_same_position),
     ("RopeKVCache", "rope_interleaved_convention", "decode_at_position_zero", CacheInterleavedAtZero),
     ("RopeKVCache", "wrong_base", "cache_keys_unrotated", CacheBase10000Unrotated),
+    # no length check at all (a forward of their own, or a branch without one), which length_checked names too
+    ("RopeKVCache", "offset_not_advanced", "no_length_check", CacheNoOffset),
+    ("RopeKVCache", "keys_rotated_twice", "no_length_check", CacheRerotate),
+    ("RopeKVCache", "cache_reset_on_chunk", "no_length_check", CachePrefillBranch),
 ]
 
 
