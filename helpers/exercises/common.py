@@ -713,7 +713,7 @@ def refuses(
         )
     probe.fail(
         "no_length_check",
-        f"For {what}, `{probe.name}` returned a result instead of refusing the sequence with a ValueError.",
+        f"For {what}, `{probe.name}` returned a result instead of raising a ValueError.",
         hint=hint,
         fix=fix,
     )
