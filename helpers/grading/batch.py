@@ -22,10 +22,11 @@ from helpers.grading.collect import (
     suspicious,
 )
 from helpers.grading.escape import path_text, plain
+from helpers.grading.kernel import warm_up
 from helpers.grading.limits import CELL_TIMEOUT, NOTEBOOK_TIMEOUT
 from helpers.grading.reports import RENDER, for_students, summarize, summary_csv, summary_markdown
 from helpers.grading.submission import ExerciseInfo, Submission, exercise_table
-from helpers.grading.worker import deadline, graded_apart, warm_up
+from helpers.grading.worker import deadline, graded_apart
 
 
 def cpu_share(slot: int, jobs: int) -> list[int] | None:

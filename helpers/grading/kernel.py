@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import os
 import queue
 import re
@@ -29,6 +30,20 @@ def kernel_env() -> dict[str, str]:
         p for p in (str(sandbox.PACKAGE_DIR.parent), os.environ.get("PYTHONPATH", "")) if p
     )
     return env
+
+
+@functools.cache
+def warm_up() -> None:
+    """Once per process: what a worker's first check would otherwise import under its time limit (jupyter_client
+    for its kernel; torch's meta kernels, dynamo and sympy for the checks that run on the meta device: seconds of
+    CPU). The grader does it once its first workers are forked, so that the later ones start with it done; each
+    of the first does it while its first kernel boots (Kernel.start), not before. Nothing here touches
+    CUDA, which a forked worker could not use (tests/test_grade.py), nor runs torch on more than a thread."""
+    from jupyter_client import AsyncKernelManager  # noqa: F401
+
+    from helpers import safety
+
+    safety._warm_up_meta()
 
 
 @dataclass
@@ -83,8 +98,6 @@ class Kernel:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        from helpers.grading.worker import warm_up
-
         warm_up()  # while the kernel boots, in a worker forked before the grader had (a no-op in every other)
         context = zmq.asyncio.Context()
         largest = wire.MAX_MESSAGE * 4 // 3 + 2**20  # base64 of the largest reply: a larger one is dropped unread

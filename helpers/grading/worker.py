@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import multiprocessing
 import os
@@ -25,20 +24,6 @@ from helpers.grading.reports import bounded
 
 # Forked, not spawned: a worker starts in milliseconds, with the grader's settings as they are.
 _CONTEXT = multiprocessing.get_context("fork")
-
-
-@functools.cache
-def warm_up() -> None:
-    """Once per process: what a worker's first check would otherwise import under its time limit (jupyter_client
-    for its kernel; torch's meta kernels, dynamo and sympy for the checks that run on the meta device: seconds of
-    CPU). The grader does it once its first workers are forked, so that the later ones start with it done; each
-    of the first does it while its first kernel boots (kernel.Kernel.start), not before. Nothing here touches
-    CUDA, which a forked worker could not use (tests/test_grade.py), nor runs torch on more than a thread."""
-    from jupyter_client import AsyncKernelManager  # noqa: F401
-
-    from helpers import safety
-
-    safety._warm_up_meta()
 
 
 def data_mb() -> float:
