@@ -535,11 +535,13 @@ class Lab:
         browser = self.page.locator(".jp-FileBrowser")
         browser.locator(".jp-BreadCrumbs-home").click()
         *folders, name = path.split("/")
-        for folder in folders:
+        for depth, folder in enumerate(folders):
             entered = f"() => document.querySelector('.jp-FileBrowser .jp-BreadCrumbs').innerText.includes({json.dumps(folder)})"
             for attempt in range(3):  # under load a double click can land while the listing redraws: it is then lost
                 if attempt and self.page.evaluate(entered):
                     break  # the earlier click got there, late
+                if attempt and depth == 0:  # so can the click on home (the listing stayed in another folder): again
+                    browser.locator(".jp-BreadCrumbs-home").click()
                 try:  # the item itself can be redrawn away for long (a fresh server's first listing): try again
                     browser.locator(
                         ".jp-DirListing-item",
