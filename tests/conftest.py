@@ -19,3 +19,22 @@ def short_check_timeout(request, monkeypatch):
     monkeypatch.setenv(
         "COURSE_PROGRESS_FILE", ""
     )  # no progress file written by the test suite (tests of it choose their own)
+
+
+def checked_with(monkeypatch, exercise_id: str, submission, probe_class=None):
+    """check(exercise_id, submission) with its probe made from `probe_class` (a Probe by default): (that probe, the
+    result). helpers is imported here, not by every test process (the browser suite's never needs torch)."""
+    from helpers import check, checking
+    from helpers.probe import Probe
+
+    probes = []
+
+    class Kept(probe_class or Probe):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            probes.append(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(checking, "Probe", Kept)
+        result = check(exercise_id, submission)
+    return probes[0], result

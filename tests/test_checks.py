@@ -13,12 +13,12 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import check, checking
+from helpers import check
 from helpers.exercises import all_exercises, get
 from helpers.probe import Length, Probe
 from helpers.registry import DIAGNOSES, EDGE_KINDS, RETIRED
 from helpers.safety import _tensors_in
-from tests.conftest import submission_modules
+from tests.conftest import checked_with, submission_modules
 
 RIGHT = [(ex, fn) for m in submission_modules() for ex, fns in m.RIGHT.items() for fn in fns]
 WRONG = [case for m in submission_modules() for case in m.WRONG]
@@ -202,17 +202,7 @@ class Recording(Probe):
 
 def probed(monkeypatch, exercise_id: str, submission) -> tuple[Recording, object]:
     """Check `submission`; return the probe, with what it recorded, and the result."""
-    probes = []
-
-    class Kept(Recording):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            probes.append(self)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(checking, "Probe", Kept)
-        result = check(exercise_id, submission)
-    return probes[0], result
+    return checked_with(monkeypatch, exercise_id, submission, Recording)
 
 
 def test_recording_probe_call_records_edges_and_hands_plain_ints():

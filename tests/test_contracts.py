@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import check, checking, contracts
+from helpers import check, contracts
 from helpers.exercises import all_exercises, get
-from helpers.probe import Probe
-from tests.conftest import submission_modules
+from tests.conftest import checked_with, submission_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 RIGHT = [(ex, fn) for m in submission_modules() for ex, fns in m.RIGHT.items() for fn in fns]
@@ -41,17 +40,8 @@ AXIS_CODES = (  # what the axes diagnose (registry.DIAGNOSES' block for helpers/
 
 def walked(monkeypatch, exercise_id: str, submission) -> tuple[set[str], object]:
     """The axes a check of `submission` walked to the end, and its result."""
-    probes = []
-
-    class Kept(Probe):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            probes.append(self)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(checking, "Probe", Kept)
-        result = check(exercise_id, submission)
-    return probes[0].axes_walked, result
+    probe, result = checked_with(monkeypatch, exercise_id, submission)
+    return probe.axes_walked, result
 
 
 def test_chapters_01_to_04_declare_their_contracts():
