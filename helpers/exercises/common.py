@@ -524,6 +524,16 @@ def raised(failure: Failure, exception: str) -> bool:
     return failure.code == "raised" and f" raised {exception}" in failure.message
 
 
+def error_instead_of_value_error(failure: Failure) -> str | None:
+    """For a call that should have refused with a ValueError: None if it did, the other error's text (e.g.
+    "IndexError: index out of range") if it raised another; any other failure (a timeout...) goes on up."""
+    if raised(failure, "ValueError"):
+        return None
+    if failure.code != "raised":
+        raise failure
+    return failure.message.split(" raised ", 1)[-1].rstrip(".")
+
+
 # ---------------------------------------------------------------------------
 # Finding a student's tensors: by role and shape, never by attribute name
 # ---------------------------------------------------------------------------
@@ -677,11 +687,8 @@ def refuses(
     try:
         run(0)
     except Failure as failure:
-        if raised(failure, "ValueError"):
+        if (error := error_instead_of_value_error(failure)) is None:
             return
-        if failure.code != "raised":
-            raise
-        error = failure.message.split(" raised ", 1)[-1].rstrip(".")
         torch_lookup = any(words in error for words in TORCH_LOOKUP_ERRORS)
         if refused_with_value_error(lambda: run(1)):
             probe.fail(
