@@ -5,9 +5,9 @@ properties -> module hygiene) written per exercise in its chapter's module
 under `helpers.exercises`. This module joins the catalogue to the probes' tools
 (`helpers.probe`) and their safety net (`helpers.safety`):
 
-* every call into student code goes through `Probe.call`, which times it out,
-  caps its memory, catches what it raises, and notices if it changed its
-  inputs in place;
+* every call into student code goes through `Probe.call` and the one seam of
+  `helpers.calls`, which times it out, caps its memory, says how it ended, and
+  `Probe.call` notices if it changed its inputs in place;
 * `check()` snapshots torch's global state (default dtype, grad mode, RNG...)
   and puts it back afterwards, whatever the student's code did;
 * when the output is wrong, `Probe.expect` runs the exercise's catalogue of
@@ -30,8 +30,9 @@ from typing import Any
 import torch
 
 from helpers import exercises, registry, tracking
-from helpers.probe import REMOTE, Probe, advice, check_device
-from helpers.safety import CheckTimeout, Failure, TorchState, _last_line, _reference_functions
+from helpers.calls import RUNNER, Ended, Ending, last_line
+from helpers.probe import Probe, advice, check_device
+from helpers.safety import CheckTimeout, Failure, TorchState, reference_name
 
 # --------------------------------------------------------------------------
 # The result a student sees
@@ -146,10 +147,8 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
                 "wrong_type", f"check() needs {what} for {exercise_id!r}, got the class {name}: pass your own function."
             )
         built_on = [c for c in getattr(submission, "__mro__", ()) if c.__module__ == "helpers.reference"]
-        if (
-            submission in _reference_functions() or built_on
-        ):  # the reference itself (solution_or_reference's), or a subclass
-            reference = f"helpers.reference.{built_on[0].__name__}" if built_on else _reference_functions()[submission]
+        reference = f"helpers.reference.{built_on[0].__name__}" if built_on else reference_name(submission)
+        if reference is not None:  # the reference itself (solution_or_reference's), or a subclass
             raise Failure(
                 "uses_reference",
                 f"`{name}` is, or is built on, the course's own reference `{reference}`, not code of your own.",
@@ -162,8 +161,13 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
         code, message, hint, fix = None, "All probes passed: shapes, dtypes, devices, values and properties.", "", ""
     except Failure as failure:
         code, message, hint, fix = failure.code, failure.message, failure.hint, failure.fix
-    except CheckTimeout:  # fired just after the student's call returned
+    except (CheckTimeout, Ended) as ended:  # fired just after the student's call returned; graded: a kernel's
+        # call that ended outside any probe's call (a backward through its result)
         code, message, hint, fix = "timeout", f"`{name}` ran past the {probe.timeout:g} s limit.", "", ""
+        if isinstance(ended, Ended) and ended.outcome.ending is not Ending.TIMEOUT:
+            said = ended.said()
+            message = broken_gpu(said) if gpu_is_broken(said) else f"checking `{name}` failed with {said}"
+            code = "raised"
     except KeyboardInterrupt:
         before.restore()
         raise
@@ -171,7 +175,7 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
         said = f"{type(error).__name__}: {error}"
         code, message, hint, fix = (
             "raised",
-            broken_gpu(said) if gpu_is_broken(said) else f"checking `{name}` failed with {_last_line(error)}",
+            broken_gpu(said) if gpu_is_broken(said) else f"checking `{name}` failed with {last_line(error)}",
             "",
             "",
         )
@@ -194,7 +198,7 @@ def check(exercise_id: str, submission: Any) -> CheckResult:
             fix or default_fix,
             probe.also,
         )
-    if REMOTE.get() is None:  # the grader's checks are no student's progress
+    if RUNNER.get().records_progress:  # the grader's checks are no student's progress
         tracking.record(result)
     return result
 

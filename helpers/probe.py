@@ -4,63 +4,41 @@ A check is a short list of named probes (shape -> dtype -> device -> values ->
 properties -> module hygiene) written per exercise in its chapter's module
 under `helpers.exercises`, with a `Probe` handed to it:
 
-* every call into student code goes through `Probe.call`, which puts up the
-  safety net of `helpers.safety` (time limit, memory cap, watched torch calls,
-  the reference tripwired), catches what it raises, and notices if it changed
-  its inputs in place;
+* every call into student code goes through `Probe.call`, which makes it through
+  the seam of `helpers.calls` (in a notebook: the safety net of `helpers.safety`,
+  time limit, memory cap, watched torch calls, the reference tripwired; in the
+  grader: the graded kernel), words how it ended, and notices if it changed its
+  inputs in place;
 * when the output is wrong, `Probe.expect` runs the exercise's catalogue of
   known-wrong variants (declared with the exercise) on the same inputs: the one that
   reproduces the student's output names the mistake. We diagnose by running
   code, never by reading the student's source.
 
 `close` and `TOLERANCES` say what "the same values" means; `advice` gives a code's
-message, hint and fix. This module imports `helpers.registry` and `helpers.safety` only:
+message, hint and fix. This module imports `helpers.registry`, `helpers.safety` and `helpers.calls` only:
 the catalogue imports it, never the other way round.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import inspect
 import math
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import torch
 
 from helpers import registry
-from helpers.safety import (
-    CheckTimeout,
-    Failure,
-    ForbiddenCall,
-    ReferenceReached,
-    TorchState,
-    _CopiesOffMeta,
-    _FactoriesOnMeta,
-    _is_out_of_memory,
-    _last_line,
-    _ReferenceWatch,
-    _stub_that_raised,
-    _tensors_in,
-    _torch_path,
-    _warm_up_meta,
-    _Watch,
-    memory_cap,
-    ran_reference,
-    time_limit,
-)
+from helpers.calls import RUNNER, Ending, Outcome, Settings
+from helpers.safety import Failure, tensors_in, torch_path, warm_up_meta
 
 TIMEOUT_ENV = "COURSE_CHECK_TIMEOUT"  # seconds per call into student code
 MEMORY_ENV = "COURSE_CHECK_MEMORY_MB"  # extra memory student code may take
 DEVICE_ENV = "COURSE_DEVICE"  # force "cpu", "cuda", "cuda:1", "mps", ...
-# Set by the grader (helpers.grading): the student's code runs in another process, which this session
-# (a helpers.grading.remote.Session) calls; the checks run here, on the data it sends back.
-REMOTE: contextvars.ContextVar[Any] = contextvars.ContextVar("course_remote", default=None)
 # Set by the grader: mixed into every probe's seed, so that a submission cannot know its inputs in advance.
 SEED_SALT: contextvars.ContextVar[int] = contextvars.ContextVar("course_seed_salt", default=0)
 
@@ -167,7 +145,7 @@ class Probe:
         # Inputs the student did not choose, yet the same on every run.
         self.seed = zlib.crc32(exercise.id.encode()) ^ SEED_SALT.get()
         self.generator = torch.Generator().manual_seed(self.seed)
-        self.calls_seen: set[Callable] = set()
+        self.calls_seen: set[str] = set()  # the names of the torch functions student code ran
         self.factories_on_meta = False  # set during device_pass's second run
         self.copies_off_meta = False  # set during its first run
         self.also: list[str] = []  # further independent mistakes, found after the first
@@ -176,7 +154,7 @@ class Probe:
         self.axes_walked: set[str] = set()  # the contract's axes that ran to the end (helpers.contracts)
 
     # ---- failing -------------------------------------------------------
-    def fail(self, code: str, message: str, hint: str = "", fix: str = "") -> None:
+    def fail(self, code: str, message: str, hint: str = "", fix: str = "") -> NoReturn:
         raise Failure(code, message, hint, fix)
 
     def independent(self, *probes: Callable[[], Any], **aspects: Callable[[], Any]) -> None:
@@ -292,66 +270,19 @@ class Probe:
         if isinstance(fn, torch.nn.Module) and inspect.isclass(reference):
             signature_of = getattr(reference, "forward", fn)
         names = _argument_names(signature_of, len(args))
-        originals = [(name, t) for name, arg in zip(names, args) for t in _tensors_in(arg)]
-        originals += [(name, t) for name, arg in kwargs.items() for t in _tensors_in(arg)]
+        originals = [(name, t) for name, arg in zip(names, args) for t in tensors_in(arg)]
+        originals += [(name, t) for name, arg in kwargs.items() for t in tensors_in(arg)]
         saved = [t.detach().clone() for _, t in originals]
         state_before = _own_state(fn, buffers=not self.exercise.stateful)
-        watch = _Watch(self.exercise.forbidden)
-        state = TorchState.capture()
-        session = REMOTE.get()
-        try:
-            with self._remote_settings(session) if session is not None else self._safety_net(watch, what):
-                result = fn(*args, **kwargs)
-        except Failure:
-            raise
-        except CheckTimeout:
-            self.fail(
-                "timeout",
-                f"{what} ran for more than {self.timeout:g} s and was stopped.",
-            )
-        except ForbiddenCall as call:
-            self.fail(
-                "forbidden_api",
-                f"{what} called {call.name} (directly, or through a module such as nn.Embedding that uses it), which this exercise asks you to do without.",
-            )
-        except ReferenceReached as reached:  # in a graded kernel (locally, _ReferenceWatch says it)
-            self.fail("uses_reference", ran_reference(what, str(reached)))
-        except NotImplementedError as error:
-            stub = _stub_that_raised(error)
-            if stub is not None:
-                where = (
-                    ""
-                    if stub in what
-                    else f" It calls `{stub}`, which is the one not implemented yet: that is the cell to fill in first."
-                )
-                self.fail("not_implemented", f"{what} is not implemented yet.{where}")
-            self.fail("raised", f"{what} raised {_last_line(error)}")
-        except SystemExit as error:
-            self.fail(
-                "raised",
-                f"{what} called exit() ({_last_line(error)}), which would end the whole program.",
-                fix="Return the result instead of calling exit() or sys.exit().",
-            )
-        except Exception as error:
-            if _is_out_of_memory(error):
-                self.fail(
-                    "out_of_memory",
-                    f"{what} tried to allocate more than {self.memory_mb} MB ({_last_line(error)}), far more than the task needs.",
-                )
-            self.fail("raised", f"{what} raised {_last_line(error)}")
-        finally:
-            changed = TorchState.capture().changes_since(state) + (
-                session.take_changed() if session is not None else []
-            )
-            state.restore()
-        if changed:
+        called = RUNNER.get().call(fn, args, kwargs, self.settings())
+        if called.outcome.ending is not Ending.OK:
+            self.fail(*self.worded(called.outcome, what))
+        if called.changed:
             self.fail(
                 "changed_global_state",
-                f"{what} changed torch's global settings ({'; '.join(changed)}). We put them back.",
+                f"{what} changed torch's global settings ({'; '.join(called.changed)}). We put them back.",
             )
-        if session is not None:
-            watch.seen |= session.take_seen()
-        self.calls_seen |= watch.seen
+        self.calls_seen |= called.seen
         for (name, live), snapshot in zip(originals, saved):
             if not live.is_meta and (live.shape != snapshot.shape or not torch.equal(live, snapshot)):
                 self.fail(
@@ -359,15 +290,52 @@ class Probe:
                     f"{what} changed its input `{name}` in place (an `+=`, a `.mul_()`, an assignment into it...).",
                 )
         self._expect_own_state_kept(state_before, what)
-        return result
+        return called.value
+
+    def settings(self) -> Settings:
+        """The safety net this probe asks for around its next call."""
+        return Settings(
+            self.timeout,
+            self.memory_mb,
+            str(self.device),
+            [torch_path(f) for f in self.exercise.forbidden],
+            self.factories_on_meta,
+            self.copies_off_meta,
+            torch.is_grad_enabled(),
+        )
+
+    def worded(self, outcome: Outcome, what: str) -> tuple[str, str, str, str]:
+        """(code, message, hint, fix) of a call that did not end well: the one table of their wording."""
+        ending, line = outcome.ending, outcome.line
+        if ending is Ending.TIMEOUT:
+            return "timeout", f"{what} ran for more than {self.timeout:g} s and was stopped.", "", ""
+        if ending is Ending.FORBIDDEN:
+            said = f"{what} called {outcome.name} (directly, or through a module such as nn.Embedding that uses it), which this exercise asks you to do without."
+            return "forbidden_api", said, "", ""
+        if ending is Ending.REFERENCE:
+            return "uses_reference", ran_reference(what, outcome.name), "", ""
+        if ending is Ending.NOT_IMPLEMENTED and outcome.stub is not None:
+            where = (
+                ""
+                if outcome.stub in what
+                else f" It calls `{outcome.stub}`, which is the one not implemented yet: that is the cell to fill in first."
+            )
+            return "not_implemented", f"{what} is not implemented yet.{where}", "", ""
+        if ending is Ending.EXIT:
+            said = f"{what} called exit() ({line}), which would end the whole program."
+            return "raised", said, "", "Return the result instead of calling exit() or sys.exit()."
+        if outcome.oom:
+            said = f"{what} tried to allocate more than {self.memory_mb} MB ({line}), far more than the task needs."
+            return "out_of_memory", said, "", ""
+        return "raised", f"{what} raised {line}", "", ""
 
     def _expect_own_state_kept(self, before: dict[str, tuple[torch.Tensor, torch.Tensor]], what: str) -> None:
         """A module's forward leaves its own parameters and buffers as they were: one that renormalises
         or clamps its table in place (nn.Embedding(max_norm=...), `.clamp_()`, `.renorm_()`) would be
         compared against the table as it is after the call, and look right."""
-        session = REMOTE.get()  # graded: the kernel's word on its own tensors, where it contradicts the grader's copy
+        runner = RUNNER.get()  # graded: the kernel's word on its own tensors, where it contradicts the grader's copy
         for name, (tensor, snapshot) in before.items():
-            claimed = session.claim(tensor) if session is not None else None
+            claimed = runner.claim(tensor)
             live = tensor if claimed is None else claimed
             if live.shape != snapshot.shape or torch.equal(live.detach(), snapshot):
                 continue
@@ -383,30 +351,6 @@ class Probe:
                 "the module's tables as they are (nn.Embedding(max_norm=...) renormalises the rows it looks up, "
                 "`.clamp_()` or `.renorm_()` on a weight write into it).",
             )
-
-    def _safety_net(self, watch: _Watch, what: str) -> contextlib.ExitStack:
-        """Around student code in this process: a time limit, a memory cap, the torch functions
-        it calls watched, the course's reference tripwired."""
-        stack = contextlib.ExitStack()
-        stack.enter_context(time_limit(self.timeout))
-        stack.enter_context(memory_cap(self.memory_mb, self.device))
-        stack.enter_context(watch)
-        if self.factories_on_meta:
-            stack.enter_context(_FactoriesOnMeta())
-        elif self.copies_off_meta:
-            stack.enter_context(_CopiesOffMeta())
-        stack.enter_context(_ReferenceWatch(what))  # innermost: only the student's own call is watched
-        return stack
-
-    @contextmanager
-    def _remote_settings(self, session: Any) -> Iterator[None]:
-        """Student code runs in a graded kernel: the same net is put up there, for every call
-        into it that this block makes (helpers.grading.serve.run_student_code)."""
-        forbidden = [_torch_path(f) for f in self.exercise.forbidden]
-        with session.settings_for(
-            self.timeout, self.memory_mb, str(self.device), forbidden, self.factories_on_meta, self.copies_off_meta
-        ):
-            yield
 
     def build(self, cls: Any, *args: Any, **kwargs: Any) -> torch.nn.Module:
         """Instantiate a student's nn.Module class and move it to the check device."""
@@ -537,12 +481,12 @@ class Probe:
         1. every input on the meta device: CPU-made tensors mix devices and
            fail, or come back as a CPU result;
         2. inputs on the CPU, while factories called without `device=` make
-           meta tensors (`_FactoriesOnMeta`): the output, or a device clash,
+           meta tensors (`FactoriesOnMeta`): the output, or a device clash,
            betrays them even where run 1 could not copy out of meta.
         Correct code that meta cannot run (.item(), .tolist()) gets no verdict."""
         if self.accelerator_pass:
             return  # the CPU pass ran it; this pass runs on the real device
-        _warm_up_meta()
+        warm_up_meta()
         message = (
             message
             or f"`{self.name}` makes or moves a tensor to the CPU whatever its input's device (a torch.arange or torch.zeros without device=, or a .cpu()); on a GPU this fails."
@@ -568,6 +512,10 @@ class Probe:
 # first probe that fails; its second oracle, oracle(probe, submission), runs once after the check passed.
 Check = Callable[[Any, Probe], None]
 Oracle = Callable[[Probe, Any], None]
+
+
+def ran_reference(what: str, reached: str) -> str:
+    return f"{what} ran the course's own reference `{reached}`: the reference and solution_or_reference are for the cells after an exercise, not for the exercise itself."
 
 
 def _quietly(mistake: Callable, *args: Any, **kwargs: Any) -> Any:

@@ -2,14 +2,15 @@
 
 * `time_limit` stops it after a number of seconds (a timer signal, or a watchdog thread);
 * `memory_cap` caps what it may allocate on the CPU;
-* `_Watch` sees the torch functions it calls and refuses the forbidden ones;
-* `_ReferenceWatch` tripwires the course's reference, so using it is noticed;
-* `_FactoriesOnMeta` and `_CopiesOffMeta` let a CPU-only machine see code that would break on a GPU;
+* `Watch` sees the torch functions it calls and refuses the forbidden ones;
+* `ReferenceWatch` tripwires the course's reference, so using it is noticed;
+* `FactoriesOnMeta` and `CopiesOffMeta` let a CPU-only machine see code that would break on a GPU;
 * `TorchState` captures torch's global settings, to put them back afterwards.
 
 `Failure` is what every probe raises; the BaseExceptions here (`CheckTimeout`, `ForbiddenCall`,
 `ReferenceReached`) are raised inside student code, so that its `except Exception:` cannot swallow them.
-This module imports only `helpers.registry` (and `helpers.reference`, to tripwire it).
+`helpers.calls` composes these parts into the one net around every call. This module imports only
+`helpers.registry` (and `helpers.reference`, to tripwire it).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import resource
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -192,16 +192,22 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 
 RETRY = 0.02  # seconds between two CheckTimeouts once the limit has passed
+TORCH_FILES = os.path.dirname(torch.__file__)
 _NOT_STUDENT_CODE = (
-    os.path.dirname(torch.__file__),
+    TORCH_FILES,
     os.path.dirname(contextlib.__file__) + os.sep + "contextlib",
-    # the framework's own bookkeeping around a call into student code (this module, Probe.call, check)
-    *(os.path.join(os.path.dirname(__file__), name) for name in ("safety.py", "probe.py", "checking.py")),
+    # the framework's own bookkeeping around a call into student code (this module, the net, Probe.call, check)
+    *(os.path.join(os.path.dirname(__file__), name) for name in ("safety.py", "calls.py", "probe.py", "checking.py")),
 )
 
 
 class ReferenceReached(BaseException):
-    """Raised by a tripwired reference function: BaseException, so `except Exception:` cannot hide it."""
+    """Raised by a tripwired reference function (and by `ReferenceWatch` once the block is left, with the
+    name of the first it caught): BaseException, so `except Exception:` cannot hide it."""
+
+    def __init__(self, name: str = ""):
+        super().__init__(name)
+        self.name = name
 
 
 def _reference_functions() -> dict[Any, str]:
@@ -221,6 +227,11 @@ def _reference_functions() -> dict[Any, str]:
     }  # a tripwire has no closure to match (super()'s)
 
 
+def reference_name(value: Any) -> str | None:
+    """`helpers.reference.NAME` where `value` is one of the reference's functions, else None."""
+    return _reference_functions().get(value)
+
+
 _REACHED: list[str] = []  # the reference functions a tripwire caught, in order
 
 
@@ -232,16 +243,15 @@ def _tripwire(*args: Any, **kwargs: Any) -> None:
     raise safety.ReferenceReached
 
 
-class _ReferenceWatch:
-    """Fails the block with `uses_reference` if it called any function of helpers.reference:
+class ReferenceWatch:
+    """Ends the block with ReferenceReached if it called any function of helpers.reference:
     the submission is, wraps or calls the course's reference (however it got hold of it: an
     import, importlib, `solution_or_reference`, a subclass). For the block's duration every
     reference function's code is a tripwire that records the call and raises; the checker's
     own calls to the reference happen outside the block. The call itself is detected, not the
     source text, and it costs nothing per call."""
 
-    def __init__(self, what: str):
-        self.what = what
+    def __init__(self) -> None:
         self.saved: dict[Callable, tuple] = {}
 
     def __enter__(self) -> None:
@@ -257,12 +267,8 @@ class _ReferenceWatch:
         if _REACHED:  # whatever the block raised or returned: the result is not the student's
             reached = _REACHED[0]
             _REACHED.clear()
-            raise Failure("uses_reference", ran_reference(self.what, reached))
+            raise ReferenceReached(reached)
         return False
-
-
-def ran_reference(what: str, reached: str) -> str:
-    return f"{what} ran the course's own reference `{reached}`: the reference and solution_or_reference are for the cells after an exercise, not for the exercise itself."
 
 
 def _student_code(frame: FrameType | None) -> bool:
@@ -311,7 +317,7 @@ def memory_cap(extra_mb: int, device: torch.device) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
 
 
-class _Watch(TorchFunctionMode):
+class Watch(TorchFunctionMode):
     """Sees every torch function the student's code calls: refuses the
     forbidden ones and remembers the rest (e.g. "was there a matmul?")."""
 
@@ -326,7 +332,7 @@ class _Watch(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def _torch_path(func: Callable) -> str:
+def torch_path(func: Callable) -> str:
     """Where a torch function lives, as a graded kernel finds it again (`from_torch_path`)."""
     if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return f"torch.ops.{func}"
@@ -348,45 +354,18 @@ def _qualified_name(func: Callable) -> str:
     return f"{module.replace('torch.nn.functional', 'F')}.{getattr(func, '__name__', func)}"
 
 
-def _is_out_of_memory(error: BaseException) -> bool:
-    if hasattr(error, "out_of_memory"):  # raised in a graded kernel: it said so (helpers.grading.remote)
-        return bool(error.out_of_memory)
-    if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
-        return True
-    text = str(error)
-    return isinstance(error, RuntimeError) and ("not enough memory" in text or "can't allocate memory" in text)
-
-
-def _stub_that_raised(error: NotImplementedError) -> str | None:
-    """The name of the student's function whose stub raised (PositionalEncoding's
-    __init__ may call a sinusoidal_encoding still unfilled), or None when torch
-    raised it ("this op has no meta kernel")."""
-    if hasattr(error, "stub"):  # raised in a graded kernel, which looked (helpers.grading.remote)
-        return error.stub
-    frames = traceback.extract_tb(error.__traceback__)
-    if not frames or frames[-1].filename.startswith(_NOT_STUDENT_CODE[0]):
-        return None
-    return frames[-1].name
-
-
-def _last_line(error: BaseException) -> str:
-    if hasattr(error, "last_line"):  # raised in a graded kernel: its own last line
-        return error.last_line
-    return "".join(traceback.format_exception_only(type(error), error)).strip().splitlines()[-1]
-
-
-def _tensors_in(value: Any) -> list[torch.Tensor]:
+def tensors_in(value: Any) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors_in(item)]
+        return [t for item in value for t in tensors_in(item)]
     if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors_in(item)]
+        return [t for item in value.values() for t in tensors_in(item)]
     return []
 
 
 @functools.cache
-def _warm_up_meta() -> None:
+def warm_up_meta() -> None:
     """The first meta-device ops in a process (a meta tensor times a Python
     float, a layer_norm) import torch._dynamo: seconds. Paid once, here, outside
     the student's time limit, so that it never counts against their code."""
@@ -394,7 +373,7 @@ def _warm_up_meta() -> None:
     torch.nn.functional.layer_norm(x * 1.0 + x, (3,))
 
 
-class _FactoriesOnMeta(TorchFunctionMode):
+class FactoriesOnMeta(TorchFunctionMode):
     """Tensors made without `device=` (outside a module's __init__, whose
     buffers .to() moves later) come out on the meta device, standing for "the
     CPU" while the inputs on the CPU stand for "the GPU". As on a real GPU, a
@@ -419,7 +398,7 @@ class _FactoriesOnMeta(TorchFunctionMode):
         "as_tensor",
     }
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.real: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(meta) -> (meta, the real tensor)
 
@@ -443,7 +422,7 @@ class _FactoriesOnMeta(TorchFunctionMode):
             if args[0].is_meta:
                 raise RuntimeError(f"Cannot copy out of meta tensor ({name}): the device check's stand-in for the CPU")
         elif name not in self.MAY_MIX:
-            tensors = [t for t in _tensors_in([args, kwargs]) if t.dim() > 0]
+            tensors = [t for t in tensors_in([args, kwargs]) if t.dim() > 0]
             if any(t.is_meta for t in tensors) and not all(t.is_meta for t in tensors):
                 raise RuntimeError(
                     f"Expected all tensors to be on the same device, but {name} got a tensor made on the CPU without device= and one on the input's device"
@@ -477,7 +456,7 @@ def _moves_to_cpu(name: str, args: tuple, kwargs: dict) -> bool:
     return name == "to" and target is not None and torch.device(target).type == "cpu"
 
 
-class _CopiesOffMeta(TorchFunctionMode):
+class CopiesOffMeta(TorchFunctionMode):
     """While the inputs stand on the meta device for "the GPU", `.cpu()` or `.to("cpu")` in student code
     moves a tensor to the CPU, as it would from a GPU: it gets zeros of its shape there (meta holds no
     data to copy), so a result left on the CPU shows, and one moved back with .to(x.device) does not."""

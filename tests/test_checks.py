@@ -17,7 +17,7 @@ from helpers import check
 from helpers.exercises import all_exercises, get
 from helpers.probe import Length, Probe
 from helpers.registry import DIAGNOSES, EDGE_KINDS, RETIRED
-from helpers.safety import _tensors_in
+from helpers.safety import tensors_in
 from tests.conftest import checked_with, submission_modules
 
 RIGHT = [(ex, fn) for m in submission_modules() for ex, fns in m.RIGHT.items() for fn in fns]
@@ -186,7 +186,7 @@ class Recording(Probe):
         for value in (*args, *kwargs.values()):
             if isinstance(value, Length):
                 reached("lengths", value == 1, value.max_len in (None, value))
-        for tensor in _tensors_in([args, kwargs]):
+        for tensor in tensors_in([args, kwargs]):
             for kind, bound, dim in getattr(tensor, "_course_edges", ()):
                 if kind == "lengths":
                     size = tensor.shape[dim]

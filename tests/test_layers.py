@@ -90,11 +90,12 @@ def test_the_cycle_finder_finds_one():
 
 
 def test_the_framework_is_layered():
-    """safety below probe below the catalogue below checking: no import runs up."""
+    """safety below calls below probe below the catalogue below checking: no import runs up."""
     edges = graph()
     assert "helpers.checking" not in edges["helpers.exercises"]
     assert edges["helpers.safety"] <= {"helpers.registry", "helpers.reference"}
-    assert edges["helpers.probe"] <= {"helpers.registry", "helpers.safety"}
+    assert edges["helpers.calls"] <= {"helpers.registry", "helpers.safety"}
+    assert edges["helpers.probe"] <= {"helpers.registry", "helpers.safety", "helpers.calls"}
     assert "helpers.exercises" in edges["helpers.checking"]
 
 

@@ -43,11 +43,13 @@ def warm_up() -> None:
 
     from helpers import safety
 
-    safety._warm_up_meta()
+    safety.warm_up_meta()
 
 
 @dataclass
-class Outcome:
+class CellRun:
+    """How running one cell ended (a call into student code ends as a helpers.calls.Outcome)."""
+
     kind: str  # ok | error | timeout (interrupted, kernel usable) | stuck (the interrupt did not stop it) | dead
     content: dict[str, Any] = field(default_factory=dict)
 
@@ -157,7 +159,7 @@ class Kernel:
 
     async def run(
         self, code: str, timeout: float, *, silent: bool = False, user_expressions: dict[str, str] | None = None
-    ) -> Outcome:
+    ) -> CellRun:
         msg_id = self.kc.execute(
             code,
             silent=silent,
@@ -167,31 +169,31 @@ class Kernel:
             stop_on_error=False,
         )
         reply = await self._reply(msg_id, timeout)
-        if isinstance(reply, Outcome):
+        if isinstance(reply, CellRun):
             if reply.kind != "timeout":
                 return reply
             await self.km.interrupt_kernel()
             after = await self._reply(msg_id, INTERRUPT_GRACE)
             if isinstance(
-                after, Outcome
+                after, CellRun
             ):  # an interrupt does not stop a long C call, a process ignoring SIGINT, a broken handler
-                return Outcome("dead" if after.kind == "dead" else "stuck")
-            return Outcome("timeout", after["content"])
+                return CellRun("dead" if after.kind == "dead" else "stuck")
+            return CellRun("timeout", after["content"])
         status = reply["content"].get("status")
-        return Outcome("ok" if status == "ok" else "error", reply["content"])
+        return CellRun("ok" if status == "ok" else "error", reply["content"])
 
-    async def _reply(self, msg_id: str, timeout: float) -> dict[str, Any] | Outcome:
+    async def _reply(self, msg_id: str, timeout: float) -> dict[str, Any] | CellRun:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
-                return Outcome("timeout")
+                return CellRun("timeout")
             try:
                 msg = await self.kc.get_shell_msg(timeout=min(POLL, remaining))
             except queue.Empty:
                 if not await self.km.is_alive():
-                    return Outcome("dead")
+                    return CellRun("dead")
                 continue
             except Exception:  # a malformed message from the kernel: not a reply to anything
                 continue

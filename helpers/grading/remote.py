@@ -8,9 +8,9 @@ tensors and modules after every call. A backward through a result asks the
 kernel for the gradients. So the checks, the mistake catalogue and the
 comparisons run unchanged in the grader's own process, on data alone.
 
-What happened in the kernel comes back as the exceptions a call in a notebook
-would raise (CheckTimeout, ForbiddenCall, NotImplementedError, ...), so that
-`Probe.call` words the failure exactly as it does for `check()` in a notebook.
+A Session is the grader's `helpers.calls.Runner`: a probe's call runs its stand-ins, a kernel's call
+that did not end well comes back as `calls.Ended`, carrying the kernel's `Outcome` to `Session.call`,
+and `Probe.call` words the failure exactly as it does for `check()` in a notebook.
 """
 
 from __future__ import annotations
@@ -19,59 +19,28 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from helpers import probe, safety
+from helpers import calls, probe
+from helpers.calls import Called, Ended, Settings
 from helpers.checking import CheckResult
 from helpers.grading import wire
-from helpers.grading.in_kernel import state_key
 from helpers.grading.mirror import Mirroring
-from helpers.grading.stand_in import (
-    Mirror,
-    Opaque,
-    RemoteClassMeta,
-    RemoteFunction,
-    RemoteObject,
-    identifier,
-)
-from helpers.grading.wire import Kind
+from helpers.grading.stand_in import Mirror, RemoteClassMeta, RemoteFunction, RemoteObject
+from helpers.grading.wire import Opaque, identifier, state_key
+from helpers.safety import TorchState
 
 MISSING = object()  # the notebook does not define the name
 
 
-class StudentError(Exception):
-    """What the student's code raised in the kernel, as its last traceback line."""
-
-    def __init__(self, line: str, oom: bool = False):
-        super().__init__(line)
-        self.last_line, self.out_of_memory = line, oom
-
-
-class StudentNotImplemented(NotImplementedError):
-    def __init__(self, line: str, stub: str | None):
-        super().__init__(line)
-        self.last_line, self.stub = line, stub
-
-
-class StudentExit(SystemExit):
-    def __init__(self, line: str):
-        super().__init__(line)
-        self.last_line = line
-
-
-@dataclass(frozen=True)
-class Seen:
-    """A torch function the student's code called in the kernel (Probe.calls_seen holds functions)."""
-
-    __name__: str
-
-
 class Session(Mirroring):
-    """One kernel, one submission: `send(request, timeout) -> reply` is the transport."""
+    """One kernel, one submission: `send(request, timeout) -> reply` is the transport. The Runner of the
+    checks while it is `active`."""
+
+    records_progress = False  # the grader's checks are no student's progress
 
     def __init__(
         self,
@@ -81,8 +50,8 @@ class Session(Mirroring):
     ):
         self.send, self.deadline = send, deadline
         self.devices = devices or {"cpu", "meta", probe.check_device().type}
-        self.settings = wire.Settings()
-        self.seen: set[Seen] = set()
+        self.settings = Settings()
+        self.seen: set[str] = set()
         self.changed: list[str] = []
         self.draws = torch.Generator()
         self.reset()
@@ -107,31 +76,35 @@ class Session(Mirroring):
         """check() in this block calls into the kernel, with probes (and the values the grader gives
         the kernel's parameters) drawn from `salt`'s seeds."""
         self.draws.manual_seed(salt ^ 0x5EED)
-        remote, seeds = probe.REMOTE.set(self), probe.SEED_SALT.set(salt)
+        runner, seeds = calls.RUNNER.set(self), probe.SEED_SALT.set(salt)
         try:
             yield self
         finally:
-            probe.REMOTE.reset(remote)
+            calls.RUNNER.reset(runner)
             probe.SEED_SALT.reset(seeds)
 
-    @contextlib.contextmanager
-    def settings_for(
-        self,
-        timeout: float,
-        memory_mb: int,
-        device: str,
-        forbidden: list[str],
-        factories_on_meta: bool,
-        copies_off_meta: bool,
-    ) -> Iterator[None]:
-        saved, self.settings = (
-            self.settings,
-            wire.Settings(timeout, memory_mb, device, forbidden, factories_on_meta, copies_off_meta),
-        )
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], settings: Settings) -> Called:
+        """A probe's call: `fn` runs here, its stand-ins in the kernel under `settings`; a kernel's call that
+        ended there ends this one (Ended), and whatever the grader's own part raised is classified as in a
+        notebook. Torch settings changed here or there, and the torch functions run there, come with it."""
+        state = TorchState.capture()
+        saved, self.settings = self.settings, settings
+        called = Called(calls.OK)
         try:
-            yield
+            called.value = fn(*args, **kwargs)
+        except Ended as ended:
+            called.outcome = ended.outcome
+        except BaseException as error:
+            outcome = calls.ending_of(error)
+            if outcome is None:
+                raise
+            called.outcome = outcome
         finally:
             self.settings = saved
+            called.changed = TorchState.capture().changes_since(state) + self.take_changed()
+            state.restore()
+        called.seen = self.take_seen()
+        return called
 
     def overrule(self, result: CheckResult) -> CheckResult:
         """A check that passed on values while the kernel said the grader's own tensors changed (its
@@ -151,7 +124,7 @@ class Session(Mirroring):
         changed, self.changed = self.changed, []
         return changed
 
-    def take_seen(self) -> set[Seen]:
+    def take_seen(self) -> set[str]:
         seen, self.seen = self.seen, set()
         return seen
 
@@ -200,7 +173,8 @@ class Session(Mirroring):
         return type(identifier(found.type_name, "object"), (Opaque,), {})()
 
     # ---- calls -------------------------------------------------------------
-    def call(self, target: dict[str, str], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def call_in_kernel(self, target: dict[str, str], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A stand-in's call: `method` of `target` in the kernel, under the settings of the probe's call."""
         tensors: dict[str, torch.Tensor] = {}
         leaves: list[tuple[str, torch.Tensor]] = []
         request = wire.Call(
@@ -232,27 +206,16 @@ class Session(Mirroring):
             if token is not None and isinstance(state.get(name), torch.Tensor):
                 self.owned[token] = state[name].detach().to(parameter.dtype).to(parameter.device).clone()
 
-    def request_settings(self) -> wire.Settings:
+    def request_settings(self) -> Settings:
         return dataclasses.replace(self.settings, grad=torch.is_grad_enabled())
 
     def outcome(self, reply: wire.Reply) -> None:
-        """Raise here what the student's code raised there."""
-        self.seen |= {Seen(name) for name in reply.seen}
+        """What the student's code did there: its torch functions and settings kept for the probe's call,
+        an ending other than OK carried to it (calls.end)."""
+        self.seen |= set(reply.seen)
         self.changed += reply.changed
-        outcome = reply.outcome
-        if outcome.kind is Kind.OK:
-            return
-        if outcome.kind is Kind.TIMEOUT:
-            raise safety.CheckTimeout
-        if outcome.kind is Kind.FORBIDDEN:
-            raise safety.ForbiddenCall(outcome.name)
-        if outcome.kind is Kind.REFERENCE:
-            raise safety.ReferenceReached(outcome.name)
-        if outcome.kind is Kind.NOT_IMPLEMENTED:
-            raise StudentNotImplemented(outcome.line, outcome.stub)
-        if outcome.kind is Kind.EXIT:
-            raise StudentExit(outcome.line)
-        raise StudentError(outcome.line, outcome.oom)
+        if reply.outcome.ending is not calls.Ending.OK:
+            calls.end(reply.outcome)
 
     def backward(
         self, graph: int, grads: tuple[torch.Tensor | None, ...], leaves: list[str]

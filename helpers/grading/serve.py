@@ -8,7 +8,7 @@ Nothing here decides anything: the comparison, the diagnosis and the score
 are computed in the grader's process, which trusts none of this. What can only
 be seen in here (a forbidden torch function, torch settings changed, inputs
 changed in place) is reported best effort, with the course's own safety net
-(helpers.safety) around each call into student code.
+(helpers.calls.InProcess) around each call into student code.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from helpers.calls import Ending, InProcess, Outcome, Settings
 from helpers.grading import wire
-from helpers.grading.in_kernel import put, run_student_code, state_key
-from helpers.grading.wire import Backward, Call, Describe, Kind, Outcome, Release, Reply, State
+from helpers.grading.wire import Backward, Call, Describe, Release, Reply, State, put, state_key
 
 DEVICES = {"cpu", "cuda", "mps", "meta"}  # what the grader may send tensors on
+STUDENT = InProcess(everything=True)  # every call into the notebook's code: nothing it raises escapes the server
 
 
 class TooLarge(Exception):
@@ -67,10 +68,10 @@ class Server:
             decoder = wire.Decoder(tensors, DEVICES, [wire.Budget(2**62)], {})  # the grader's: trusted
             reply = self.handle(wire.parse_request(tree), decoder, out)
         except wire.ProtocolError as error:
-            reply, out = Reply(Outcome(Kind.RAISED, f"ProtocolError: {error}")), {}
+            reply, out = Reply(Outcome(Ending.RAISED, f"ProtocolError: {error}")), {}
         except TooLarge as error:  # the grader would drop it unread: say so now, before it is copied and packed
             line = f"ValueError: the result takes {error.size / 2**20:,.0f} MB; the grader reads at most {wire.MAX_MESSAGE // 2**20} MB"
-            reply, out = Reply(Outcome(Kind.RAISED, line)), {}
+            reply, out = Reply(Outcome(Ending.RAISED, line)), {}
         return wire.pack(wire.reply_tree(reply), out)
 
     def handle(self, request: wire.Request, decoder: wire.Decoder, out: dict[str, torch.Tensor]) -> Reply:
@@ -114,16 +115,16 @@ class Server:
         fn = target if request.method == "__call__" else getattr(target, request.method)
         args = [self.decode(a, decoder) for a in request.args]
         kwargs = {k: self.decode(v, decoder) for k, v in request.kwargs.items()}
-        outcome, result, seen, changed = run_student_code(fn, args, kwargs, request.settings)
-        if outcome.kind is Kind.OK and isinstance(result, nn.Module):
-            self.root(result)
+        called = STUDENT.call(fn, tuple(args), kwargs, request.settings)
+        if called.outcome.ending is Ending.OK and isinstance(called.value, nn.Module):
+            self.root(called.value)
         # The state before the value: the grader reads it first, so a tensor that is both held by a module
         # and returned (a KV cache's k_all) travels with its values in the state, and by name in the value.
         state = self.state(out)
         value = graph = None
-        if outcome.kind is Kind.OK:
-            value, graph = self.encode(result, out), self.keep_graph(result)
-        return Reply(outcome, tuple(sorted(seen)), tuple(changed), value, graph, state=state)
+        if called.outcome.ending is Ending.OK:
+            value, graph = self.encode(called.value, out), self.keep_graph(called.value)
+        return Reply(called.outcome, tuple(sorted(called.seen)), tuple(called.changed), value, graph, state=state)
 
     def backward(self, request: Backward, decoder: wire.Decoder, out: dict[str, torch.Tensor]) -> Reply:
         outputs = self.graphs[request.graph]
@@ -137,15 +138,16 @@ class Server:
                 [o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True, retain_graph=True
             )
 
-        outcome, result, seen, changed = run_student_code(backward, [], {}, request.settings)
+        called = STUDENT.call(backward, (), {}, request.settings)
         entries = None
-        if outcome.kind is Kind.OK:
-            by_leaf = dict(zip(map(id, wanted), result))
+        if called.outcome.ending is Ending.OK:
+            by_leaf = dict(zip(map(id, wanted), called.value))
             entries = tuple(
                 None if by_leaf.get(id(leaf)) is None else wire.tensor_entry(by_leaf[id(leaf)], f"g{i}", out)
                 for i, leaf in enumerate(leaves)
             )
-        return Reply(outcome, tuple(sorted(seen)), tuple(changed), grads=entries, state=self.state(out))
+        seen, changed = tuple(sorted(called.seen)), tuple(called.changed)
+        return Reply(called.outcome, seen, changed, grads=entries, state=self.state(out))
 
     # ---- values ----------------------------------------------------------
     @staticmethod
@@ -324,7 +326,7 @@ def warm_up() -> None:
     interrupted by, the time limit of the first student's call that needs a gradient."""
     weight = torch.ones(2, requires_grad=True)
     out = weight * 2
-    run_student_code(lambda: torch.autograd.grad([out], [weight], [torch.ones(2)]), [], {}, wire.Settings(timeout=600))
+    STUDENT.call(lambda: torch.autograd.grad([out], [weight], [torch.ones(2)]), (), {}, Settings(timeout=600))
 
 
 SERVER: Server | None = None  # this kernel's, made by setup

@@ -5,22 +5,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-import keyword
-import re
 from collections.abc import Callable
 from typing import Any
 
 from torch import nn
 
-
-def identifier(name: Any, default: str = "submission") -> str:
-    """A name from the kernel, as a Python identifier (it names local classes and parameters)."""
-    name = re.sub(r"\W", "_", str(name))[:80]
-    return name if name.isidentifier() and not keyword.iskeyword(name) else default
-
-
-class Opaque:
-    """Any other object of the notebook: only its type's name travels."""
+from helpers.grading.wire import METHODS, identifier
 
 
 class RemoteFunction:
@@ -31,14 +21,14 @@ class RemoteFunction:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._session.call({"name": self._name}, "__call__", args, kwargs)
+        return self._session.call_in_kernel({"name": self._name}, "__call__", args, kwargs)
 
 
 class RemoteClassMeta(type(nn.Module)):  # type: ignore[misc]  # nn.Module's metaclass
     """Calling the stand-in class builds the object in the kernel and mirrors it here."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        return cls._course_session.call(cls._course_target, "__call__", args, kwargs)
+        return cls._course_session.call_in_kernel(cls._course_target, "__call__", args, kwargs)
 
     @property
     def __signature__(cls) -> inspect.Signature:
@@ -53,7 +43,7 @@ class RemoteObject(metaclass=RemoteClassMeta):
 
 def _remote(method: str) -> Callable[..., Any]:
     def call(self: Mirror, *args: Any, **kwargs: Any) -> Any:
-        return self._course_session.call({"token": self._course_token}, method, args, kwargs)
+        return self._course_session.call_in_kernel({"token": self._course_token}, method, args, kwargs)
 
     call.__name__ = method
     return call
@@ -61,14 +51,9 @@ def _remote(method: str) -> Callable[..., Any]:
 
 class Mirror(nn.Module):
     """A student's module as the grader sees it: its tensors and submodules mirrored here,
-    everything it does done in the kernel."""
+    everything it does done in the kernel (the methods of wire.METHODS, set below)."""
 
-    __call__ = forward = _remote("__call__")
-    train, eval, to, cpu, cuda = (_remote(m) for m in ("train", "eval", "to", "cpu", "cuda"))
-    float, double, half, bfloat16 = (_remote(m) for m in ("float", "double", "half", "bfloat16"))
-    state_dict, load_state_dict, requires_grad_ = (
-        _remote(m) for m in ("state_dict", "load_state_dict", "requires_grad_")
-    )
+    forward = _remote("__call__")
 
     def __getattribute__(self, name: str) -> Any:
         """An attribute the kernel reported (`self.offset`, a plain tensor) is its word alone: a check
@@ -79,6 +64,10 @@ class Mirror(nn.Module):
                 session = object.__getattribute__(self, "__dict__")["_course_session"]
                 session.attributes_read.setdefault(f"{type(self).__name__}.{name}")
         return object.__getattribute__(self, name)
+
+
+for _method in METHODS:
+    setattr(Mirror, _method, _remote(_method))
 
 
 @functools.cache

@@ -11,9 +11,10 @@ byte budget, each value at most once, in time linear in the reply.
 
 from __future__ import annotations
 
-import enum
 import json
+import keyword
 import math
+import re
 import struct
 import time
 from collections import namedtuple
@@ -22,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
+
+from helpers.calls import OK, Ending, Outcome, Settings
 
 MAX_MESSAGE = 512 * 2**20  # bytes: a reply larger than this is refused unread (MiniLM's tables are 47 MB)
 MAX_HEADER = 16 * 2**20  # bytes of safetensors header (names, shapes, the JSON tree)
@@ -36,7 +39,7 @@ MAX_NUMEL = 2**40  # elements of a tensor's shape, and of any one size or stride
 # capped): a clone named by `same_as`, a tensor laid out with the sender's strides, one moved to a device.
 REPLY_BUDGET = 2 * MAX_MESSAGE  # per reply
 CHECK_BUDGET = 4 * MAX_MESSAGE  # per exercise's check, all its replies together
-# The methods of a student's module the grader may call (stand_in.Mirror forwards exactly these).
+# The methods of a student's module the grader may call: stand_in.Mirror forwards these, serve calls no other.
 METHODS = (
     "__call__", "train", "eval", "to", "cpu", "cuda", "float", "double", "half", "bfloat16",
     "load_state_dict", "state_dict", "requires_grad_",
@@ -65,6 +68,16 @@ class ProtocolError(Exception):
 
 class KernelGone(BaseException):
     """The kernel died, or hung past an interrupt, while the grader waited for its reply."""
+
+
+def identifier(name: Any, default: str = "submission") -> str:
+    """A name from the kernel, as a Python identifier (it names local classes and parameters)."""
+    name = re.sub(r"\W", "_", str(name))[:80]
+    return name if name.isidentifier() and not keyword.iskeyword(name) else default
+
+
+class Opaque:
+    """Any other object of the notebook, in the grader: only its type's name travels."""
 
 
 def pack(tree: Any, tensors: dict[str, torch.Tensor]) -> bytes:
@@ -167,20 +180,6 @@ def record(value: Any) -> dict[str, Any]:
 
 
 @dataclass
-class Settings:
-    """The safety net Probe.call puts up around the calls into student code it makes (see
-    helpers.probe.Probe.call), sent with each request: serve puts the same net up in the kernel."""
-
-    timeout: float = 10.0
-    memory_mb: int = 4096
-    device: str = "cpu"
-    forbidden: list[str] = field(default_factory=list)  # torch paths of the functions the exercise forbids
-    factories_on_meta: bool = False
-    copies_off_meta: bool = False
-    grad: bool = True
-
-
-@dataclass
 class Describe:
     """What the notebook holds under `name`."""
 
@@ -244,30 +243,6 @@ def parse_request(tree: Any) -> Request:
 # ---- records: replies -------------------------------------------------------------------------------
 
 
-class Kind(enum.Enum):
-    """How a call into student code ended, in the kernel."""
-
-    OK = "ok"
-    TIMEOUT = "timeout"
-    FORBIDDEN = "forbidden"  # a function the exercise forbids was called: `name`
-    REFERENCE = "reference"  # the course's reference was reached: `name`
-    NOT_IMPLEMENTED = "not_implemented"  # NotImplementedError; `stub`: the stub that raised it, if one did
-    EXIT = "exit"
-    RAISED = "raised"  # anything else: `line`, the traceback's last line; `oom`: out of memory
-
-
-@dataclass(frozen=True)
-class Outcome:
-    kind: Kind
-    line: str = ""
-    name: str = ""
-    stub: str | None = None
-    oom: bool = False
-
-    def tree(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, "line": self.line, "name": self.name, "stub": self.stub, "oom": self.oom}
-
-
 @dataclass(frozen=True)
 class State:
     """The modules the grader holds (token -> description tree) and the tensors whose values changed."""
@@ -280,7 +255,7 @@ class State:
 class Reply:
     """A kernel's reply, its fields checked; value trees are read by a Decoder."""
 
-    outcome: Outcome = Outcome(Kind.OK)
+    outcome: Outcome = OK
     seen: tuple[str, ...] = ()  # torch functions the student's code called
     changed: tuple[str, ...] = ()  # torch settings it changed
     value: Any = None  # a value tree: a call's result, or a module `describe` found
@@ -303,7 +278,7 @@ def parse_reply(tree: Any) -> Reply:
     tree = record(tree)
     outcome = record(tree.get("outcome", {"kind": "ok"}))
     try:
-        kind = Kind(outcome.get("kind"))
+        ending = Ending(outcome.get("kind"))
     except ValueError:
         raise ProtocolError("a reply without a known outcome") from None
     stub = outcome.get("stub")
@@ -318,7 +293,7 @@ def parse_reply(tree: Any) -> Reply:
         raise ProtocolError("a description of an unknown kind")
     return Reply(
         outcome=Outcome(
-            kind,
+            ending,
             text(outcome.get("line", ""), 2000),
             text(outcome.get("name", ""), 200),
             None if stub is None else text(stub, 200),
@@ -523,8 +498,6 @@ class Decoder:
         if "list" in tree:
             return [inner(v) for v in items(tree["list"])]
         if "named" in tree:
-            from helpers.grading.stand_in import identifier
-
             names = [identifier(f, f"field{i}") for i, f in enumerate(items(tree["fields"]))]
             values = [inner(v) for v in items(tree["values"])]
             if len(values) != len(names):
@@ -542,8 +515,6 @@ class Decoder:
         if "size" in tree:
             return torch.Size(shape(tree["size"]))
         if "object" in tree:
-            from helpers.grading.stand_in import Opaque, identifier
-
             return type(identifier(tree["object"], "object"), (Opaque,), {})()
         raise ProtocolError("an unknown kind of value")
 
@@ -608,6 +579,29 @@ def tensor_entry(
             values = values.to_dense()
         tensors[key] = values.to("cpu").contiguous().clone()
     return entry
+
+
+def state_key(tensor: torch.Tensor) -> tuple[Any, ...]:
+    """Changes when the values may have: an in-place op, new storage, another shape, dtype or device (both
+    sides use it to tell when a tensor's values must travel again)."""
+    pointer = 0 if tensor.is_meta or tensor.layout != torch.strided else tensor.data_ptr()
+    # An inference tensor (made under torch.inference_mode) keeps no version counter: reading it raises.
+    version = -1 if tensor.is_inference() else tensor._version
+    return (version, pointer, tuple(tensor.shape), tensor.dtype, str(tensor.device), tensor.requires_grad)
+
+
+def put(target: torch.Tensor, values: torch.Tensor) -> None:
+    """Write `values` into `target` in place (its storage, where they fit), as both sides do with values that came."""
+    with torch.no_grad():
+        if (
+            target.shape == values.shape
+            and target.dtype == values.dtype
+            and target.device == values.device
+            and not target.is_meta
+        ):
+            target.copy_(values)
+        else:
+            target.data = values
 
 
 def digest(tensor: torch.Tensor, smallest: int = 2**20) -> bytes | None:
