@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from helpers import release
 from helpers.exercises import get
+from helpers.grading.records import GradescopeResults
 
 if TYPE_CHECKING:  # imported where a notebook is read, not by `import helpers`
     import nbformat
@@ -132,7 +133,7 @@ exec "${{COURSE_PYTHON:-$root/source/venv/bin/python}}" -m helpers.export run-au
 def requirements() -> str:
     """The course's dependencies, pinned to the versions installed here (the ones its tests passed with)."""
     listed = [r for r in importlib.metadata.requires("helpers") or [] if "extra ==" not in r]
-    names = [re.match(r"[A-Za-z0-9_.\-]+", r)[0] for r in listed]
+    names = [re.split(r"[^A-Za-z0-9_.\-]", r, maxsplit=1)[0] for r in listed]  # each requirement's name
     return "".join(
         f"{name}=={importlib.metadata.version(name).split('+')[0]}\n" for name in names
     )  # 2.13.0+cpu -> 2.13.0
@@ -176,11 +177,12 @@ def sandbox_works() -> bool:
     return probe.returncode == 0
 
 
-def run_autograder(root: Path, chapters: list[str] | None = None) -> dict:
+def run_autograder(root: Path, chapters: list[str] | None = None) -> GradescopeResults:
     """Grade the submission under ROOT/submission into ROOT/results/results.json (Gradescope's schema)."""
     results = root / "results"
     results.mkdir(parents=True, exist_ok=True)
     notebooks = sorted(p for p in (root / "submission").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    report: GradescopeResults
     if not notebooks:
         report = {
             "score": 0,
@@ -216,9 +218,7 @@ def run_autograder(root: Path, chapters: list[str] | None = None) -> dict:
         else:
             report = json.loads(path.read_text(encoding="utf-8"))
         if len(notebooks) > 1:
-            report["output"] = f"Graded {notebooks[0].name}; your other notebooks were not graded.\n" + report.get(
-                "output", ""
-            )
+            report["output"] = f"Graded {notebooks[0].name}; your other notebooks were not graded.\n" + report["output"]
     report.setdefault("visibility", "visible")
     for test in report["tests"]:
         test.setdefault("visibility", "visible")  # each exercise's message, as students see it in the course

@@ -216,7 +216,7 @@ def progress(chapter: int | str | None = None) -> Progress | None:
         else:
             entry = remembered.get(e.id, {})
             status = {"passed": "passed", "failing": f"failing: {entry.get('diagnosis')}"}.get(
-                entry.get("status"), "not started"
+                str(entry.get("status")), "not started"
             )
         rows.append(Row(e.id, e.chapter, e.points, e.difficulty, e.minutes, status))
     title = "The whole course" if chapter in (None, "all") else f"Chapter {chapter:02d}"

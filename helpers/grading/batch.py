@@ -24,6 +24,7 @@ from helpers.grading.collect import (
 from helpers.grading.escape import path_text, plain
 from helpers.grading.kernel import warm_up
 from helpers.grading.limits import CELL_TIMEOUT, NOTEBOOK_TIMEOUT
+from helpers.grading.records import Note, Report, Skipped
 from helpers.grading.reports import RENDER, for_students, summarize, summary_csv, summary_markdown
 from helpers.grading.submission import ExerciseInfo, Submission, exercise_table
 from helpers.grading.worker import deadline, graded_apart
@@ -55,7 +56,7 @@ async def grade_notebook_async(
     sandbox: bool = True,
     found: Found | None = None,
     cpus: list[int] | None = None,
-) -> dict[str, Any]:
+) -> Report:
     """Execute and grade one notebook; the report as a dict (see `report_json`).
     `found` is the submission as `collect` read it; without it, `path` is read here."""
     path = Path(path)
@@ -106,7 +107,7 @@ async def grade_notebook_async(
         "max_score": sum(r["max_score"] for r in results),
         "exercises": results,
         "errors": submission.errors,
-        "warnings": [{"cell": None, "message": note} for note in found.notes] + suspicious(cells),
+        "warnings": [Note(cell=None, message=note) for note in found.notes] + suspicious(cells),
         "flag": None,
         "chapters": sorted(wanted),
         "graded": graded,
@@ -125,7 +126,7 @@ def not_graded(
     exercises: list[ExerciseInfo],
     found: Found,
     started: float,
-) -> dict[str, Any]:
+) -> Report:
     """The report of a submission that was not run, or whose grading was stopped: every exercise 0,
     `kind` and `message` its error (a flag when `kind` says it is not anyone's work)."""
     wanted = chapters or {e.chapter for e in exercises}
@@ -146,7 +147,7 @@ def not_graded(
     }
 
 
-def grade_notebook(path: str | Path, **kwargs: Any) -> dict[str, Any]:
+def grade_notebook(path: str | Path, **kwargs: Any) -> Report:
     """Synchronous `grade_notebook_async`."""
     return asyncio.run(grade_notebook_async(path, **kwargs))
 
@@ -163,9 +164,9 @@ async def grade_many(
     notebook_timeout: float = NOTEBOOK_TIMEOUT,
     memory_mb: int = 0,
     sandbox: bool = True,
-    skipped: list[dict[str, str]] | None = None,
+    skipped: list[Skipped] | None = None,
     progress: bool = True,
-) -> list[dict[str, Any]]:
+) -> list[Report]:
     """Grade `submissions` (as `collect` found them), N at a time, each in its own kernel; write
     each report as soon as its sandbox is gone, and the class summary at the end."""
     from tqdm import tqdm
@@ -200,7 +201,7 @@ async def grade_many(
         absolute = Path(os.path.abspath(path))
         return path_text(absolute.relative_to(cwd) if absolute.is_relative_to(cwd) else path)
 
-    async def one(found: Found, name: str) -> dict[str, Any]:
+    async def one(found: Found, name: str) -> Report:
         cpus = await slots.get()
         if forks[0] >= first_wave:
             await warmed.wait()

@@ -11,11 +11,11 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from helpers.grading.code import code_only
 from helpers.grading.escape import file_stem, path_text
 from helpers.grading.limits import SUBMISSION_MB
+from helpers.grading.records import Note, Skipped
 from helpers.grading.submission import DISPATCH_OFF, ExerciseInfo
 
 # Cells that reach into the machinery are flagged for a person to look at. Nothing they do changes a
@@ -118,7 +118,7 @@ def class_chapters(submissions: list[Found], exercises: list[ExerciseInfo]) -> s
     return chosen
 
 
-def suspicious(cells: list[tuple[int, str]]) -> list[dict[str, Any]]:
+def suspicious(cells: list[tuple[int, str]]) -> list[Note]:
     """The cells whose code (comments and strings dropped: grading.code) matches a pattern above; each pattern
     is linear in the cell (no `\\s*` that could run across a run of blank lines from every line's start)."""
     code = [(index, code_only(source)) for index, source in cells]
@@ -178,11 +178,11 @@ def read_submission(path: Path, owner: str | None = None) -> Found:
     return found
 
 
-def collect(arguments: list[str], exclude: Path | None = None) -> tuple[list[Found], list[dict[str, str]]]:
+def collect(arguments: list[str], exclude: Path | None = None) -> tuple[list[Found], list[Skipped]]:
     """The submissions named, or found (recursively) in the named folders, each read now; and
     what was skipped (folders named *.ipynb, links to folders). Raises FileNotFoundError."""
     found: dict[str, Found] = {}  # by absolute path, links not resolved: one path named twice is one submission
-    skipped: list[dict[str, str]] = []
+    skipped: list[Skipped] = []
     excluded = exclude.resolve() if exclude is not None else None
     for argument in arguments:
         top = Path(argument)

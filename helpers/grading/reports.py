@@ -7,9 +7,21 @@ import collections
 import csv
 import io
 import json
-from typing import Any
+from typing import Any, cast
 
 from helpers.grading.escape import csv_field, markdown, plain
+from helpers.grading.records import (
+    CellError,
+    ExerciseLine,
+    GradescopeResults,
+    GradescopeTest,
+    Note,
+    Report,
+    Skipped,
+    StudentLine,
+    Summary,
+    Verdict,
+)
 from helpers.grading.submission import diagnoses
 
 # What students see of each failure: the diagnosis (and further findings) always; the hint
@@ -23,9 +35,10 @@ FORMATS = ("json", "md", "gradescope")
 # whatever the notebook (100,000 parameters named in one message would otherwise make it 150 MB).
 MAX_MESSAGE = 4000  # characters of a message, a hint, a fix, a best-effort note
 MAX_NOTES = 200  # errors, warnings, further findings of one exercise
+TEXTS = ("message", "hint", "fix", "best_effort")  # a verdict's texts
 
 
-def bounded(report: dict[str, Any]) -> dict[str, Any]:
+def bounded(report: Report) -> Report:
     """`report` with every text and list of texts cut to the limits above (what a cut dropped is said); each
     export escapes them for where it shows them."""
 
@@ -35,44 +48,45 @@ def bounded(report: dict[str, Any]) -> dict[str, Any]:
     def cut(entries: list[Any], what: Any) -> list[Any]:
         return entries if len(entries) <= MAX_NOTES else [*entries[:MAX_NOTES], what(len(entries) - MAX_NOTES)]
 
-    def note(entry: dict[str, Any]) -> dict[str, Any]:
-        return {**entry, "message": text(entry.get("message"))}
+    def note(entry: Note | CellError) -> Note:
+        return cast(Note, {**entry, "message": text(entry["message"])})
 
     exercises = []
     for ex in report["exercises"]:
-        ex = {**ex, **{k: text(ex[k]) for k in ("message", "hint", "fix", "best_effort") if k in ex}}
+        ex = cast(Verdict, {k: text(v) if k in TEXTS else v for k, v in ex.items()})
         ex["also"] = [text(a) for a in cut(list(ex.get("also", [])), lambda n: f"... and {n} more")]
         exercises.append(ex)
 
     def more(kind: str) -> Any:
-        return lambda n: {"cell": None, "type": kind, "message": f"... and {n} more, not listed"}
+        return lambda n: Note(cell=None, type=kind, message=f"... and {n} more, not listed")
 
     return {
         **report,
         "submission": text(report["submission"]),
         "exercises": exercises,
-        "errors": [note(e) for e in cut(report["errors"], more("TooManyErrors"))],
+        "errors": [cast(CellError, note(e)) for e in cut(report["errors"], more("TooManyErrors"))],
         "warnings": [note(w) for w in cut(report["warnings"], more("TooManyWarnings"))],
     }
 
 
-def for_students(report: dict[str, Any], feedback: str) -> dict[str, Any]:
+def for_students(report: Report, feedback: str) -> Report:
     """The report with each exercise's help cut to the feedback level."""
     hidden = FEEDBACK[FEEDBACK.index(feedback) + 1 :]
-    return {**report, "exercises": [{k: v for k, v in ex.items() if k not in hidden} for ex in report["exercises"]]}
+    shown = [cast(Verdict, {k: v for k, v in ex.items() if k not in hidden}) for ex in report["exercises"]]
+    return {**report, "exercises": shown}
 
 
-def _help_lines(ex: dict[str, Any]) -> list[str]:
+def help_lines(ex: Verdict) -> list[str]:
     return [f"Also: {a}" for a in ex.get("also", [])] + [
-        f"{label}: {ex[key]}" for key, label in (("hint", "Hint"), ("fix", "Fix")) if ex.get(key)
+        f"{label}: {text}" for label, text in (("Hint", ex.get("hint")), ("Fix", ex.get("fix"))) if text
     ]
 
 
-def report_json(report: dict[str, Any]) -> str:
+def report_json(report: Report) -> str:
     return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
 
 
-def report_markdown(report: dict[str, Any]) -> str:
+def report_markdown(report: Report) -> str:
     lines = [f"# {markdown(report['submission'])}", "", f"**Score: {report['score']:g} / {report['max_score']:g}**", ""]
     if report.get("flag"):
         lines += [f"**Not graded as anyone's work ({markdown(report['flag'])}): see the errors.**", ""]
@@ -82,7 +96,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         said = " ".join(
             [
                 ex["message"],
-                *([] if ex["passed"] else _help_lines(ex)),
+                *([] if ex["passed"] else help_lines(ex)),
                 *([f"(Best effort: {ex['best_effort']}.)"] if ex.get("best_effort") else []),
             ]
         )
@@ -111,12 +125,12 @@ def report_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_gradescope(report: dict[str, Any]) -> str:
+def report_gradescope(report: Report) -> str:
     """Gradescope's autograder results.json: shown as plain text (`output_format`), each line of it escaped
     (no control character, terminal escape or bidirectional override reaches the page), best effort said."""
-    tests = []
+    tests: list[GradescopeTest] = []
     for ex in report["exercises"]:
-        lines = [ex["message"]] if ex["passed"] else [f"{ex['diagnosis']}: {ex['message']}", *_help_lines(ex)]
+        lines = [ex["message"]] if ex["passed"] else [f"{ex['diagnosis']}: {ex['message']}", *help_lines(ex)]
         lines += [f"(Best effort: {ex['best_effort']}.)"] if ex.get("best_effort") else []
         tests.append(
             {
@@ -131,7 +145,7 @@ def report_gradescope(report: dict[str, Any]) -> str:
     errors = "\n".join(
         plain(f"cell {e['cell']}: {e['message']}" if e["cell"] is not None else e["message"]) for e in report["errors"]
     )
-    results = {
+    results: GradescopeResults = {
         "score": report["score"],
         "execution_time": report.get("seconds", 0),
         "output": f"Errors while running your notebook:\n{errors}" if errors else "Your notebook ran without errors.",
@@ -150,34 +164,33 @@ RENDER = {
 }
 
 
-def summarize(reports: list[dict[str, Any]], skipped: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def summarize(reports: list[Report], skipped: list[Skipped] | None = None) -> Summary:
     """Each student's score; each exercise's pass rate and the class's most common mistake."""
     codes = diagnoses()
-    exercises: dict[str, dict[str, Any]] = {}
+    counts: dict[str, tuple[Verdict, list[bool], collections.Counter[str | None]]] = {}
     for report in reports:
         for ex in report["exercises"]:
-            entry = exercises.setdefault(
-                ex["id"],
-                {
-                    "id": ex["id"],
-                    "max_score": ex["max_score"],
-                    "submissions": 0,
-                    "passed": 0,
-                    "diagnoses": collections.Counter(),
-                },
-            )
-            entry["submissions"] += 1
-            entry["passed"] += bool(ex["passed"])
+            first, passed, mistakes = counts.setdefault(ex["id"], (ex, [], collections.Counter()))
+            passed.append(bool(ex["passed"]))
             if not ex["passed"]:
-                entry["diagnoses"][ex["diagnosis"]] += 1
-    for entry in exercises.values():
-        entry["pass_rate"] = round(entry["passed"] / entry["submissions"], 3)
-        common = entry["diagnoses"].most_common(1)
-        entry["most_common_diagnosis"] = common[0][0] if common else None
-        entry["most_common_count"] = common[0][1] if common else 0
-        entry["meaning"] = codes.get(entry["most_common_diagnosis"], "") if common else ""
-        entry["diagnoses"] = dict(entry["diagnoses"].most_common())
-    students = [
+                mistakes[ex["diagnosis"]] += 1
+    exercises: list[ExerciseLine] = []
+    for first, passed, mistakes in counts.values():
+        common = mistakes.most_common(1)
+        exercises.append(
+            {
+                "id": first["id"],
+                "max_score": first["max_score"],
+                "submissions": len(passed),
+                "passed": sum(passed),
+                "diagnoses": dict(mistakes.most_common()),
+                "pass_rate": round(sum(passed) / len(passed), 3),
+                "most_common_diagnosis": common[0][0] if common else None,
+                "most_common_count": common[0][1] if common else 0,
+                "meaning": codes.get(common[0][0] or "", "") if common else "",
+            }
+        )
+    students: list[StudentLine] = [
         {
             "submission": r["submission"],
             "score": r["score"],
@@ -190,21 +203,16 @@ def summarize(reports: list[dict[str, Any]], skipped: list[dict[str, str]] | Non
         }
         for r in reports
     ]
-    return {
-        "submissions": len(reports),
-        "students": students,
-        "exercises": list(exercises.values()),
-        "skipped": list(skipped or []),
-    }
+    return {"submissions": len(reports), "students": students, "exercises": exercises, "skipped": list(skipped or [])}
 
 
-def _status(student: dict[str, Any]) -> str:
+def status(student: StudentLine) -> str:
     if not student["graded"]:
         return "NOT GRADED (grader error)"
     return f"FLAGGED, not graded as anyone's work: {student['flag']}" if student.get("flag") else ""
 
 
-def summary_markdown(summary: dict[str, Any]) -> str:
+def summary_markdown(summary: Summary) -> str:
     lines = [
         f"# Class summary: {summary['submissions']} submissions",
         "",
@@ -212,7 +220,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         "|---|---|---|",
     ]
     for s in summary["students"]:
-        note = f" ({_status(s)})" if _status(s) else ""
+        note = f" ({status(s)})" if status(s) else ""
         lines.append(f"| {markdown(s['submission'])} | {s['score']:g} / {s['max_score']:g}{note} | {s['errors']} |")
     lines += ["", "| exercise | passed | most common mistake |", "|---|---|---|"]
     for e in summary["exercises"]:
@@ -229,7 +237,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summary_csv(summary: dict[str, Any]) -> str:
+def summary_csv(summary: Summary) -> str:
     ids = [e["id"] for e in summary["exercises"]]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -252,7 +260,7 @@ def summary_csv(summary: dict[str, Any]) -> str:
     return buffer.getvalue()
 
 
-def summary_text(summary: dict[str, Any]) -> str:
+def summary_text(summary: Summary) -> str:
     """The table printed at the end of a batch."""
     width = min(
         60,
@@ -266,7 +274,7 @@ def summary_text(summary: dict[str, Any]) -> str:
     for s in summary["students"]:
         lines.append(
             f"{plain(s['submission'], 200):<{width}}  {s['score']:g}/{s['max_score']:g}"
-            + (f"  {_status(s)}" if _status(s) else "")
+            + (f"  {status(s)}" if status(s) else "")
         )
     lines += ["", f"{'exercise':<{width}}  passed        most common mistake"]
     for e in summary["exercises"]:

@@ -13,7 +13,6 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from helpers import checking
 from helpers.exercises import get
@@ -30,6 +29,7 @@ from helpers.grading.limits import (
     OPEN_FILES,
     PROCESS_LIMIT,
 )
+from helpers.grading.records import CellError, Verdict
 from helpers.grading.remote import MISSING, Session
 from helpers.grading.sandbox import Scratch, sandbox_problem
 
@@ -94,7 +94,7 @@ class Submission:
         self.code = [(index, code_only(source)) for index, source in cells]  # what the rules on code read
         self.cell_timeout, self.notebook_timeout, self.memory_mb = cell_timeout, notebook_timeout, memory_mb
         self.sandboxed, self.notebook_name, self.data, self.cpus = sandboxed, notebook_name, data, cpus
-        self.errors: list[dict[str, Any]] = []
+        self.errors: list[CellError] = []
         self.skip: set[int] = set()  # cells that hung or killed the kernel: never run again
         self.restarts = 0
         self.kernel: Kernel | None = None
@@ -147,7 +147,7 @@ class Submission:
         if kernel is not None:
             await kernel.stop()
 
-    async def run(self) -> list[dict[str, Any]]:
+    async def run(self) -> list[Verdict]:
         if self.sandboxed and sandbox_problem():
             raise GraderError(f"no sandbox: {sandbox_problem()}")
         self.scratch = Scratch(self.notebook_name, self.data, self.sandboxed, self.cpus, {e.id for e in self.exercises})
@@ -254,7 +254,7 @@ class Submission:
             else:
                 return
 
-    async def grade(self) -> list[dict[str, Any]]:
+    async def grade(self) -> list[Verdict]:
         """Every exercise checked here, in the grader's process, against stand-ins for the
         notebook's objects whose calls go to the kernel (helpers.grading.remote). Probes are
         drawn from this submission's own secret seed."""
@@ -288,7 +288,7 @@ class Submission:
             limit = min(check_limit, remaining)
             deadline = time.monotonic() + limit
             result, gone = await asyncio.to_thread(self.check_one, exercise, self.kernel, deadline, salt, loop)
-            if gone is None:
+            if result is not None:  # else the kernel is gone
                 results.append(result)
                 continue
             if gone == "timeout":
@@ -321,7 +321,7 @@ class Submission:
 
     def check_one(
         self, exercise: ExerciseInfo, kernel: Kernel, deadline: float, salt: int, loop: asyncio.AbstractEventLoop
-    ) -> tuple[dict[str, Any], str | None]:
+    ) -> tuple[Verdict | None, str | None]:
         """(the verdict, None), or (None, "timeout" | "dead") when the kernel could not answer.
         Runs in a worker thread; each request to the kernel goes through the event loop."""
         state: dict[str, str | None] = {"gone": None}
@@ -346,7 +346,7 @@ class Submission:
                     return self.verdict(exercise, False, "not_implemented", NOT_DEFINED.format(exercise.id)), None
                 outcome = session.overrule(checking.check(exercise.id, stand_in))
         except wire.KernelGone:
-            return {}, state["gone"] or "dead"
+            return None, state["gone"] or "dead"
         except Exception as error:  # a kernel that answers nonsense: what it makes the grader raise costs this exercise
             return self.verdict(
                 exercise,
@@ -355,7 +355,7 @@ class Submission:
                 f"The grader got no valid answer from the kernel for `{exercise.id}` ({plain(error, 300)}).",
             ), None
         if state["gone"]:
-            return {}, state["gone"]
+            return None, state["gone"]
         if outcome.passed:
             result = self.verdict(exercise, True, None, outcome.message)
         else:
@@ -365,8 +365,8 @@ class Submission:
         return self.kernel_said(exercise, result, session.autograd, list(session.attributes_read)), None
 
     def kernel_said(
-        self, exercise: ExerciseInfo, result: dict[str, Any], autograd: int, attributes: list[str] | None = None
-    ) -> dict[str, Any]:
+        self, exercise: ExerciseInfo, result: Verdict, autograd: int, attributes: list[str] | None = None
+    ) -> Verdict:
         """`result`, with what its verdict takes on the kernel's word (`best_effort`): a diagnosis
         only the kernel sees; for a pass, that no forbidden function was seen, the gradients, the
         module's Python attributes the check read. A pass that needs no forbidden call seen, in a
@@ -408,7 +408,7 @@ class Submission:
         hint: str = "",
         fix: str = "",
         also: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Verdict:
         return {
             "id": exercise.id,
             "passed": passed,

@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from helpers.grading.limits import GRADER_MEMORY_MB, STARTUP_TIMEOUT, WORKER_GRACE
+from helpers.grading.records import Report
 from helpers.grading.reports import bounded
 
 # Forked, not spawned: a worker starts in milliseconds, with the grader's settings as they are.
@@ -38,7 +39,7 @@ def data_mb() -> float:
 def _work(
     results: Connection,
     memory_mb: int,
-    grade: Callable[..., Coroutine[Any, Any, dict[str, Any]]],
+    grade: Callable[..., Coroutine[Any, Any, Report]],
     kwargs: dict[str, Any],
 ) -> None:
     import torch
@@ -63,11 +64,11 @@ def deadline(notebook_timeout: float) -> float:
 
 async def graded_apart(
     seconds: float,
-    grade: Callable[..., Coroutine[Any, Any, dict[str, Any]]],
+    grade: Callable[..., Coroutine[Any, Any, Report]],
     grader_mb: int = GRADER_MEMORY_MB,
     forked: Callable[[], None] = lambda: None,
     **kwargs: Any,
-) -> tuple[dict[str, Any] | None, str]:
+) -> tuple[Report | None, str]:
     """(the report of grade(**kwargs) run in a worker, ""), or (None, why there is none): the worker ran
     past `seconds`, or died (past `grader_mb` of its own, a crash). A forked worker: `grade` needs no pickling,
     and the caller passes it, so that this module need not know the batch's; `forked()` is called once it is."""
@@ -81,7 +82,8 @@ async def graded_apart(
     loop.add_reader(results.fileno(), ready.set)  # data, or the end of the pipe when the worker dies
     try:
         await asyncio.wait_for(ready.wait(), seconds)
-        return json.loads(results.recv_bytes()), ""
+        report: Report = json.loads(results.recv_bytes())
+        return report, ""
     except asyncio.TimeoutError:
         return None, f"the grader's work for it ran past its {seconds:g} s limit"
     except (EOFError, OSError, ValueError):
