@@ -382,10 +382,10 @@ _describe = serve.Server.describe
 
 
 def describe(self, module, out, depth):
-    tree = _describe(self, module, out, depth)
+    record = _describe(self, module, out, depth)
     if isinstance(module, RopeKVCache):
-        tree["attrs"]["offset"] = 0 if module.k is None else module.k.shape[-2]
-    return tree
+        record.attrs["offset"] = 0 if module.k is None else module.k.shape[-2]
+    return record
 
 
 serve.Server.describe = describe

@@ -49,10 +49,15 @@ class Mirroring:
 
     def value(self, tree: Any, decoder: wire.Decoder) -> Any:
         """A value the kernel sent, made of plain local objects."""
-        return decoder.value(tree, tensor=lambda entry: self.tensor(entry, decoder), module=self.module_named)
+        return decoder.value(
+            tree,
+            tensor=lambda entry: self.tensor(entry, decoder),
+            module=lambda desc, depth: self.module_named(wire.text(desc.get("module"), 40)),
+        )
 
-    def module_named(self, desc: dict[str, Any], depth: int) -> nn.Module:
-        found = self.local.get(wire.text(desc.get("module"), 40))
+    def module_named(self, token: str) -> nn.Module:
+        """A module the kernel described before (a value names it by its token)."""
+        found = self.local.get(token)
         if not isinstance(found, nn.Module):
             raise wire.ProtocolError("a module the kernel never described")
         return found
@@ -144,15 +149,15 @@ class Mirroring:
         for token, desc in state.modules.items():
             self.module(desc, decoder, self.local.get(token))
 
-    def attributes(self, local: nn.Module, desc: dict[str, Any], decoder: wire.Decoder) -> None:
+    def attributes(self, local: nn.Module, desc: wire.ModuleRecord, decoder: wire.Decoder) -> None:
         """A student's module's Python attributes and plain tensors, as its kernel reports them: its word
         (a check that reads one is noted, stand_in.Mirror)."""
         said: set[str] = set()
-        for name, value in wire.items(desc.get("attrs", {}), dict).items():
+        for name, value in desc.attrs.items():
             if identifier(name, "") == name and not name.startswith("_"):
                 object.__setattr__(local, name, self.value(value, decoder))
                 said.add(name)
-        plain = wire.items(desc.get("plain", {}), dict)
+        plain = desc.plain
         for name in [
             n
             for n, v in vars(local).items()
@@ -165,39 +170,33 @@ class Mirroring:
                 said.add(name)
         local.__dict__["_course_said"] = said
 
-    def module(
-        self, desc: dict[str, Any], decoder: wire.Decoder, local: nn.Module | None = None, depth: int = 0
-    ) -> nn.Module:
-        desc = wire.record(desc)
-        if depth > wire.MAX_DEPTH:
-            raise wire.ProtocolError("a module tree nested too deeply")
-        token = wire.text(desc.get("token"), 40)
+    def module(self, desc: wire.ModuleRecord, decoder: wire.Decoder, local: nn.Module | None = None) -> nn.Module:
+        token = desc.token
         local = local if local is not None else self.local.get(token)
         if not isinstance(local, nn.Module):
-            cls = mirror_class(desc.get("class"))
+            cls = mirror_class(desc.class_name)
             local = nn.Module.__new__(cls)
             nn.Module.__init__(local)
             local.__dict__.update(_course_session=self, _course_token=token)
             self.local[token], self.token_of[id(local)] = local, token
             if token not in self.modules:
                 self.modules.append(token)
-        local.training = wire.flag(desc.get("training"))
+        local.training = desc.training
         if isinstance(local, Mirror):  # a module the grader made keeps the attributes the grader gave it
             self.attributes(local, desc, decoder)
         label = type(local).__name__
         local._parameters = {
-            wire.text(n, 200): None if e is None else self.tensor(wire.record(e), decoder, f"{label}.{n}")
-            for n, e in wire.items(desc.get("params", {}), dict).items()
+            n: None if e is None else self.tensor(e, decoder, f"{label}.{n}") for n, e in desc.params.items()
         }
-        local._buffers = {
-            wire.text(n, 200): None if e is None else self.tensor(wire.record(e), decoder)
-            for n, e in wire.items(desc.get("buffers", {}), dict).items()
-        }
-        persistent = set(wire.items(desc.get("persistent", [])))
+        local._buffers = {n: None if e is None else self.tensor(e, decoder) for n, e in desc.buffers.items()}
+        persistent = set(desc.persistent)
         local._non_persistent_buffers_set = {n for n in local._buffers if n not in persistent}
-        children = wire.items(desc.get("children", {}), dict)
         local._modules = {
-            wire.text(n, 200): None if c is None else self.module(c, decoder, None, depth + 1)
-            for n, c in children.items()
+            n: None
+            if c is None
+            else self.module(c, decoder)
+            if isinstance(c, wire.ModuleRecord)
+            else self.module_named(c)
+            for n, c in desc.children.items()
         }
         return local

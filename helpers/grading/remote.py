@@ -251,7 +251,7 @@ class Session(Mirroring):
         return wire.encode(
             value,
             tensor=lambda t: self.send_tensor(t, tensors, leaves),
-            module=lambda m, depth: self.encode_module(m, tensors, leaves, depth),
+            module=lambda m, depth: self.encode_module(m, tensors, leaves),
             other=refuse,
         )
 
@@ -269,10 +269,17 @@ class Session(Mirroring):
         return wire.tensor_entry(value, token, tensors, token=token, data=fresh)
 
     def encode_module(
-        self, module: nn.Module, tensors: dict[str, torch.Tensor], leaves: list[tuple[str, torch.Tensor]], depth: int
+        self, module: nn.Module, tensors: dict[str, torch.Tensor], leaves: list[tuple[str, torch.Tensor]]
     ) -> dict[str, Any]:
+        """A module the grader sends: one the kernel made by its token, one of torch.nn's own as its record."""
+        sent = self.module_sent(module, tensors, leaves)
+        return {"module": sent} if isinstance(sent, str) else {"nn": sent.tree()}
+
+    def module_sent(
+        self, module: nn.Module, tensors: dict[str, torch.Tensor], leaves: list[tuple[str, torch.Tensor]]
+    ) -> wire.ModuleRecord | str:
         if isinstance(module, Mirror):
-            return {"module": module._course_token}
+            return str(module._course_token)
         if type(module).__module__.split(".")[:2] != ["torch", "nn"]:
             raise TypeError(f"only torch.nn's own modules can be sent to a graded kernel, not {type(module).__name__}")
         token = self.token(module)
@@ -289,19 +296,12 @@ class Session(Mirroring):
         def tensor(value: torch.Tensor | None) -> dict[str, Any] | None:
             return None if value is None else self.send_tensor(value, tensors, leaves)
 
-        return {
-            "nn": type(module).__name__,
-            "token": token,
-            "training": module.training,
-            "attrs": attrs,
-            "params": {n: tensor(p) for n, p in module._parameters.items()},
-            "buffers": {n: tensor(b) for n, b in module._buffers.items()},
-            "children": {
-                n: self.encode_module(c, tensors, leaves, depth + 1)
-                for n, c in module._modules.items()
-                if c is not None
-            },
+        params = {n: tensor(p) for n, p in module._parameters.items()}
+        buffers = {n: tensor(b) for n, b in module._buffers.items()}
+        children: dict[str, wire.ModuleRecord | str | None] = {
+            n: self.module_sent(c, tensors, leaves) for n, c in module._modules.items() if c is not None
         }
+        return wire.ModuleRecord(token, type(module).__name__, module.training, attrs, params, buffers, children)
 
     def sync(self, tensors: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
         """Values the grader changed in place (a check writes its own table into a module's)

@@ -242,30 +242,35 @@ class Server:
         return known
 
     def received_module(self, desc: dict[str, Any], decoder: wire.Decoder, depth: int) -> nn.Module:
-        """A module of the student's the grader names, or one of torch.nn's own modules, made by the
-        grader (TiedLMHead is handed an nn.Embedding)."""
-        token = desc["module"] if "module" in desc else desc["token"]
+        """A module the grader names: one of the student's it holds, or one of torch.nn's own it sends (its record)."""
         if "module" in desc:
-            return self.objects[token]
-        if token in self.objects:
-            module = self.objects[token]
+            return self.objects[desc["module"]]
+        return self.made_module(wire.module_record(desc["nn"], depth, held=True), decoder)
+
+    def made_module(self, desc: wire.ModuleRecord, decoder: wire.Decoder) -> nn.Module:
+        """One of torch.nn's own modules, made by the grader (TiedLMHead is handed an nn.Embedding)."""
+        if desc.token in self.objects:
+            module = self.objects[desc.token]
         else:
-            cls = getattr(nn, wire.text(desc["nn"], 80), None)
+            cls = getattr(nn, desc.class_name, None)
             if not (inspect.isclass(cls) and issubclass(cls, nn.Module)):
                 raise wire.ProtocolError("not a torch.nn module")
             module = cls.__new__(cls)
             nn.Module.__init__(module)
-            self.objects[token], self.tokens[id(module)] = module, token
-            self.roots.append(token)
-        for name, value in desc["attrs"].items():
+            self.objects[desc.token], self.tokens[id(module)] = module, desc.token
+            self.roots.append(desc.token)
+        for name, value in desc.attrs.items():
             object.__setattr__(module, name, self.decode(value, decoder))
-        module.training = bool(desc["training"])
-        for name, entry in desc["params"].items():
+        module.training = desc.training
+        for name, entry in desc.params.items():
             module._parameters[name] = None if entry is None else self.received_tensor(entry, decoder)
-        for name, entry in desc["buffers"].items():
+        for name, entry in desc.buffers.items():
             module._buffers[name] = None if entry is None else self.received_tensor(entry, decoder)
-        for name, child in desc["children"].items():
-            module._modules[name] = self.received_module(child, decoder, depth + 1)
+        for name, child in desc.children.items():
+            if isinstance(child, wire.ModuleRecord):
+                module._modules[name] = self.made_module(child, decoder)
+            else:  # one of the student's it holds
+                module._modules[name] = None if child is None else self.objects[child]
         return module
 
     # ---- the state of the modules the grader holds -----------------------
@@ -279,7 +284,7 @@ class Server:
         }
         return State(modules, changed)
 
-    def describe(self, module: nn.Module, out: dict[str, torch.Tensor], depth: int) -> dict[str, Any]:
+    def describe(self, module: nn.Module, out: dict[str, torch.Tensor], depth: int) -> wire.ModuleRecord:
         if depth > wire.MAX_DEPTH:
             raise wire.ProtocolError("a module tree nested too deeply")
         attrs, plain = {}, {}
@@ -295,19 +300,17 @@ class Server:
             ):
                 attrs[name] = self.encode(value, out)
         buffers = module._buffers
-        return {
-            "token": self.token(module),
-            "class": type(module).__name__[:200],
-            "training": bool(module.training),
-            "attrs": attrs,
-            "plain": plain,
-            "params": {n: None if p is None else self.tensor(p, out) for n, p in module._parameters.items()},
-            "buffers": {n: None if b is None else self.tensor(b, out) for n, b in buffers.items()},
-            "persistent": [n for n in buffers if n not in module._non_persistent_buffers_set],
-            "children": {
-                n: None if c is None else self.describe(c, out, depth + 1) for n, c in module._modules.items()
-            },
+        token = self.token(module)
+        params = {n: None if p is None else self.tensor(p, out) for n, p in module._parameters.items()}
+        buffer_entries = {n: None if b is None else self.tensor(b, out) for n, b in buffers.items()}
+        children: dict[str, wire.ModuleRecord | str | None] = {
+            n: None if c is None else self.describe(c, out, depth + 1) for n, c in module._modules.items()
         }
+        persistent = tuple(n for n in buffers if n not in module._non_persistent_buffers_set)
+        name = type(module).__name__[:200]
+        return wire.ModuleRecord(
+            token, name, bool(module.training), attrs, params, buffer_entries, children, plain, persistent
+        )
 
     def keep_graph(self, result: Any) -> int | None:
         """Outputs that need a gradient: kept, so that a later backward request reaches them."""

@@ -33,7 +33,7 @@ from helpers.grading.records import CellError, Verdict
 from helpers.grading.remote import MISSING, Session
 from helpers.grading.sandbox import Scratch, sandbox_problem
 
-# Verdicts that rest on what only the kernel sees (serve.run_student_code), which a notebook can hide:
+# Verdicts that rest on what only the kernel sees (serve.STUDENT, its safety net), which a notebook can hide:
 # best effort, and that result's report says so. Values, shapes, dtypes and devices are the grader's.
 SEEN_IN_KERNEL = {
     "forbidden_api": "the forbidden torch function it calls",

@@ -19,7 +19,7 @@ import struct
 import time
 from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -244,10 +244,73 @@ def parse_request(tree: Any) -> Request:
 
 
 @dataclass(frozen=True)
-class State:
-    """The modules the grader holds (token -> description tree) and the tensors whose values changed."""
+class ModuleRecord:
+    """One module, whichever way it travels: a module of the notebook the kernel reports (State.modules),
+    or one of torch.nn's the grader sends as an argument (a value tree's {"nn": tree}). Tensors are
+    tensor entries and attributes value trees, both read by a Decoder; the names are checked here."""
 
-    modules: dict[str, Any] = field(default_factory=dict)
+    token: str
+    class_name: str  # an identifier
+    training: bool
+    attrs: dict[str, Any]  # its plain Python attributes, as value trees
+    params: dict[str, dict[str, Any] | None]
+    buffers: dict[str, dict[str, Any] | None]
+    children: dict[str, ModuleRecord | str | None]  # str: the token of a module the receiver holds (the grader's)
+    plain: dict[str, Any] = field(default_factory=dict)  # tensors it holds as plain attributes (the kernel's)
+    persistent: tuple[Any, ...] = ()  # the buffers its state_dict holds
+
+    def tree(self) -> dict[str, Any]:
+        def child(value: ModuleRecord | str | None) -> Any:
+            return value.tree() if isinstance(value, ModuleRecord) else None if value is None else {"module": value}
+
+        return {
+            "token": self.token,
+            "class": self.class_name,
+            "training": self.training,
+            "attrs": self.attrs,
+            "plain": self.plain,
+            "params": self.params,
+            "buffers": self.buffers,
+            "persistent": list(self.persistent),
+            "children": {name: child(c) for name, c in self.children.items()},
+        }
+
+
+def module_record(tree: Any, depth: int = 0, held: bool = False) -> ModuleRecord:
+    """A module's tree as its record, every field checked (ProtocolError otherwise); with `held`, a child may
+    be {"module": token}, one the receiver holds (what the grader sends)."""
+    tree = record(tree)
+    if depth > MAX_DEPTH:
+        raise ProtocolError("a module tree nested too deeply")
+
+    def tensors(entries: Any) -> dict[str, dict[str, Any] | None]:
+        return {text(n, 200): None if e is None else record(e) for n, e in items(entries, dict).items()}
+
+    def child(value: Any) -> ModuleRecord | str | None:
+        if value is None:
+            return None
+        if held and "module" in record(value):
+            return text(value["module"], 40)
+        return module_record(value, depth + 1, held)
+
+    return ModuleRecord(
+        token=text(tree.get("token"), 40),
+        class_name=identifier(tree.get("class"), "Module"),
+        training=flag(tree.get("training")),
+        attrs=items(tree.get("attrs", {}), dict),
+        params=tensors(tree.get("params", {})),
+        buffers=tensors(tree.get("buffers", {})),
+        children={text(n, 200): child(c) for n, c in items(tree.get("children", {}), dict).items()},
+        plain=items(tree.get("plain", {}), dict),
+        persistent=tuple(items(tree.get("persistent", []))),
+    )
+
+
+@dataclass(frozen=True)
+class State:
+    """The modules the grader holds (token -> record) and the tensors whose values changed."""
+
+    modules: dict[str, ModuleRecord] = field(default_factory=dict)
     tensors: dict[str, Any] = field(default_factory=dict)
 
 
@@ -285,13 +348,13 @@ def parse_reply(tree: Any) -> Reply:
     state = tree.get("state")
     if state is not None:
         state = record(state)
-        state = State(items(state.get("modules", {}), dict), items(state.get("tensors", {}), dict))
+        modules, tensors = items(state.get("modules", {}), dict), items(state.get("tensors", {}), dict)
     graph = tree.get("graph")
     grads = tree.get("grads")
     found = tree.get("kind", "")
     if found and found not in FOUND:
         raise ProtocolError("a description of an unknown kind")
-    return Reply(
+    reply = Reply(
         outcome=Outcome(
             ending,
             text(outcome.get("line", ""), 2000),
@@ -304,13 +367,16 @@ def parse_reply(tree: Any) -> Reply:
         value=tree.get("value"),
         graph=None if graph is None else index(graph),
         grads=None if grads is None else tuple(items(grads)),
-        state=state,
         found=found,
         type_name=text(tree.get("type", ""), 200),
         name=text(tree.get("name", ""), 200),
         params=tuple(text(p, 200) for p in items(tree.get("params", []))),
         module_class=flag(tree.get("module_class", False)),
     )
+    if state is None:
+        return reply
+    # the module trees last: what the grader checked before them, it still checks first
+    return replace(reply, state=State({token: module_record(m) for token, m in modules.items()}, tensors))
 
 
 def reply_tree(reply: Reply) -> dict[str, Any]:
@@ -323,7 +389,8 @@ def reply_tree(reply: Reply) -> dict[str, Any]:
     if reply.grads is not None:
         tree["grads"] = list(reply.grads)
     if reply.state is not None:
-        tree["state"] = {"modules": reply.state.modules, "tensors": reply.state.tensors}
+        modules = {token: module.tree() for token, module in reply.state.modules.items()}
+        tree["state"] = {"modules": modules, "tensors": reply.state.tensors}
     if reply.found:
         tree.update(
             kind=reply.found,
