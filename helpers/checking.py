@@ -31,7 +31,8 @@ import torch
 
 from helpers import exercises, registry, tracking
 from helpers.calls import RUNNER, Ended, Ending, last_line
-from helpers.probe import Probe, advice, check_device
+from helpers.probe import Probe, advice
+from helpers.probe import check_device as check_device  # helpers exports it from here
 from helpers.safety import CheckTimeout, Failure, TorchState, reference_name
 
 # --------------------------------------------------------------------------
@@ -91,8 +92,11 @@ class CheckResult:
             if not self.started
             else ("check-fail", "#cf222e", "#ffebe9")
         )
+
         # The texts are written with markdown's `code`: escaped first, so a student's name or value stays text, then shown as code.
-        text = lambda words: re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(words))
+        def text(words: str) -> str:
+            return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(words))
+
         also = "".join(f"<li>{text(finding)}</li>" for finding in self.also)
         help_ = ""
         if self.hint and not self.passed:  # the fix is folded inside the hint: a second click away

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from helpers import release
 from helpers.exercises import get
@@ -49,7 +49,7 @@ c.Execute.timeout = 60  # seconds per cell, as helpers.grade's --timeout (nbgrad
 """
 
 
-def _nbgrader_metadata(grade_id: str, *, solution: bool = False, points: int | None = None) -> dict:
+def _nbgrader_metadata(grade_id: str, *, solution: bool = False, points: int | None = None) -> dict[str, Any]:
     """nbgrader's cell metadata (schema 3): a solution cell, or a locked test cell worth `points`."""
     graded = points is not None
     metadata = {

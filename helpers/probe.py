@@ -258,7 +258,7 @@ class Probe:
         keep them, to ask that every table a module trains was compared over every row."""
 
     # ---- calling student code -----------------------------------------
-    def call(self, fn: Callable, *args: Any, what: str | None = None, **kwargs: Any) -> Any:
+    def call(self, fn: Callable[..., Any], *args: Any, what: str | None = None, **kwargs: Any) -> Any:
         """Call student code safely. The student's code gets clones of the
         tensors; if it changes them in place we say which argument."""
         what = what or f"`{self.name}`"
@@ -520,7 +520,7 @@ def ran_reference(what: str, reached: str) -> str:
     return f"{what} ran the course's own reference `{reached}`: the reference and solution_or_reference are for the cells after an exercise, not for the exercise itself."
 
 
-def _quietly(mistake: Callable, *args: Any, **kwargs: Any) -> Any:
+def _quietly(mistake: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """A known mistake run on inputs it cannot handle (a transposed table indexed
     past its end) simply is not the student's mistake: None."""
     try:
@@ -576,7 +576,7 @@ def _shape_fix(got: torch.Size, expected: torch.Size) -> str:
     return ""
 
 
-def _argument_names(fn: Callable, count: int) -> list[str]:
+def _argument_names(fn: Callable[..., Any], count: int) -> list[str]:
     try:
         params = [
             p.name
@@ -605,7 +605,10 @@ def advice(exercise: registry.Exercise, code: str) -> tuple[str, str, str]:
         return registry.DIAGNOSES[code], hint, fix
     parts = dict(re.findall(r"(?ms)^(Hint|Fix):\s*(.*?)(?=^(?:Hint|Fix):|\Z)", doc))
     message = re.split(r"(?m)^(?:Hint|Fix):", doc)[0]
+
     # A sentence's first letter is capitalised, an identifier's never (nn.Embedding, relative_position, θ_i, x.dtype).
-    capital = lambda words: words[:1].upper() + words[1:] if re.match(r"[a-z]+(?![\w.(\[])", words) else words
-    flat = lambda text: capital(" ".join(text.split()))
+    def flat(text: str) -> str:
+        words = " ".join(text.split())
+        return words[:1].upper() + words[1:] if re.match(r"[a-z]+(?![\w.(\[])", words) else words
+
     return flat(message), flat(parts.get("Hint", hint)), flat(parts.get("Fix", fix))

@@ -356,7 +356,10 @@ class Exercise:
     @property
     def badge(self) -> str:
         """The one line each chapter shows above this exercise (a test keeps the two in step)."""
-        dots = lambda n: "●" * n + "○" * (3 - n)
+
+        def dots(n: int) -> str:
+            return "●" * n + "○" * (3 - n)
+
         return f"**Exercise `{self.id}`** · difficulty {dots(self.difficulty)} · importance {dots(self.importance)} · about {self.minutes} min · {self.points} point{'s' if self.points != 1 else ''}"
 
     def __post_init__(self) -> None:

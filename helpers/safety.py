@@ -169,7 +169,7 @@ def time_limit(seconds: float) -> Iterator[None]:
         target = threading.get_ident()
         done, lock = threading.Event(), threading.Lock()
 
-        def watchdog():
+        def watchdog() -> None:
             if done.wait(seconds):
                 return
             while not done.wait(RETRY):  # again and again: a bare `except:` may swallow one
@@ -252,7 +252,7 @@ class ReferenceWatch:
     source text, and it costs nothing per call."""
 
     def __init__(self) -> None:
-        self.saved: dict[Callable, tuple] = {}
+        self.saved: dict[Callable[..., Any], tuple[Any, ...]] = {}
 
     def __enter__(self) -> None:
         _REACHED.clear()
@@ -321,18 +321,24 @@ class Watch(TorchFunctionMode):
     """Sees every torch function the student's code calls: refuses the
     forbidden ones and remembers the rest (e.g. "was there a matmul?")."""
 
-    def __init__(self, forbidden: tuple[Callable, ...]):
+    def __init__(self, forbidden: tuple[Callable[..., Any], ...]):
         super().__init__()
-        self.forbidden, self.seen = forbidden, set()  # type: tuple[Callable, ...], set[Callable]
+        self.forbidden, self.seen = forbidden, set()  # type: tuple[Callable[..., Any], ...], set[Callable[..., Any]]
 
-    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: tuple[type, ...],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         if func in self.forbidden:
             raise ForbiddenCall(_qualified_name(func))
         self.seen.add(func)
         return func(*args, **(kwargs or {}))
 
 
-def torch_path(func: Callable) -> str:
+def torch_path(func: Callable[..., Any]) -> str:
     """Where a torch function lives, as a graded kernel finds it again (`from_torch_path`)."""
     if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return f"torch.ops.{func}"
@@ -349,7 +355,7 @@ def from_torch_path(path: str) -> Any:
     return found if str(path).startswith("torch.") else None
 
 
-def _qualified_name(func: Callable) -> str:
+def _qualified_name(func: Callable[..., Any]) -> str:
     module = getattr(func, "__module__", None) or "torch"
     return f"{module.replace('torch.nn.functional', 'F')}.{getattr(func, '__name__', func)}"
 
@@ -405,7 +411,13 @@ class FactoriesOnMeta(TorchFunctionMode):
     MAY_MIX = {"to", "copy_", "__get__", "__set__"}  # moving data between devices is allowed, as on a GPU
     READ_OUT = {"numpy", "tolist", "item", "__array__"}  # what reads a CPU tensor's values out of torch
 
-    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: tuple[type, ...],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if (
@@ -448,7 +460,7 @@ class FactoriesOnMeta(TorchFunctionMode):
         return index
 
 
-def _moves_to_cpu(name: str, args: tuple, kwargs: dict) -> bool:
+def _moves_to_cpu(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """`t.cpu()` or `t.to("cpu")` / `t.to(torch.device("cpu"))`: a move to the CPU, asked for by name."""
     if name == "cpu":
         return True
@@ -461,7 +473,13 @@ class CopiesOffMeta(TorchFunctionMode):
     moves a tensor to the CPU, as it would from a GPU: it gets zeros of its shape there (meta holds no
     data to copy), so a result left on the CPU shows, and one moved back with .to(x.device) does not."""
 
-    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: tuple[type, ...],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         source = args[0] if args and isinstance(args[0], torch.Tensor) else None

@@ -43,7 +43,7 @@ def _say_once(line: str) -> None:
         print(line)
 
 
-def _read(path: Path) -> dict[str, dict] | None:
+def _read(path: Path) -> dict[str, dict[str, Any]] | None:
     """The records in the file: {} when there is none, None when it is unreadable or not ours."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
