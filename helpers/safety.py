@@ -35,6 +35,12 @@ from torch.overrides import TorchFunctionMode
 
 from helpers import registry
 
+# The signature of a TorchFunctionMode's __torch_function__, short: three modes below implement it.
+Function = Callable[..., Any]
+Types = tuple[type, ...]
+Args = tuple[Any, ...]
+Kwargs = dict[str, Any] | None
+
 
 class Failure(Exception):
     """Raised by a probe: the first one that fails writes the message. `hint` and
@@ -325,13 +331,7 @@ class Watch(TorchFunctionMode):
         super().__init__()
         self.forbidden, self.seen = forbidden, set()  # type: tuple[Callable[..., Any], ...], set[Callable[..., Any]]
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[type, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
+    def __torch_function__(self, func: Function, types: Types, args: Args = (), kwargs: Kwargs = None) -> Any:
         if func in self.forbidden:
             raise ForbiddenCall(_qualified_name(func))
         self.seen.add(func)
@@ -411,13 +411,7 @@ class FactoriesOnMeta(TorchFunctionMode):
     MAY_MIX = {"to", "copy_", "__get__", "__set__"}  # moving data between devices is allowed, as on a GPU
     READ_OUT = {"numpy", "tolist", "item", "__array__"}  # what reads a CPU tensor's values out of torch
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[type, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
+    def __torch_function__(self, func: Function, types: Types, args: Args = (), kwargs: Kwargs = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if (
@@ -473,13 +467,7 @@ class CopiesOffMeta(TorchFunctionMode):
     moves a tensor to the CPU, as it would from a GPU: it gets zeros of its shape there (meta holds no
     data to copy), so a result left on the CPU shows, and one moved back with .to(x.device) does not."""
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[type, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
+    def __torch_function__(self, func: Function, types: Types, args: Args = (), kwargs: Kwargs = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         source = args[0] if args and isinstance(args[0], torch.Tensor) else None
