@@ -18,6 +18,7 @@ import torch
 
 from helpers import check, contracts
 from helpers.exercises import all_exercises, get
+from helpers.probe import Probe
 from tests.conftest import checked_with, submission_modules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,3 +153,24 @@ def test_every_docstring_states_its_contract(folder):
         if docstring is None or contracts.summary(exercise.contract) not in docstring:
             missing.append(f"{path.name}: {exercise.id}")
     assert missing == [], "run the lines of helpers.contracts.summary into these docstrings: " + ", ".join(missing)
+
+
+def test_views_whose_last_axis_stays_contiguous():
+    """A domain of views with a contiguous last axis (view_as_complex refuses any other) gets such views."""
+    for t in (torch.arange(24.0).reshape(2, 3, 4), torch.arange(12.0).reshape(3, 4)):
+        view = contracts.noncontiguous(t, last_contiguous=True)
+        assert torch.equal(view, t) and not view.is_contiguous() and view.stride(-1) == 1
+
+
+def test_tuple_results_and_signed_ranges_are_stated():
+    """Several results are said by name, a Python number as a float, a signed range as an open interval."""
+    contract = contracts.Contract(
+        args={"relative_position": contracts.Arg("relative", "Tq Tk", bound="R")},
+        result=(contracts.Result("d/2", name="inv_freq"), contracts.Result("", float, name="attention_scale")),
+        sizes={"Tq": 2, "Tk": 3, "R": 5},
+    )
+    said = contracts.summary(contract)
+    assert "relative_position (Tq, Tk) int64 in (-R, R)" in said
+    assert "Returns (inv_freq (d/2) in float32, attention_scale a float)." in said
+    drawn = contracts.make_call(contract, Probe(get("t5_relative_bucket"), "x", torch.device("cpu")))
+    assert int(drawn.inputs["relative_position"].min()) == -4 and int(drawn.inputs["relative_position"].max()) == 4
