@@ -108,7 +108,7 @@ class Draw:
     """Inputs drawn inside an exercise's domain where random values of their kind would fall outside it
     (cos and sin from rope_cache, not random tables; masks whose rows each hold a real token)."""
 
-    words: str  # what the docstring says of them: "from rope_cache"
+    words: str  # what the docstring says of them: "from rope_cache" ("" where the domain says it all)
     make: Callable[[Probe, dict[str, Any], torch.dtype], torch.Tensor]  # (probe, sizes, dtype) -> the input
 
 
@@ -166,7 +166,7 @@ class Result:
     shape: str
     dtype: str | torch.dtype | type = torch.float32
     name: str = ""
-    read: Callable[[Any], Any] | None = None
+    read: Callable[[Any, dict[str, Any]], Any] | None = None  # (result, the call's inputs by name) -> as compared
     reads: str = ""
 
     def words(self) -> str:
@@ -209,13 +209,13 @@ def words(name: str, arg: Arg) -> str:
     """One argument as the docstring says it: `ids (B, T) int64 in [0, V)`, `base > 1 = 10000.0`."""
     parts = [name]
     if arg.kind == "size":
-        parts.append(arg.shape)
+        parts.append("int" if arg.shape == name else arg.shape)  # `d int` where the size is its own symbol
     elif arg.kind == "embedding":
         parts.append(f"an nn.Embedding({', '.join(arg.shape.split())})")
     elif arg.is_tensor:
         parts.append(f"({', '.join(arg.shape.split())})")
         parts.append("/".join(str(d).removeprefix("torch.") for d in arg.dtypes))
-    if arg.draw:
+    if arg.draw and arg.draw.words:
         parts.append(arg.draw.words)
     if arg.last_contiguous:
         parts.append("(any view whose last axis is contiguous)")
@@ -383,11 +383,13 @@ def compare(
     if probe.exercise.kind == "module":
         module = module or build(probe, fn, call)
         out = probe.call(module, *args, **kwargs)
-        expect_results(probe, contract, out, expected_for(probe, contract, call, module), what, None, **tolerance)
+        want = expected_for(probe, contract, call, module)
+        expect_results(probe, contract, out, want, what, None, call.inputs, **tolerance)
         return out
     out = probe.call(fn, *args, **kwargs)
     mistakes = lambda index: probe.known_mistakes(*args, index=index, **kwargs)
-    expect_results(probe, contract, out, probe.exercise.reference(*args, **kwargs), what, mistakes, **tolerance)
+    want = probe.exercise.reference(*args, **kwargs)
+    expect_results(probe, contract, out, want, what, mistakes, call.inputs, **tolerance)
     return out
 
 
@@ -398,12 +400,13 @@ def expect_results(
     want: Any,
     what: str,
     mistakes: Callable[[int | None], Callable[[], dict[str, Any]]] | None,
+    inputs: dict[str, Any],
     **tolerance: Any,
 ) -> None:
     """Each result against the right one, read as its Result says; a tuple's results one by one, by name."""
     if not isinstance(contract.result, tuple):
-        read = contract.result.read or (lambda x: x)
-        probe.expect(read(out), want, what=what, mistakes=mistakes and mistakes(None), **tolerance)
+        read = contract.result.read or (lambda out, inputs: out)
+        probe.expect(read(out, inputs), want, what=what, mistakes=mistakes and mistakes(None), **tolerance)
         return
     results = contract.result
     if not isinstance(out, (tuple, list)) or len(out) != len(results):
@@ -416,8 +419,8 @@ def expect_results(
     for index, (result, got, right) in enumerate(zip(results, out, want)):
         part = f"the {result.name} of {what}"
         if result.dtype is not float:
-            read = result.read or (lambda x: x)
-            probe.expect(read(got), right, what=part, mistakes=mistakes and mistakes(index), **tolerance)
+            read = result.read or (lambda out, inputs: out)
+            probe.expect(read(got, inputs), right, what=part, mistakes=mistakes and mistakes(index), **tolerance)
         elif isinstance(got, bool) or not isinstance(got, (int, float)):
             probe.fail("wrong_type", f"{part[0].upper()}{part[1:]} is a {type(got).__name__}, not a Python float.")
         elif not math.isclose(got, right, rel_tol=1e-6):
@@ -434,12 +437,14 @@ def tensors(out: Any) -> list[torch.Tensor]:
     return [t for t in parts(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
-def alike(out: Any, want: Any) -> bool:
+def alike(out: Any, want: Any, rtol: float | None = None, atol: float | None = None) -> bool:
     """Every part of `out` close to `want`'s (a number to 1e-6 of it)."""
     if len(parts(out)) != len(parts(want)):
         return False
     return all(
-        close(o, w) if isinstance(w, torch.Tensor) else isinstance(o, (int, float)) and math.isclose(o, w, rel_tol=1e-6)
+        close(o, w, rtol, atol)
+        if isinstance(w, torch.Tensor)
+        else isinstance(o, (int, float)) and math.isclose(o, w, rel_tol=1e-6)
         for o, w in zip(parts(out), parts(want))
     )
 
@@ -643,7 +648,17 @@ def _dtypes(probe: Probe, fn: Any, contract: Contract) -> None:
                     f"{what[0].upper()}{what[1:]} has dtype float64 but float32's precision: it is off the float64 reference by up to "
                     f"{off:.1e}, where a float64 result is exact to about 1e-16 of its size.",
                 )
-            expect_results(probe, contract, out, want, what, None, rtol=EXACT[dtype], atol=EXACT[dtype] * largest(want))
+            expect_results(
+                probe,
+                contract,
+                out,
+                want,
+                what,
+                None,
+                call.inputs,
+                rtol=EXACT[dtype],
+                atol=EXACT[dtype] * largest(want),
+            )
 
 
 def _defaults(probe: Probe, fn: Any, contract: Contract) -> None:
@@ -705,7 +720,7 @@ def built_unlike(probe: Probe, cls: Any, contract: Contract, left_out: dict[str,
     probe.call(built[1].load_state_dict, state[0], what=f"`{probe.name}.load_state_dict(...)`")
     args, kwargs = split(base.inputs)
     outs = [probe.call(m, *args, **kwargs) for m in built]
-    if not close(
+    if not alike(
         outs[1], outs[0], rtol=1e-7, atol=1e-7
     ):  # the same code on the same values: equal but for another default
         return "in eval mode, with the same weights, its output differs."

@@ -1,10 +1,6 @@
-"""Contracts and their axes (helpers/contracts.py, issue 41): every exercise walks every axis its contract
-admits, each axis can fail, and every code an axis gives has two or more wrong submissions of its own.
-
-Chapters 01-04 declare their contracts here; chapters 05-08 declare theirs on their own branches
-(contracts-rope, ch08-checks). Until those land, an exercise of chapters 05-08 without a contract is
-listed as PENDING below, and only there: the walk test fails for any other exercise without one, and for
-an exercise in PENDING that has one (take it off the list then).
+"""Contracts and their axes (helpers/contracts.py, issue 41): every exercise declares a contract and walks
+every axis it admits, each axis can fail, and every code an axis gives has two or more wrong submissions of
+its own.
 """
 
 from __future__ import annotations
@@ -25,9 +21,6 @@ ROOT = Path(__file__).resolve().parent.parent
 RIGHT = [(ex, fn) for m in submission_modules() for ex, fns in m.RIGHT.items() for fn in fns]
 WRONG = [case for m in submission_modules() for case in m.WRONG]
 
-# Exercises whose contract another branch declares (issue 41): pending until it is merged.
-PENDING = {e.id for e in all_exercises().values() if e.chapter >= 5 and e.contract is None}
-
 AXIS_CODES = (  # what the axes diagnose (registry.DIAGNOSES' block for helpers/contracts.py)
     "squeezed_size_one",
     "contiguity_assumed",
@@ -45,14 +38,11 @@ def walked(monkeypatch, exercise_id: str, submission) -> tuple[set[str], object]
     return probe.axes_walked, result
 
 
-def test_chapters_01_to_04_declare_their_contracts():
-    assert [
-        e.id for e in all_exercises().values() if e.chapter <= 4 and e.contract is None and e.id not in PENDING
-    ] == []
-    assert not {get(e).chapter for e in PENDING} & {1}
+def test_every_exercise_declares_its_contract():
+    assert [e.id for e in all_exercises().values() if e.contract is None] == []
 
 
-@pytest.mark.parametrize("exercise", [e for e in all_exercises() if e not in PENDING])
+@pytest.mark.parametrize("exercise", list(all_exercises()))
 def test_every_axis_a_contract_admits_is_walked(monkeypatch, exercise):
     """Every right submission of the exercise passes; the first walks every axis its contract admits."""
     right = [fn for ex, fn in RIGHT if ex == exercise]

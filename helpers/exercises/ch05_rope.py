@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from helpers import reference
+from helpers.contracts import FLOATS, Arg, Contract, Draw, Result
 from helpers.exercises import oracle, partial_rope, rope, rope_axes
 from helpers.exercises.common import (
     MATRIX_PRODUCTS,
@@ -897,6 +898,75 @@ def check_apply_partial_rope(fn: Callable, probe: Probe) -> None:
     rope.tables_device_pass(probe, fn, (B, Hq, Hk, T), 16, 4)
 
 
+# --- the contracts (helpers/contracts.py) ------------------------------------------------------------
+# The generic axes compare with the float32 reference at small positions; the rotations' own axes (rope_axes:
+# transposed views, gradients against float64, defaults, the tables handed over) and bfloat16 at positions up to
+# 3999 (rope.expect_rotated, to the rounding each angle allows) walk what a flat tolerance cannot tell.
+IN_BFLOAT16 = "rope's probes run bfloat16 q and k at positions up to 3999, to the rounding each angle allows, which a flat tolerance cannot tell"
+
+
+def rope_table(which: int, width: str) -> Draw:
+    """cos (which = 0) or sin (1) of rope_cache(width, L): tables a RoPE is handed, not random numbers."""
+    return Draw(
+        f"from rope_cache({width}, L)",
+        lambda probe, sizes, dtype: reference.rope_cache(int(sizes[width]), int(sizes["L"]))[which].to(probe.device),
+    )
+
+
+def qk(width: str = "Dh") -> dict[str, Arg]:
+    """q, k and the tables of apply_rope (width Dh) or apply_partial_rope (width r)."""
+    return {
+        "q": Arg("activations", "B Hq T Dh", dtypes=(torch.float32, torch.bfloat16), grad=True),
+        "k": Arg("activations", "B Hk T Dh", dtypes=(torch.float32, torch.bfloat16), grad=True),
+        "cos": Arg("table", f"L {width}", draw=rope_table(0, width)),
+        "sin": Arg("table", f"L {width}", draw=rope_table(1, width)),
+        "positions": Arg("positions", "B T", bound="L", default=None),
+    }
+
+
+ROTATED = (Result("B Hq T Dh", "q", name="q_rot"), Result("B Hk T Dh", "k", name="k_rot"))
+HEADS = {"B": 2, "Hq": 4, "Hk": 2, "T": 5, "Dh": 8, "L": 12}
+BASE = Arg("number", domain="> 1", default=10000.0, values=(10000.0, 500000.0))
+CACHE_CONTRACT = Contract(
+    args={"head_dim": Arg("size", "Dh"), "max_len": Arg("size", "L"), "base": BASE},
+    result=(Result("L Dh", torch.float32, name="cos"), Result("L Dh", torch.float32, name="sin")),
+    sizes={"Dh": 8, "L": 12},
+    ones="L",
+)
+ROTATE_HALF_CONTRACT = Contract(
+    args={"x": Arg("activations", "... Dh", dtypes=FLOATS, grad=True)},
+    result=Result("... Dh", "x"),
+    sizes={"...": "B H T", "B": 2, "H": 3, "T": 5, "Dh": 8},
+    ones="B H T",
+)
+APPLY_ROPE_CONTRACT = Contract(
+    args=qk(), result=ROTATED, sizes=HEADS, ones="B Hk T", not_walked={"dtypes": IN_BFLOAT16}
+)
+PARTIAL_CONTRACT = Contract(
+    args=qk("r"), result=ROTATED, sizes={**HEADS, "r": 4}, ones="B Hk T", not_walked={"dtypes": IN_BFLOAT16}
+)
+INTERLEAVED_CONTRACT = Contract(  # Meta's view_as_complex refuses a view whose last axis is strided: not in the domain
+    args={
+        "x": Arg("activations", "B H T Dh", dtypes=(torch.float32, torch.bfloat16), grad=True, last_contiguous=True),
+        "positions": Arg("positions", "T", bound="L", default=None),
+        "base": BASE,
+    },
+    result=Result("B H T Dh", "x"),
+    sizes={"B": 2, "H": 3, "T": 5, "Dh": 8, "L": 64},
+    ones="B H T",
+    not_walked={"dtypes": IN_BFLOAT16},
+)
+ROTARY_CONTRACT = Contract(
+    init={"head_dim": Arg("size", "Dh"), "max_len": Arg("size", "L", default=2048), "base": BASE},
+    args={name: arg for name, arg in qk().items() if name not in ("cos", "sin")},
+    result=ROTATED,
+    sizes=HEADS,
+    ones="B Hk T",
+    expected=lambda probe, module, head_dim, q, k, max_len=2048, base=10000.0, positions=None: reference.apply_rope(
+        q, k, *reference.rope_cache(head_dim, max_len, base), positions
+    ),
+)
+
 EXERCISES = [
     Exercise(
         id="rope_cache",
@@ -919,6 +989,7 @@ EXERCISES = [
         minutes=10,
         no_device_pass=TAKES_NO_TENSOR,
         edges=("lengths",),
+        contract=CACHE_CONTRACT,
     ),
     Exercise(
         id="rotate_half",
@@ -936,6 +1007,7 @@ EXERCISES = [
         difficulty=1,
         importance=2,
         minutes=5,
+        contract=ROTATE_HALF_CONTRACT,
     ),
     Exercise(
         id="apply_rope",
@@ -957,6 +1029,7 @@ EXERCISES = [
         importance=3,
         minutes=15,
         edges=("positions", "lengths"),
+        contract=APPLY_ROPE_CONTRACT,
     ),
     Exercise(
         id="rope_interleaved",
@@ -980,6 +1053,7 @@ EXERCISES = [
         importance=2,
         minutes=15,
         edges=("positions", "lengths"),
+        contract=INTERLEAVED_CONTRACT,
     ),
     Exercise(
         id="apply_partial_rope",
@@ -1006,6 +1080,7 @@ EXERCISES = [
         importance=2,
         minutes=10,
         edges=("positions", "lengths"),
+        contract=PARTIAL_CONTRACT,
     ),
     Exercise(
         id="RotaryEmbedding",
@@ -1029,6 +1104,7 @@ EXERCISES = [
         importance=3,
         minutes=20,
         edges=("positions", "lengths"),
+        contract=ROTARY_CONTRACT,
     ),
     Exercise(
         id="rope_from_shift_matrix",
@@ -1048,5 +1124,6 @@ EXERCISES = [
         importance=1,
         minutes=15,
         edges=("positions", "lengths"),
+        contract=INTERLEAVED_CONTRACT,
     ),
 ]

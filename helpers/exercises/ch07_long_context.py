@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from helpers import library, reference
+from helpers.contracts import Arg, Contract, Result
 from helpers.library import LibraryUnavailable
 from helpers.probe import Check, Oracle, Probe, close, describe_difference
 from helpers.registry import Exercise
@@ -965,6 +966,48 @@ def rescaled_base(out: Any, d: int, base: float) -> float | None:
     return found
 
 
+# --- the contracts (helpers/contracts.py) ------------------------------------------------------------
+# No tensor goes in, so the axes that apply are `varied` (each number changed, on the sizes above) and, for
+# YaRN's betas, `defaults`. Every value lies in the method's domain: a factor >= 1 (transformers' validator
+# warns below it; DeepSeek-V3's code scales only when extending), a base above 1, a trained length >= 1.
+SCALED = (Result("d/2", torch.float32, name="inv_freq"), Result("", float, name="attention_scale"))
+HEAD = {"d": Arg("size", "d"), "base": Arg("number", domain="> 1", values=(10000.0, 500000.0))}
+FACTOR = Arg("number", domain=">= 1", values=(4.0, 1.0, 16.0))
+TRAINED = Arg("number", domain=">= 1", values=(64, 4096))
+SCALING_CONTRACT = Contract(args={**HEAD, "factor": FACTOR}, result=SCALED, sizes={"d": 32})
+DYNAMIC_CONTRACT = Contract(
+    args={
+        **HEAD,
+        "factor": FACTOR,
+        "seq_len": Arg("number", domain=">= 1", values=(100, 10, 64)),  # past, within and at the trained length
+        "original_max_len": Arg("number", domain=">= 1", values=(64, 16)),
+    },
+    result=SCALED,
+    sizes={"d": 32},
+)
+YARN_CONTRACT = Contract(
+    args={
+        **HEAD,
+        "factor": FACTOR,
+        "original_max_len": TRAINED,
+        "beta_fast": Arg("number", domain="> 0", default=32.0, values=(32.0, 16.0)),
+        "beta_slow": Arg("number", domain="> 0", default=1.0, values=(1.0, 2.0)),
+    },
+    result=SCALED,
+    sizes={"d": 32},
+)
+LLAMA3_CONTRACT = Contract(
+    args={
+        **HEAD,
+        "factor": FACTOR,
+        "low_freq_factor": Arg("number", domain="> 0", values=(1.0, 2.0)),  # each below every high_freq_factor here
+        "high_freq_factor": Arg("number", domain="> 0", values=(4.0, 8.0)),
+        "original_max_len": Arg("number", domain=">= 1", values=(128, 8192)),
+    },
+    result=SCALED,
+    sizes={"d": 32},
+)
+
 NO_TENSOR_IN = "it takes no tensor: its result is made on the CPU, as transformers' own RoPE functions make theirs, and the model moves it with its buffers"
 
 EXERCISES = [
@@ -981,6 +1024,7 @@ EXERCISES = [
         importance=3,
         minutes=5,
         no_device_pass=NO_TENSOR_IN,
+        contract=SCALING_CONTRACT,
     ),
     Exercise(
         id="ntk_scaling",
@@ -998,6 +1042,7 @@ EXERCISES = [
         importance=2,
         minutes=5,
         no_device_pass=NO_TENSOR_IN,
+        contract=SCALING_CONTRACT,
     ),
     Exercise(
         id="dynamic_ntk_scaling",
@@ -1019,6 +1064,7 @@ EXERCISES = [
         importance=2,
         minutes=10,
         no_device_pass=NO_TENSOR_IN,
+        contract=DYNAMIC_CONTRACT,
         edges=("lengths",),
     ),
     Exercise(
@@ -1053,6 +1099,7 @@ EXERCISES = [
         importance=3,
         minutes=15,
         no_device_pass=NO_TENSOR_IN,
+        contract=YARN_CONTRACT,
     ),
     Exercise(
         id="llama3_scaling",
@@ -1084,5 +1131,6 @@ EXERCISES = [
         importance=3,
         minutes=15,
         no_device_pass=NO_TENSOR_IN,
+        contract=LLAMA3_CONTRACT,
     ),
 ]

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from helpers import reference
-from helpers.contracts import Arg, Contract, Result, noncontiguous
+from helpers.contracts import Arg, Contract, Draw, Result, noncontiguous
 from helpers.exercises import kv_cache
 from helpers.exercises.common import TAKES_NO_TENSOR, says
 from helpers.probe import Probe, close
@@ -807,59 +807,69 @@ MASK_IS_BOOL = (
 # the reference exactly; where that would call outside an exercise's domain or cannot read its result, not_walked
 # says so, and the exercise's own probes walk the same axis on inputs of its domain (named in each reason).
 
-MASK = Arg("mask", "B T", dtypes=(torch.int64, torch.int32, torch.bool))
-RANDOM_MASKS = (
-    "the axes draw random 0/1 masks, outside the domain (a row of pads only, pads between real tokens) and compared "
-    "pads included, whose values are free; its own probes walk {what}"
+
+def padded_masks(probe: Probe, sizes: dict[str, Any], dtype: torch.dtype) -> Tensor:
+    """Masks of the domain: every row holds one or more real tokens side by side, each row padded on its own side
+    (the first three left, right and on both sides, as a prompt plus a response; the others at random)."""
+    B, T = int(sizes["B"]), int(sizes["T"])
+    mask = torch.zeros(B, T, dtype=torch.long)
+    for row in range(B):
+        n = 1 + int(torch.randint(max(T - 1 if row < 3 else T, 1), (), generator=probe.generator))  # real tokens
+        start = (
+            (T - n, 0, (T - n) // 2)[row] if row < 3 else int(torch.randint(T - n + 1, (), generator=probe.generator))
+        )
+        mask[row, start : start + n] = 1
+    return mask.to(probe.device, dtype)
+
+
+def document_lengths(probe: Probe, sizes: dict[str, Any], dtype: torch.dtype) -> Tensor:
+    """Lengths of the domain, each >= 1, one of them a document of a single token (the [n, 1] packing)."""
+    lengths = probe.randint(4, int(sizes["N"]), device="cpu") + 1
+    lengths[int(torch.randint(len(lengths), (), generator=probe.generator))] = 1
+    return lengths.to(probe.device)
+
+
+def pads_free(out: Any, inputs: dict[str, Any]) -> Any:
+    """A pad's position is free within [0, T): read as the reference's 0 there (one outside stays, and differs)."""
+    mask = inputs["attention_mask"]
+    if not isinstance(out, Tensor) or out.shape != mask.shape or out.is_meta:
+        return out
+    return out.masked_fill(~mask.bool() & (out >= 0) & (out < mask.shape[-1]), 0)
+
+
+MASK = Arg(
+    "mask",
+    "B T",
+    dtypes=(torch.int64, torch.int32, torch.bool),
+    draw=Draw("(each row one or more real tokens side by side, pads on either side or both)", padded_masks),
 )
-SEQ_LENS = Arg("ids", "N", domain=">= 1")  # lengths (no Arg kind draws lengths: no axis walks them)
-LENGTHS = "seq_lens are lengths >= 1, where the axes would draw a document of no token; {what}"
+SEQ_LENS = Arg("ids", "N", domain=">= 1", draw=Draw("", document_lengths))
 
 POSITION_IDS_CONTRACT = Contract(
     args={"attention_mask": MASK},
-    result=Result("B T", dtype=torch.int64),
-    sizes={"B": 3, "T": 7},
+    result=Result("B T", torch.int64, read=pads_free, reads="a pad's position is free within [0, T)"),
+    sizes={"B": 4, "T": 7},
     ones="B T",
-    not_walked={
-        "ones": RANDOM_MASKS.format(what="a batch of one, (1, 5), and a (3, 1) mask (masks())"),
-        "views": RANDOM_MASKS.format(what="its batch of mixed padding sides as a non-contiguous view (masks())"),
-    },
 )
 DECODE_CONTRACT = Contract(
     args={"attention_mask": MASK, "new_tokens": Arg("number", domain=">= 1", default=1, values=(1, 2, 3))},
     result=Result("B new_tokens", dtype=torch.int64),
     sizes={"B": 5, "T": 7},
     ones="B T",
-    not_walked={
-        axis: RANDOM_MASKS.format(what=walked)
-        for axis, walked in {
-            "ones": "a batch of one, (1, 5), and a (3, 1) mask (decode_cases())",
-            "views": "its batch of mixed padding sides as a non-contiguous view (decode_cases())",
-            "defaults": "new_tokens left out on a left-padded batch (decode_cases())",
-            "varied": "new_tokens = 1, 2 and 3, each on its own batch (decode_cases())",
-        }.items()
-    },
 )
-PACKED_CONTRACT = Contract(
-    args={"seq_lens": SEQ_LENS},
-    result=Result("S", dtype=torch.int64),
-    sizes={"N": 3},
-    not_walked={"views": LENGTHS.format(what="a 1-D tensor of lengths needs no reshaping, contiguous or not")},
-)
+PACKED_CONTRACT = Contract(args={"seq_lens": SEQ_LENS}, result=Result("S", dtype=torch.int64), sizes={"N": 3}, ones="N")
 DOCUMENT_MASK_CONTRACT = dataclasses.replace(PACKED_CONTRACT, result=Result("S S", dtype=torch.bool))
-STREAMING_CONTRACT = Contract(  # no tensor, no default, one value each: no axis applies; its own cases walk 0 and 1
+STREAMING_CONTRACT = Contract(  # window 0 keeps the sinks alone, n_sink 0 the window alone
     args={
         "seq_len": Arg("size", "L"),
-        "n_sink": Arg("number", domain=">= 0", values=(4,)),
-        "window": Arg("number", domain=">= 0", values=(8,)),
+        "n_sink": Arg("number", domain=">= 0", values=(4, 0)),
+        "window": Arg("number", domain=">= 0", values=(8, 1, 0)),
     },
-    result=Result("kept positions", dtype=torch.int64),  # two tensors, (K,) each
+    result=(Result("K", torch.int64, name="kept"), Result("K", torch.int64, name="positions")),
     sizes={"L": 20},
+    ones="L",
 )
-KV_RESULT = (
-    "the result is three tensors (q_rot, k_all, v_all) over a sequence of calls, which the axes do not compare; "
-)
-KV_CONTRACT = Contract(
+KV_CONTRACT = Contract(  # one call to a fresh cache: kv_cache's probes walk the sequences of calls
     init={
         "head_dim": Arg("size", "Dh"),
         "max_len": Arg("number", domain=">= 1", default=4096),
@@ -869,16 +879,16 @@ KV_CONTRACT = Contract(
         name: Arg("activations", f"B {heads} T Dh", dtypes=(torch.float32, torch.bfloat16), grad=True)
         for name, heads in (("q", "Hq"), ("k", "Hk"), ("v", "Hk"))
     },
-    result=Result("q_rot k_all v_all", dtype="q"),  # (B, Hq, T, Dh), then (B, Hk, offset + T, Dh) twice
+    result=(
+        Result("B Hq T Dh", "q", name="q_rot"),
+        Result("B Hk offset+T Dh", "k", name="k_all"),
+        Result("B Hk offset+T Dh", "v", name="v_all"),
+    ),
     sizes={"B": 2, "Hq": 4, "Hk": 2, "T": 5, "Dh": 8},
-    ones="B T",
-    not_walked={
-        "ones": KV_RESULT + "its own probes call it with B = 1 and T = 1 (length_checked, kv_device_pass)",
-        "views": KV_RESULT + "kv_cache.views_taken calls it on transposed q, k, v",
-        "dtypes": KV_RESULT + "its own probes run float32 and bfloat16 (one_pass)",
-        "gradient": KV_RESULT + "kv_cache.gradients_flow backpropagates through all three",
-        "defaults": KV_RESULT + "kv_cache.defaults_kept builds it with head_dim alone",
-    },
+    ones="B Hk T",
+    expected=lambda probe, module, head_dim, q, k, v, max_len=4096, base=10000.0: reference.RopeKVCache(
+        head_dim, max_len, base
+    )(q, k, v),
 )
 
 EXERCISES = [
