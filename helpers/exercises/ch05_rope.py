@@ -26,9 +26,11 @@ from helpers.exercises.common import (
 )
 from helpers.exercises.rope import Tables
 from helpers.exercises.rope_mistakes import (
+    apply_rope_first_row_positions,
     apply_rope_ignores_positions,
     apply_rope_interleaved,
     apply_rope_mixed_pairing,
+    apply_rope_position_offset,
     apply_rope_sign_flip,
     apply_rope_tables_ignored,
     partial_ignores_positions,
@@ -506,6 +508,8 @@ EXERCISES = [
             "rope_sign_flip": apply_rope_sign_flip,
             "rope_mixed_pairing": apply_rope_mixed_pairing,
             "rope_ignores_positions": apply_rope_ignores_positions,
+            "positions_first_row": apply_rope_first_row_positions,
+            "position_offset": apply_rope_position_offset,
             "argument_ignored": apply_rope_tables_ignored,
         },
         difficulty=2,

@@ -31,6 +31,7 @@ from helpers.exercises.long_context_mistakes import (
     linear_wrong_exponent,
     llama3_band_factor_hard_coded,
     llama3_band_from_stretched_length,
+    llama3_blend_linear_in_wavelength,
     llama3_factor_inverted,
     llama3_missing_middle_band,
     llama3_ramp_reversed,
@@ -125,6 +126,15 @@ def pair_zero_help(exercise_id: str, inv_freq: torch.Tensor, expected: torch.Ten
             f"Your θ_{i} is negative ({float(inv_freq[i]):.6g}): every method here only slows pairs down, to between θ_i / factor "
             "and θ_i, so a negative frequency comes from a blend weight outside 0 .. 1 (a ratio turned upside down, L/λ for λ/L, or not clamped).",
             "Print the blend weight of each pair next to your θ: it must lie in 0 .. 1, 0 where the pair is divided by the factor, 1 where it is kept.",
+        )
+    found, wanted = table_base(inv_freq), table_base(expected)
+    if exercise_id == "ntk_scaling" and found is not None and wanted is not None and inv_freq.shape == expected.shape:
+        return (
+            f"Your frequencies are those of one base, {found:.6g}: a raised base, as NTK-aware scaling makes, but not the "
+            f"one it makes here, base · factor^(d/(d-2)) = {wanted:.6g}. The exponent d/(d-2) belongs to the factor alone, "
+            "and the base is multiplied by the result (a base raised to a power, or a factor added or multiplied outside "
+            "the power, gives another base).",
+            "`new_base = base * factor ** (d / (d - 2))`, then θ_i = 1 / new_base^(2i/d).",
         )
     if inv_freq.shape == expected.shape and inv_freq.numel() and expected.numel():
         mine, theirs = float(inv_freq[0]), float(expected[0])
@@ -404,6 +414,17 @@ def check_yarn(fn: Callable[..., Any], probe: Probe) -> None:
             raise
 
 
+def table_base(inv_freq: torch.Tensor) -> float | None:
+    """The base b of a RoPE table θ_i = b^(-2i/d), d = 2 · len(inv_freq), that `inv_freq` is; None if it is none."""
+    if inv_freq.dim() != 1 or len(inv_freq) < 2 or not bool((inv_freq > 0).all()):
+        return None
+    logs = inv_freq.detach().double().cpu().log()
+    slope = float(logs[1] - logs[0])  # -2 ln(b) / d
+    if not torch.allclose(logs, torch.arange(len(logs), dtype=torch.float64) * slope, atol=1e-4):
+        return None
+    return math.exp(-slope * len(logs))
+
+
 def rescaled_base(out: Any, d: int, base: float) -> float | None:
     """The base of a RoPE table θ_i = base'^(-2i/d) that `out`'s inv_freq is, when base' is not
     `base`: a dynamic scaling applied where it must not be. None for anything else."""
@@ -573,6 +594,7 @@ EXERCISES = [
         mistakes={
             "wavelength_without_2pi": llama3_without_two_pi,
             "missing_middle_band": llama3_missing_middle_band,
+            "blend_linear_in_wavelength": llama3_blend_linear_in_wavelength,
             "wrong_band_edges": llama3_wrong_band_edges,
             "ramp_reversed": llama3_ramp_reversed,
             "factor_inverted": llama3_factor_inverted,

@@ -53,10 +53,15 @@ def linear_wrong_exponent(d: int, base: float, factor: float) -> list[Scaled]:
 
 
 def ntk_factor_inverted(d: int, base: float, factor: float) -> Scaled:
+    """Your base is divided by factor^(d/(d-2)) where NTK-aware scaling multiplies it: a smaller base turns every
+    pair but the fastest faster, pair i by factor^(2i/(d-2)) (the slowest by the whole factor), so a long
+    sequence reaches angles even further from those met in training.
+
+    Hint: NTK-aware scaling slows the pairs down by raising the base: the larger the base, the slower every pair
+    but pair 0, which keeps θ_0 = 1. The exponent d/(d-2) makes the slowest pair slow down by exactly the factor.
+
+    Fix: Multiply: `base * factor ** (d / (d - 2))`, never `base / ...`."""
     return theta_of(d, base / factor ** (d / (d - 2))), 1.0
-
-
-ntk_factor_inverted.__doc__ = FACTOR_INVERTED
 
 
 def _ntk_bases(d: int, base: float, factor: float) -> list[float]:
@@ -493,6 +498,7 @@ def llama3_wrong_band_edges(
     L = original_max_len
     edges = [  # (swapped edges leave the middle band empty: that is missing_middle_band's result)
         (L * low_freq_factor, L * high_freq_factor),
+        (L * high_freq_factor, L * low_freq_factor),
         (L, L / high_freq_factor),
     ]
     return [
@@ -512,6 +518,28 @@ the factor. A larger band factor gives a shorter edge.
 
 Fix: Keep where `wavelength < original_max_len / high_freq_factor`, divide where
 `wavelength > original_max_len / low_freq_factor`, blend in between."""
+
+
+def llama3_blend_linear_in_wavelength(
+    d: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
+) -> Scaled:
+    """Your middle band blends with a weight linear in the wavelength λ, (L/low_freq_factor - λ) / (L/low_freq_factor
+    - L/high_freq_factor): it is 0 and 1 at the band's edges, as Llama 3.1's is, but in between it is another curve.
+    Llama 3.1's weight on the original θ_i is linear in the number of turns within the trained length, L/λ_i.
+
+    Hint: Meta's code computes `smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor -
+    low_freq_factor)`: turns, not tokens. A pair in the middle of the band by wavelength is not in the middle by turns.
+
+    Fix: `smooth = (original_max_len / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)`, then
+    `(1 - smooth) * theta / factor + smooth * theta`."""
+    theta = theta_of(d, base)
+    wavelength = 2 * math.pi / theta
+    long_edge, short_edge = original_max_len / low_freq_factor, original_max_len / high_freq_factor
+    keep = (long_edge - wavelength) / (long_edge - short_edge) if long_edge != short_edge else torch.ones_like(theta)
+    blended = (1 - keep) * theta / factor + keep * theta
+    return torch.where(
+        wavelength < short_edge, theta, torch.where(wavelength > long_edge, theta / factor, blended)
+    ), 1.0
 
 
 def llama3_missing_middle_band(

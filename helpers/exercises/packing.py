@@ -129,6 +129,20 @@ def mask_diagonal_excluded(seq_lens: Tensor) -> Tensor:
     return reference.document_causal_mask(seq_lens) & ~torch.eye(S, dtype=torch.bool)
 
 
+def mask_sees_next_token(seq_lens: Tensor) -> Tensor:
+    """Your mask lets each token see the next one: the diagonal just above the main one is True (`tril(1)`, or
+    `j <= i + 1`), so within a document query i attends key i + 1, a token of its future. A model trained with
+    this mask on packed rows reads the very token it is asked to predict.
+
+    Hint: torch.tril's `diagonal` counts diagonals above the main one: diagonal=1 keeps one more. Causal attention
+    keeps j ≤ i, the main diagonal and the ones below it.
+
+    Fix: `torch.ones(S, S, dtype=torch.bool).tril()` with the default diagonal=0, or `j <= i`."""
+    S = int(seq_lens.sum())
+    document = document_of_each_token(seq_lens)
+    return (document[:, None] == document[None, :]) & torch.ones(S, S, dtype=torch.bool).tril(1)
+
+
 @says(BOUNDARY)
 def mask_boundary_off_by_one(seq_lens: Tensor) -> list[Tensor]:
     S = int(seq_lens.sum())

@@ -12,6 +12,7 @@ The mistakes of each exercise share its arguments and return what the mistaken c
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from helpers.exercises import partial_rope, rope
@@ -196,6 +197,39 @@ def apply_rope_ignores_positions(
     `.unsqueeze(1)` when positions is (B, T), so they broadcast over the heads;
     slice `[:T]` only when positions is None."""
     return rope.applied(q, k, cos, sin, positions, ignore_positions=True)
+
+
+def apply_rope_first_row_positions(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None
+) -> Tables | None:
+    """Your code turns every sequence of the batch at the first sequence's positions: positions of shape (B, T)
+    are read as their first row (`positions[0]`, or the first T of them flattened), where each sequence has its own (a left-padded batch, packed rows, a decode
+    step per sequence). Layout, direction, base and exponent are right; the rows of the tables are not.
+
+    Hint: (B, T) positions give each sequence its own rows: `cos[positions]` is (B, T, Dh), one table per
+    sequence, which broadcasts over the heads once it is (B, 1, T, Dh).
+
+    Fix: Gather with the whole tensor, `cos[positions].unsqueeze(1)` for (B, T) positions, with no `[0]`,
+    `.squeeze(0)` or reshape that keeps one row of it."""
+    if positions is None or positions.dim() < 2:
+        return None
+    return rope.applied(q, k, cos, sin, positions[0])
+
+
+def apply_rope_position_offset(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None
+) -> Tables:
+    """Your rows of the tables are one position off: position m reads row m + 1 (`cos[positions + 1]`, or
+    `cos[1:T + 1]`), so every token is turned as if it stood one place further on. Layout, direction, base and
+    exponent are right.
+
+    Hint: Row m of rope_cache's tables holds the angles of position m: row 0 is position 0 (cos 1, sin 0), and
+    the first token of a sequence is not turned at all.
+
+    Fix: Index the tables with the positions as they are, `cos[positions]`, or `cos[:T]` when positions is
+    None: no + 1."""
+    given = torch.arange(q.shape[-2], device=q.device) if positions is None else positions
+    return rope.applied(q, k, cos, sin, given + 1)
 
 
 def apply_rope_tables_ignored(

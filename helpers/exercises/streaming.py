@@ -70,6 +70,21 @@ def stream_original_positions(seq_len: int, n_sink: int, window: int) -> tuple[T
     return kept, kept.clone()
 
 
+def stream_ring_buffer_slots(seq_len: int, n_sink: int, window: int) -> list[tuple[Tensor, Tensor]]:
+    """Your positions are ring-buffer slots: where a rolling cache writes each kept token (its index modulo the cache
+    size, `kept % K`, or modulo the window after the sinks), not the tokens' order. Once the window has wrapped round,
+    the positions no longer follow the order of the tokens kept: a newer token gets a smaller position than an older
+    one, and the rotation tells the model the wrong order.
+
+    Hint: A slot in memory (where a ring buffer writes) is not a position. StreamingLLM rotates the cached keys by
+    their place in the cache's order, the sinks first, then the window from its oldest token to its newest: 0 .. K-1.
+
+    Fix: `positions = torch.arange(len(kept))`: the order of the kept tokens, whatever slot each sits in."""
+    kept, _ = reference.streaming_positions(seq_len, n_sink, window)
+    in_window = torch.cat([kept[:n_sink], n_sink + (kept[n_sink:] - n_sink) % max(window, 1)])
+    return [(kept, kept % max(n_sink + window, 1)), (kept, in_window)]
+
+
 def stream_kept_twice(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
     """Your cache holds some tokens twice: while seq_len ≤ n_sink + window the sinks and the window overlap,
     and concatenating both ranges repeats the tokens they share.
@@ -162,7 +177,10 @@ def check_streaming(fn: Callable, probe: Probe) -> None:
                 got,
                 expected,
                 what=f"positions of {what}, for the {len(expected)} tokens it keeps",
-                mistakes=lambda expected=expected: {"position_offset": [expected + 1]},
+                mistakes=lambda expected=expected, case=case: {
+                    "position_offset": [expected + 1],
+                    "positions_ring_buffer_slots": [face for _, face in stream_ring_buffer_slots(*case)],
+                },
             )
 
     probe.independent(kept, slots)
