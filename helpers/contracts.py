@@ -24,7 +24,14 @@ How to declare one (beside the exercise's `Exercise(...)`, as its `contract=`)::
   `grad=True` when a gradient must flow back to it; `domain` the admitted values of a number, in
   words the docstring shows (">= 1"); `default` (optional arguments); `values`: values a call uses,
   the first by every axis, the others by the `varied` axis (that the argument is not ignored).
-* `Result(shape, dtype)`: `dtype` is a dtype, or the name of the argument whose dtype it follows.
+  `draw`: a Draw, where random values of the kind would fall outside the domain (cos and sin from
+  rope_cache, masks whose rows each hold a real token); `last_contiguous`: the domain holds only views
+  whose last axis has stride 1 (Meta's view_as_complex refuses any other), so the views axis makes those.
+  Kind "relative": signed positions, key minus query, in (-bound, bound), both ends drawn.
+* `Result(shape, dtype)`: `dtype` is a dtype, the name of the argument whose dtype it follows, or float (a
+  Python number); `read` how a result is read before it is compared where the contract admits more than
+  one form (ALiBi's float64 and -1e9 mask, a pad's free position), said in `reads`. A tuple of Results,
+  each with its `name`: the function returns that many results, compared one by one.
 * `init`: a module's constructor arguments (the same Arg), and `expected(probe, module, **values)`, the
   right output from the module's own tables (found by shape, as its own probes find them), given every
   constructor argument and input by name.

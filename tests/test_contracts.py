@@ -164,3 +164,16 @@ def test_tuple_results_and_signed_ranges_are_stated():
     assert "Returns (inv_freq (d/2) in float32, attention_scale a float)." in said
     drawn = contracts.make_call(contract, Probe(get("t5_relative_bucket"), "x", torch.device("cpu")))
     assert int(drawn.inputs["relative_position"].min()) == -4 and int(drawn.inputs["relative_position"].max()) == 4
+
+
+def test_the_interleaved_domain_leaves_out_a_strided_last_axis():
+    """Meta's view_as_complex refuses a view whose last axis is strided: right code, so the contract excludes such
+    views (last_contiguous) and the views axis hands it the views a model makes, heads transposed."""
+    from tests.submissions.ch05 import interleaved_complex
+
+    x = torch.randn(2, 3, 5, 8)
+    assert get("rope_interleaved").contract.args["x"].last_contiguous
+    with pytest.raises(RuntimeError, match="stride 1"):
+        interleaved_complex(contracts.noncontiguous(x))
+    kept = contracts.noncontiguous(x, last_contiguous=True)
+    assert torch.allclose(interleaved_complex(kept), interleaved_complex(x))
