@@ -24,7 +24,14 @@ How to declare one (beside the exercise's `Exercise(...)`, as its `contract=`)::
   `grad=True` when a gradient must flow back to it; `domain` the admitted values of a number, in
   words the docstring shows (">= 1"); `default` (optional arguments); `values`: values a call uses,
   the first by every axis, the others by the `varied` axis (that the argument is not ignored).
-* `Result(shape, dtype)`: `dtype` is a dtype, or the name of the argument whose dtype it follows.
+  `draw`: a Draw, where random values of the kind would fall outside the domain (cos and sin from
+  rope_cache, masks whose rows each hold a real token); `last_contiguous`: the domain holds only views
+  whose last axis has stride 1 (Meta's view_as_complex refuses any other), so the views axis makes those.
+  Kind "relative": signed positions, key minus query, in (-bound, bound), both ends drawn.
+* `Result(shape, dtype)`: `dtype` is a dtype, the name of the argument whose dtype it follows, or float (a
+  Python number); `read` how a result is read before it is compared where the contract admits more than
+  one form (ALiBi's float64 and -1e9 mask, a pad's free position), said in `reads`. A tuple of Results,
+  each with its `name`: the function returns that many results, compared one by one.
 * `init`: a module's constructor arguments (the same Arg), and `expected(probe, module, **values)`, the
   right output from the module's own tables (found by shape, as its own probes find them), given every
   constructor argument and input by name.
@@ -68,6 +75,7 @@ Every call goes through `Probe.call`, so every axis also asks that the inputs ar
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +90,7 @@ REQUIRED = inspect.Parameter.empty
 KINDS = {  # kind -> how the axes make one (and what the docstring calls it)
     "ids": "token ids, below `bound`, holding 0 and bound - 1",
     "positions": "position ids, below `bound`",
+    "relative": "relative positions (key minus query), signed, within (-bound, bound), holding both ends",
     "segments": "segment ids, below `bound`",
     "mask": "a 0/1 attention mask",
     "table": "a table of rows (floats)",
@@ -91,12 +100,23 @@ KINDS = {  # kind -> how the axes make one (and what the docstring calls it)
     "index": "a row index, below `bound`, or None",
     "number": "a number (int or float) within its `domain`",
     "rate": "a probability in [0, 1): a dropout rate",
+    "flag": "a bool",
     "embedding": "an nn.Embedding of shape `shape` (V d) the module is built on, holding the probe's values",
 }
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 INTEGERS = (torch.int64,)
-TENSOR_KINDS = {"ids", "positions", "segments", "mask", "table", "activations", "gradient"}
+TENSOR_KINDS = {"ids", "positions", "relative", "segments", "mask", "table", "activations", "gradient"}
 INDEX_KINDS = {"ids": "ids", "positions": "positions", "segments": "segments"}  # -> Probe.ids' kind
+INTEGER_KINDS = {*INDEX_KINDS, "relative"}
+
+
+@dataclass(frozen=True)
+class Draw:
+    """Inputs drawn inside an exercise's domain where random values of their kind would fall outside it
+    (cos and sin from rope_cache, not random tables; masks whose rows each hold a real token)."""
+
+    words: str  # what the docstring says of them: "from rope_cache" ("" where the domain says it all)
+    make: Callable[[Probe, dict[str, Any], torch.dtype], torch.Tensor]  # (probe, sizes, dtype) -> the input
 
 
 @dataclass(frozen=True)
@@ -109,6 +129,10 @@ class Arg:
     domain: str = ""  # a number's admitted values, in the docstring's words (">= 1", "> 0")
     default: Any = REQUIRED
     values: tuple[Any, ...] = ()  # numbers: the first is used by every call, the others by `varied`
+    draw: Draw | None = None  # a tensor drawn within the domain, not at random
+    last_contiguous: bool = (
+        False  # the domain holds views whose last axis is contiguous only (view_as_complex needs it)
+    )
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -117,7 +141,7 @@ class Arg:
         if outside:  # an axis never calls outside the domain: the declaration itself is refused
             raise ValueError(f"values {outside} outside the domain {self.domain!r}")
         if self.kind in TENSOR_KINDS and not self.dtypes:
-            object.__setattr__(self, "dtypes", INTEGERS if self.kind in INDEX_KINDS else (torch.float32,))
+            object.__setattr__(self, "dtypes", INTEGERS if self.kind in INTEGER_KINDS else (torch.float32,))
 
     @property
     def optional(self) -> bool:
@@ -142,14 +166,28 @@ def within(domain: str, value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Result:
+    """One result: a tensor of `shape` in `dtype` (a dtype, or the argument whose dtype it follows), or a
+    Python number (dtype=float); `name` when there are several; `read`, how it is read before it is compared
+    where the contract admits more than one form (ALiBi's float64, a mask at -1e9), said in `reads`."""
+
     shape: str
-    dtype: str | torch.dtype = torch.float32  # a dtype, or the argument whose dtype the result follows
+    dtype: str | torch.dtype | type = torch.float32
+    name: str = ""
+    read: Callable[[Any, dict[str, Any]], Any] | None = None  # (result, the call's inputs by name) -> as compared
+    reads: str = ""
+
+    def words(self) -> str:
+        if self.dtype is float:
+            return f"{self.name} a float".strip()
+        follows = f"{self.dtype}'s dtype" if isinstance(self.dtype, str) else str(self.dtype).removeprefix("torch.")
+        said = f"{self.name} ({', '.join(self.shape.split())}) in {follows}".strip()
+        return f"{said} ({self.reads})" if self.reads else said
 
 
 @dataclass(frozen=True, kw_only=True)
 class Contract:
     args: dict[str, Arg]
-    result: Result
+    result: Result | tuple[Result, ...]  # a tuple: the function returns that many results, in that order
     init: dict[str, Arg] = field(default_factory=dict)  # a module's constructor
     sizes: dict[str, Any] = field(default_factory=dict)
     ones: str = ""
@@ -160,6 +198,10 @@ class Contract:
         unknown = set(self.not_walked) - set(AXES)
         if unknown:
             raise ValueError(f"not_walked names unknown axes {sorted(unknown)}")
+
+    @property
+    def results(self) -> tuple[Result, ...]:
+        return self.result if isinstance(self.result, tuple) else (self.result,)
 
     def floats(self) -> dict[str, Arg]:
         return {name: a for name, a in self.args.items() if a.is_tensor and a.dtypes[0].is_floating_point}
@@ -174,15 +216,21 @@ def words(name: str, arg: Arg) -> str:
     """One argument as the docstring says it: `ids (B, T) int64 in [0, V)`, `base > 1 = 10000.0`."""
     parts = [name]
     if arg.kind == "size":
-        parts.append(arg.shape)
+        parts.append("int" if arg.shape == name else arg.shape)  # `d int` where the size is its own symbol
     elif arg.kind == "embedding":
         parts.append(f"an nn.Embedding({', '.join(arg.shape.split())})")
     elif arg.is_tensor:
         parts.append(f"({', '.join(arg.shape.split())})")
         parts.append("/".join(str(d).removeprefix("torch.") for d in arg.dtypes))
-    if arg.bound:
+    if arg.draw and arg.draw.words:
+        parts.append(arg.draw.words)
+    if arg.last_contiguous:
+        parts.append("(any view whose last axis is contiguous)")
+    if arg.kind == "relative":
+        parts.append(f"in (-{arg.bound}, {arg.bound})")
+    elif arg.bound:
         parts.append(f"in [0, {arg.bound})" + (" or None" if arg.optional and arg.default is None else ""))
-    if arg.kind in ("number", "rate"):
+    if arg.kind in ("number", "rate", "flag"):
         parts.append(type(arg.values[0] if arg.values else arg.default).__name__)
     if arg.domain:
         low, _, high = arg.domain.partition(" and ")
@@ -202,9 +250,10 @@ def summary(contract: Contract) -> str:
         said.append(f"Built with {'; '.join(words(n, a) for n, a in contract.init.items())}.")
     inputs = "; ".join(words(n, a) for n, a in contract.args.items())
     said.append(f"{'Its forward takes' if contract.init else 'Takes'} {inputs}.")
-    dtype = contract.result.dtype
-    follows = f"{dtype}'s dtype" if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
-    said.append(f"Returns ({', '.join(contract.result.shape.split())}) in {follows}.")
+    if isinstance(contract.result, tuple):
+        said.append(f"Returns ({', '.join(r.words() for r in contract.result)}).")
+    else:
+        said.append(f"Returns {contract.result.words()}.")
     ones = contract.ones.split()
     if ones and set(ones) <= set(str(contract.sizes.get("...", "")).split()):
         said.append("Any size in ... may be 1 (a batch of one, a single token).")
@@ -267,9 +316,15 @@ def make_call(
     def value(arg: Arg) -> Any:
         if arg.kind == "size":
             return int(sizes[arg.shape])
-        if arg.kind in ("number", "rate", "index"):
+        if arg.kind in ("number", "rate", "index", "flag"):
             return arg.values[0] if arg.values else arg.default
+        chosen = dtype if dtype in arg.dtypes else (arg.dtypes or (torch.float32,))[0]
+        if arg.draw:
+            return arg.draw.make(probe, sizes, chosen)
         shape = dims(arg.shape, sizes)
+        if arg.kind == "relative":  # both ends, -(bound - 1) and bound - 1, at random places
+            reach = int(sizes[arg.bound]) - 1
+            return probe.ids(2 * reach + 1, *shape) - reach
         if arg.kind in INDEX_KINDS:
             high = int(sizes[arg.bound])
             if avoid_last:
@@ -286,7 +341,6 @@ def make_call(
             with torch.no_grad():
                 embedding.weight.copy_(probe.randn(*shape, device="cpu"))  # the probe's values, not the global RNG's
             return embedding.to(probe.device)
-        chosen = dtype if dtype in arg.dtypes else arg.dtypes[0]
         return probe.randn(*shape, dtype=chosen)
 
     return Call(
@@ -314,7 +368,7 @@ def build(probe: Probe, cls: Any, call: Call) -> torch.nn.Module:
 
 def expected_for(probe: Probe, contract: Contract, call: Call, module: torch.nn.Module | None = None) -> Any:
     """The right output: the reference on the same inputs (a module: `contract.expected` on its own tables)."""
-    if module is not None:
+    if module is not None and contract.expected is not None:
         values = {k: v for k, v in {**call.init, **call.inputs}.items() if v is not OMITTED}
         return contract.expected(probe, module, **values)
     args, kwargs = split(call.inputs)
@@ -336,17 +390,70 @@ def compare(
     if probe.exercise.kind == "module":
         module = module or build(probe, fn, call)
         out = probe.call(module, *args, **kwargs)
-        probe.expect(out, expected_for(probe, contract, call, module), what=what, **tolerance)
+        want = expected_for(probe, contract, call, module)
+        expect_results(probe, contract, out, want, what, None, call.inputs, **tolerance)
         return out
     out = probe.call(fn, *args, **kwargs)
-    probe.expect(
-        out,
-        probe.exercise.reference(*args, **kwargs),
-        what=what,
-        mistakes=probe.known_mistakes(*args, **kwargs),
-        **tolerance,
-    )
+    mistakes = lambda index: probe.known_mistakes(*args, index=index, **kwargs)
+    want = probe.exercise.reference(*args, **kwargs)
+    expect_results(probe, contract, out, want, what, mistakes, call.inputs, **tolerance)
     return out
+
+
+def expect_results(
+    probe: Probe,
+    contract: Contract,
+    out: Any,
+    want: Any,
+    what: str,
+    mistakes: Callable[[int | None], Callable[[], dict[str, Any]]] | None,
+    inputs: dict[str, Any],
+    **tolerance: Any,
+) -> None:
+    """Each result against the right one, read as its Result says; a tuple's results one by one, by name."""
+    if not isinstance(contract.result, tuple):
+        read = contract.result.read or (lambda out, inputs: out)
+        probe.expect(read(out, inputs), want, what=what, mistakes=mistakes and mistakes(None), **tolerance)
+        return
+    results = contract.result
+    if not isinstance(out, (tuple, list)) or len(out) != len(results):
+        got = f"a {type(out).__name__}" + (f" of {len(out)} items" if isinstance(out, (tuple, list)) else "")
+        probe.fail(
+            "wrong_type",
+            f"{what[0].upper()}{what[1:]} is {got}; the exercise returns {len(results)} results, "
+            f"({', '.join(r.name for r in results)}).",
+        )
+    for index, (result, got, right) in enumerate(zip(results, out, want)):
+        part = f"the {result.name} of {what}"
+        if result.dtype is not float:
+            read = result.read or (lambda out, inputs: out)
+            probe.expect(read(got, inputs), right, what=part, mistakes=mistakes and mistakes(index), **tolerance)
+        elif isinstance(got, bool) or not isinstance(got, (int, float)):
+            probe.fail("wrong_type", f"{part[0].upper()}{part[1:]} is a {type(got).__name__}, not a Python float.")
+        elif not math.isclose(got, right, rel_tol=1e-6):
+            probe.fail("wrong_values", f"{part[0].upper()}{part[1:]} is {got:.6g}; expected {right:.6g}.")
+
+
+def parts(out: Any) -> list[Any]:
+    """A result's parts: the items of a tuple of results, or the one result."""
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def tensors(out: Any) -> list[torch.Tensor]:
+    """The floating tensors among a result's parts (what a gradient flows through)."""
+    return [t for t in parts(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def alike(out: Any, want: Any, rtol: float | None = None, atol: float | None = None) -> bool:
+    """Every part of `out` close to `want`'s (a number to 1e-6 of it)."""
+    if len(parts(out)) != len(parts(want)):
+        return False
+    return all(
+        close(o, w, rtol, atol)
+        if isinstance(w, torch.Tensor)
+        else isinstance(o, (int, float)) and math.isclose(o, w, rel_tol=1e-6)
+        for o, w in zip(parts(out), parts(want))
+    )
 
 
 def described(call: Call) -> str:
@@ -378,19 +485,19 @@ def _ones(probe: Probe, fn: Any, contract: Contract) -> None:
         try:
             compare(probe, contract, fn, call, what)
         except Failure as failure:
-            out = run_quietly(probe, fn, call)
-            if failure.code == "wrong_shape" and isinstance(out, torch.Tensor):
-                want = expected_shape(probe, contract, fn, call)
-                if (
-                    want is not None
-                    and len(out.shape) < len(want)
-                    and [s for s in want if s != 1] == [s for s in out.shape if s != 1]
-                ):
-                    probe.fail(
-                        "squeezed_size_one",
-                        f"For {symbol} = 1 ({described(call)}), `{probe.name}` returned shape {tuple(out.shape)}; expected {tuple(want)}: "
-                        "a size-1 axis was dropped on the way.",
-                    )
+            if failure.code == "wrong_shape":
+                out, want = run_quietly(probe, fn, call), expected_shapes(probe, contract, fn, call)
+                for got, shape in zip(parts(out), want):
+                    if (
+                        isinstance(got, torch.Tensor)
+                        and len(got.shape) < len(shape)
+                        and [s for s in shape if s != 1] == [s for s in got.shape if s != 1]
+                    ):
+                        probe.fail(
+                            "squeezed_size_one",
+                            f"For {symbol} = 1 ({described(call)}), `{probe.name}` returned shape {tuple(got.shape)}; expected {tuple(shape)}: "
+                            "a size-1 axis was dropped on the way.",
+                        )
             raise
 
 
@@ -401,17 +508,26 @@ def run_quietly(probe: Probe, fn: Any, call: Call) -> Any:
         return None
 
 
-def expected_shape(probe: Probe, contract: Contract, fn: Any, call: Call) -> torch.Size | None:
+def expected_shapes(probe: Probe, contract: Contract, fn: Any, call: Call) -> list[torch.Size]:
+    """The shapes of the right result's tensors (one per result), none where it cannot be made."""
     try:
         module = build(probe, fn, call) if probe.exercise.kind == "module" else None
-        return expected_for(probe, contract, call, module).shape
+        return [
+            t.shape if isinstance(t, torch.Tensor) else None for t in parts(expected_for(probe, contract, call, module))
+        ]
     except Failure:
-        return None
+        return []
 
 
-def noncontiguous(tensor: torch.Tensor) -> torch.Tensor:
+def noncontiguous(tensor: torch.Tensor, last_contiguous: bool = False) -> torch.Tensor:
     """The same values, laid out as no contiguous tensor is: the last two axes transposed in memory
-    (a transposed q, as attention code hands it over), or every other element of a longer one (1-D)."""
+    (a transposed q, as attention code hands it over), or every other element of a longer one (1-D).
+    With `last_contiguous`, a view whose last axis keeps stride 1: the two axes before it transposed
+    (q as (B, T, H, Dh).transpose(1, 2)), or the first columns of a wider matrix (2-D)."""
+    if last_contiguous:
+        if tensor.dim() >= 3:
+            return tensor.transpose(-2, -3).contiguous().transpose(-2, -3)
+        return torch.cat([tensor, tensor], dim=-1)[..., : tensor.shape[-1]] if tensor.dim() == 2 else tensor
     if tensor.dim() >= 2:
         return tensor.transpose(-1, -2).contiguous().transpose(-1, -2)
     return torch.stack([tensor, tensor], dim=-1)[..., 0] if tensor.dim() == 1 else tensor
@@ -419,7 +535,10 @@ def noncontiguous(tensor: torch.Tensor) -> torch.Tensor:
 
 def _views(probe: Probe, fn: Any, contract: Contract) -> None:
     call = make_call(contract, probe)
-    call.inputs = {k: noncontiguous(v) if isinstance(v, torch.Tensor) else v for k, v in call.inputs.items()}
+    call.inputs = {
+        k: noncontiguous(v, contract.args[k].last_contiguous) if isinstance(v, torch.Tensor) else v
+        for k, v in call.inputs.items()
+    }
     what = f"the output for non-contiguous inputs ({described(call)})"
     try:
         compare(probe, contract, fn, call, what)
@@ -444,14 +563,18 @@ def _gradient(probe: Probe, fn: Any, contract: Contract) -> None:
     module = build(probe, fn, call) if probe.exercise.kind == "module" else None
     out = compare(probe, contract, fn, call, f"the output ({described(call)})", module)
     names = " and ".join(f"`{n}`" for n in wanted)
-    if not out.requires_grad:
+    if not all(t.requires_grad for t in tensors(out)):
         probe.fail(
             "gradient_cut",
             f"`{probe.name}`'s output does not require grad although {names} {'does' if len(wanted) == 1 else 'do'}: "
             "it is cut off from autograd, so nothing before it could be trained through it.",
         )
-    upstream = torch.randn(out.shape, generator=probe.generator, dtype=out.dtype).to(out.device)
-    probe.call(lambda: (out * upstream).sum().backward(), what=f"backward through `{probe.name}`")
+    upstream = [torch.randn(t.shape, generator=probe.generator, dtype=t.dtype).to(t.device) for t in tensors(out)]
+
+    def loss(results: Any) -> torch.Tensor:
+        return sum(((t * u).sum() for t, u in zip(tensors(results), upstream)), torch.zeros(()))
+
+    probe.call(lambda: loss(out).backward(), what=f"backward through `{probe.name}`")
     mirror = Call(
         call.init,
         {
@@ -459,7 +582,7 @@ def _gradient(probe: Probe, fn: Any, contract: Contract) -> None:
             for k, v in call.inputs.items()
         },
     )
-    (expected_for(probe, contract, mirror, module) * upstream).sum().backward()
+    loss(expected_for(probe, contract, mirror, module)).backward()
     for name in wanted:
         got, want = call.inputs[name].grad, mirror.inputs[name].grad
         what = f"the gradient of `{name}` ({described(call)})"
@@ -483,11 +606,21 @@ EXACT = {torch.float64: 8 * torch.finfo(torch.float64).eps}  # relative error a 
 FLOAT32 = 1e-5  # relative: float32 rounding, which a float64 result that took a step in float32 shows
 
 
-def float32_inside(out: Any, want: torch.Tensor) -> bool:
-    """A float64 `out` that is `want` to float32's rounding, not to float64's."""
-    scale = float(want.abs().max()) if want.numel() else 0.0
-    exact = close(out, want, rtol=EXACT[torch.float64], atol=EXACT[torch.float64] * scale)
-    return not exact and close(out, want, rtol=FLOAT32, atol=FLOAT32 * scale)
+def float32_inside(out: Any, want: Any) -> bool:
+    """A float64 `out` (or a part of it) that is `want` to float32's rounding, not to float64's."""
+    for got, right in zip(parts(out), parts(want)):
+        if not isinstance(right, torch.Tensor) or right.dtype != torch.float64:
+            continue
+        scale = float(right.abs().max()) if right.numel() else 0.0
+        exact = close(got, right, rtol=EXACT[torch.float64], atol=EXACT[torch.float64] * scale)
+        if not exact and close(got, right, rtol=FLOAT32, atol=FLOAT32 * scale):
+            return True
+    return False
+
+
+def largest(out: Any) -> float:
+    """The largest magnitude among a result's tensors (the scale of an absolute tolerance)."""
+    return max((float(t.abs().max()) for t in parts(out) if isinstance(t, torch.Tensor) and t.numel()), default=0.0)
 
 
 def _dtypes(probe: Probe, fn: Any, contract: Contract) -> None:
@@ -514,12 +647,25 @@ def _dtypes(probe: Probe, fn: Any, contract: Contract) -> None:
                 probe, contract, call, build(probe, fn, call) if probe.exercise.kind == "module" else None
             )
             if float32_inside(out, want):
+                off = max(
+                    float((o.detach().double() - w.double()).abs().max()) for o, w in zip(tensors(out), tensors(want))
+                )
                 probe.fail(
                     "precision_lost",
                     f"{what[0].upper()}{what[1:]} has dtype float64 but float32's precision: it is off the float64 reference by up to "
-                    f"{float((out.detach().double() - want.double()).abs().max()):.1e}, where a float64 result is exact to about 1e-16 of its size.",
+                    f"{off:.1e}, where a float64 result is exact to about 1e-16 of its size.",
                 )
-            probe.expect(out, want, what=what, rtol=EXACT[dtype], atol=EXACT[dtype] * float(want.abs().max()))
+            expect_results(
+                probe,
+                contract,
+                out,
+                want,
+                what,
+                None,
+                call.inputs,
+                rtol=EXACT[dtype],
+                atol=EXACT[dtype] * largest(want),
+            )
 
 
 def _defaults(probe: Probe, fn: Any, contract: Contract) -> None:
@@ -581,7 +727,7 @@ def built_unlike(probe: Probe, cls: Any, contract: Contract, left_out: dict[str,
     probe.call(built[1].load_state_dict, state[0], what=f"`{probe.name}.load_state_dict(...)`")
     args, kwargs = split(base.inputs)
     outs = [probe.call(m, *args, **kwargs) for m in built]
-    if not close(
+    if not alike(
         outs[1], outs[0], rtol=1e-7, atol=1e-7
     ):  # the same code on the same values: equal but for another default
         return "in eval mode, with the same weights, its output differs."
@@ -589,8 +735,13 @@ def built_unlike(probe: Probe, cls: Any, contract: Contract, left_out: dict[str,
     for module, out in zip(built, outs):
         probe.call(module.train, what=f"`{probe.name}.train()`")
         rates.append(dropout_rate(probe.call(module, *args, **kwargs), out))
-    if (rates[0] is None) != (rates[1] is None) or (rates[0] is not None and abs(rates[0] - rates[1]) > 0.05):
-        show = lambda rate: "no dropout" if rate is None else f"dropout at p = {rate:.2f}"
+    if (rates[0] is None) != (rates[1] is None) or (
+        rates[0] is not None and rates[1] is not None and abs(rates[0] - rates[1]) > 0.05
+    ):
+
+        def show(rate: float | None) -> str:
+            return "no dropout" if rate is None else f"dropout at p = {rate:.2f}"
+
         return f"in train mode it shows {show(rates[1])}, where the default gives {show(rates[0])}."
     return None
 
@@ -650,7 +801,7 @@ def _varied(probe: Probe, fn: Any, contract: Contract) -> None:
                 out = run_quietly(probe, fn, call)
                 base = make_call(contract, probe)
                 base.inputs.update({k: v for k, v in call.inputs.items() if k != name})
-                if failure.code == "wrong_values" and close(out, expected_for(probe, contract, base)):
+                if failure.code == "wrong_values" and alike(out, expected_for(probe, contract, base)):
                     probe.fail(  # wrong_values: a specific catalogue mistake (wrong_base...) was matched before this
                         "wrong_values",
                         f"With `{name}` = {value!r}, `{probe.name}` returns the right result for `{name}` = {base.inputs[name]!r}: the `{name}` it is given is ignored.",
@@ -707,5 +858,5 @@ def walked(check: Callable[[Any, Probe], None]) -> Callable[[Any, Probe], None]:
         check(submission, probe)
         walk(submission, probe)
 
-    checking.__wrapped__ = check
+    setattr(checking, "__wrapped__", check)  # noqa: B010 (mypy knows no __wrapped__ on a function)
     return checking

@@ -158,6 +158,10 @@ DIAGNOSES: dict[str, str] = {
     "positions_not_cache_slots": "streaming positions are the tokens' original indices instead of their slots in the cache",
     "tokens_kept_twice": "the streaming cache keeps some tokens twice while sinks and window overlap",
     "window_zero_slice": "window = 0 keeps every token: tokens[-0:] is the whole sequence",
+    "mask_sees_next_token": "the packed mask keeps the diagonal above the main one (tril(1)): each token sees the next",
+    "positions_first_row": "(B, T) positions read from their first row only: every sequence turned at the first one's positions",
+    "blend_linear_in_wavelength": "Llama 3.1's middle band blended with a weight linear in the wavelength instead of in the turns L/λ",
+    "positions_ring_buffer_slots": "streaming positions are ring-buffer slots (kept % K) instead of the order of the tokens kept",
     # decode_position_ids, and the axes of issue 41 in chapter 08
     "decode_offset_shared": "a padded batch decodes at one position for every row (its padded length T, a cache's offset) instead of each row's own count",
     "decode_position_last": "decode positions start at each row's last position (n - 1) instead of the next one (n)",

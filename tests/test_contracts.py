@@ -1,10 +1,6 @@
-"""Contracts and their axes (helpers/contracts.py, issue 41): every exercise walks every axis its contract
-admits, each axis can fail, and every code an axis gives has two or more wrong submissions of its own.
-
-Chapters 01-04 declare their contracts here; chapters 05-08 declare theirs on their own branches
-(contracts-rope, ch08-checks). Until those land, an exercise of chapters 05-08 without a contract is
-listed as PENDING below, and only there: the walk test fails for any other exercise without one, and for
-an exercise in PENDING that has one (take it off the list then).
+"""Contracts and their axes (helpers/contracts.py, issue 41): every exercise declares a contract and walks
+every axis it admits, each axis can fail, and every code an axis gives has two or more wrong submissions of
+its own.
 """
 
 from __future__ import annotations
@@ -18,14 +14,12 @@ import torch
 
 from helpers import check, contracts
 from helpers.exercises import all_exercises, get
+from helpers.probe import Probe
 from tests.conftest import checked_with, submission_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 RIGHT = [(ex, fn) for m in submission_modules() for ex, fns in m.RIGHT.items() for fn in fns]
 WRONG = [case for m in submission_modules() for case in m.WRONG]
-
-# Exercises whose contract another branch declares (issue 41): pending until it is merged.
-PENDING = {e.id for e in all_exercises().values() if e.chapter >= 5 and e.contract is None}
 
 AXIS_CODES = (  # what the axes diagnose (registry.DIAGNOSES' block for helpers/contracts.py)
     "squeezed_size_one",
@@ -44,14 +38,11 @@ def walked(monkeypatch, exercise_id: str, submission) -> tuple[set[str], object]
     return probe.axes_walked, result
 
 
-def test_chapters_01_to_04_declare_their_contracts():
-    assert [
-        e.id for e in all_exercises().values() if e.chapter <= 4 and e.contract is None and e.id not in PENDING
-    ] == []
-    assert not {get(e).chapter for e in PENDING} & {1}
+def test_every_exercise_declares_its_contract():
+    assert [e.id for e in all_exercises().values() if e.contract is None] == []
 
 
-@pytest.mark.parametrize("exercise", [e for e in all_exercises() if e not in PENDING])
+@pytest.mark.parametrize("exercise", list(all_exercises()))
 def test_every_axis_a_contract_admits_is_walked(monkeypatch, exercise):
     """Every right submission of the exercise passes; the first walks every axis its contract admits."""
     right = [fn for ex, fn in RIGHT if ex == exercise]
@@ -152,3 +143,37 @@ def test_every_docstring_states_its_contract(folder):
         if docstring is None or contracts.summary(exercise.contract) not in docstring:
             missing.append(f"{path.name}: {exercise.id}")
     assert missing == [], "run the lines of helpers.contracts.summary into these docstrings: " + ", ".join(missing)
+
+
+def test_views_whose_last_axis_stays_contiguous():
+    """A domain of views with a contiguous last axis (view_as_complex refuses any other) gets such views."""
+    for t in (torch.arange(24.0).reshape(2, 3, 4), torch.arange(12.0).reshape(3, 4)):
+        view = contracts.noncontiguous(t, last_contiguous=True)
+        assert torch.equal(view, t) and not view.is_contiguous() and view.stride(-1) == 1
+
+
+def test_tuple_results_and_signed_ranges_are_stated():
+    """Several results are said by name, a Python number as a float, a signed range as an open interval."""
+    contract = contracts.Contract(
+        args={"relative_position": contracts.Arg("relative", "Tq Tk", bound="R")},
+        result=(contracts.Result("d/2", name="inv_freq"), contracts.Result("", float, name="attention_scale")),
+        sizes={"Tq": 2, "Tk": 3, "R": 5},
+    )
+    said = contracts.summary(contract)
+    assert "relative_position (Tq, Tk) int64 in (-R, R)" in said
+    assert "Returns (inv_freq (d/2) in float32, attention_scale a float)." in said
+    drawn = contracts.make_call(contract, Probe(get("t5_relative_bucket"), "x", torch.device("cpu")))
+    assert int(drawn.inputs["relative_position"].min()) == -4 and int(drawn.inputs["relative_position"].max()) == 4
+
+
+def test_the_interleaved_domain_leaves_out_a_strided_last_axis():
+    """Meta's view_as_complex refuses a view whose last axis is strided: right code, so the contract excludes such
+    views (last_contiguous) and the views axis hands it the views a model makes, heads transposed."""
+    from tests.submissions.ch05 import interleaved_complex
+
+    x = torch.randn(2, 3, 5, 8)
+    assert get("rope_interleaved").contract.args["x"].last_contiguous
+    with pytest.raises(RuntimeError, match="stride 1"):
+        interleaved_complex(contracts.noncontiguous(x))
+    kept = contracts.noncontiguous(x, last_contiguous=True)
+    assert torch.allclose(interleaved_complex(kept), interleaved_complex(x))

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from helpers import reference
+from helpers.contracts import Arg, Contract, Result
 from helpers.exercises import oracle
 from helpers.exercises.common import TAKES_NO_TENSOR, float64_accepted
 from helpers.probe import STOPS_EVERYTHING, Probe, advice, close
@@ -307,7 +308,12 @@ def precision_finding(out: torch.Tensor, expected: torch.Tensor, call: str) -> F
 def alibi_result(probe: Probe, fn: Callable[..., Any], args: tuple[Any, ...], what: str | None = None) -> Any:
     """The student's result for these arguments, float64 accepted as float32, with every bias at or
     below MASKED read as -inf: any such bias is a mask to softmax."""
-    out = float64_accepted(probe.call(fn, *args, what=what))
+    return read_bias(probe.call(fn, *args, what=what))
+
+
+def read_bias(out: Any) -> Any:
+    """A bias as the exercise reads it: float64 as float32, anything at or below MASKED as -inf."""
+    out = float64_accepted(out)
     if isinstance(out, torch.Tensor) and out.is_floating_point():
         out = out.masked_fill(out <= MASKED, float("-inf"))
     return out
@@ -749,6 +755,40 @@ def check_t5_relative_bucket(fn: Callable[..., Any], probe: Probe) -> None:
     probe.device_pass(lambda device: probe.call(fn, relative_positions(40, device)))
 
 
+# --- the contracts (helpers/contracts.py) ------------------------------------------------------------
+# ALiBi takes sizes only: the axis that applies is `ones` (one head, a sequence of one token). Its result may
+# come in float64 (NumPy's default) and its mask as any bias at or below -1e9: the contract reads them so.
+# T5's relative positions are signed, key minus query, both ends drawn; its three options are varied and left out.
+HEADS = Arg("size", "H")
+SLOPES_CONTRACT = Contract(
+    args={"n_heads": HEADS},
+    result=Result("H", torch.float32, read=lambda out, inputs: float64_accepted(out), reads="float64 accepted"),
+    sizes={"H": 12},
+    ones="H",
+)
+BIAS_CONTRACT = Contract(
+    args={"n_heads": HEADS, "seq_len": Arg("size", "T")},
+    result=Result(
+        "H T T",
+        torch.float32,
+        read=lambda out, inputs: read_bias(out),
+        reads="float64 accepted; any bias at or below -1e9 masks as -inf does",
+    ),
+    sizes={"H": 6, "T": 5},
+    ones="H T",
+)
+BUCKET_CONTRACT = Contract(
+    args={
+        "relative_position": Arg("relative", "Tq Tk", dtypes=(torch.int64, torch.int32, torch.int16), bound="R"),
+        "bidirectional": Arg("flag", default=True, values=(True, False)),
+        "num_buckets": Arg("number", domain=">= 4", default=32, values=(32, 16)),
+        "max_distance": Arg("number", domain=">= 32", default=128, values=(128, 64)),  # past every exact region here
+    },
+    result=Result("Tq Tk", torch.int64),
+    sizes={"Tq": 5, "Tk": 7, "R": 200},
+    ones="Tq Tk",
+)
+
 EXERCISES = [
     Exercise(
         id="alibi_slopes",
@@ -764,6 +804,7 @@ EXERCISES = [
         importance=2,
         minutes=10,
         no_device_pass=TAKES_NO_TENSOR,
+        contract=SLOPES_CONTRACT,
     ),
     Exercise(
         id="alibi_bias",
@@ -784,6 +825,7 @@ EXERCISES = [
         minutes=10,
         no_device_pass=TAKES_NO_TENSOR,
         edges=("lengths",),
+        contract=BIAS_CONTRACT,
     ),
     Exercise(
         id="t5_relative_bucket",
@@ -796,5 +838,6 @@ EXERCISES = [
         difficulty=2,
         importance=2,
         minutes=15,
+        contract=BUCKET_CONTRACT,
     ),
 ]

@@ -17,7 +17,8 @@ Six exercises, each the few lines that public bug trackers show going wrong:
 Each mistake is runnable code written as the slip is made, one or a list of results (its faces).
 RopeKVCache's mistakes and probes live in kv_cache.py: each mistake replays a whole generation, a list
 of (q_rot, k_all, v_all), one per call, so that the step where the student's module parts from the
-reference names it.
+reference names it. The packed documents' mistakes and checks live in packing.py, the streaming cache's
+in streaming.py; this module holds the padded batch's, and every exercise's declaration and contract.
 """
 
 from __future__ import annotations
@@ -30,10 +31,35 @@ import torch
 from torch import Tensor
 
 from helpers import reference
-from helpers.contracts import Arg, Contract, Result, noncontiguous
+from helpers.contracts import Arg, Contract, Draw, Result, noncontiguous
 from helpers.exercises import kv_cache
 from helpers.exercises.common import TAKES_NO_TENSOR, says
-from helpers.probe import Probe, close
+from helpers.exercises.packing import (
+    check_document_mask,
+    check_packed_positions,
+    mask_boundary_off_by_one,
+    mask_causal_only,
+    mask_diagonal_excluded,
+    mask_documents_only,
+    mask_inverted,
+    mask_sees_next_token,
+    mask_transposed,
+    packed_boundary_off_by_one,
+    packed_from_one,
+    packed_not_restarted,
+)
+from helpers.exercises.streaming import (
+    check_streaming,
+    stream_kept_twice,
+    stream_original_positions,
+    stream_ring_buffer_slots,
+    stream_sinks_dropped,
+    stream_slots_from_one,
+    stream_window_counts_sinks,
+    stream_window_off_by_one,
+    stream_zero_slice,
+)
+from helpers.probe import Probe
 from helpers.registry import Exercise
 from helpers.safety import Failure
 
@@ -428,358 +454,6 @@ def check_decode_positions(fn: Callable, probe: Probe) -> None:
     probe.device_pass(lambda device: probe.call(fn, mask.to(device), 2))
 
 
-# --- packed_position_ids and document_causal_mask ------------------------------------------
-# Each mistake takes seq_lens (N,) and returns what the mistaken code returns.
-
-
-def document_of_each_token(seq_lens: Tensor) -> Tensor:
-    return torch.repeat_interleave(torch.arange(len(seq_lens)), seq_lens.cpu())  # (S,)
-
-
-def packed_not_restarted(seq_lens: Tensor) -> Tensor:
-    """Your positions run on through the whole packed row, 0 .. S-1: the second document starts
-    where the first ended (at 101 after a document of 101 tokens), as if it continued the first.
-
-    Hint: Packing is a trick of the batch, not of the text: each document must see the positions it
-    would have had alone, so the count starts again at 0 at each document's first token.
-
-    Fix: Subtract each document's start from the token index: with `starts = seq_lens.cumsum(0) - seq_lens`,
-    `torch.arange(S) - starts.repeat_interleave(seq_lens)` (on seq_lens' device)."""
-    return torch.arange(int(seq_lens.sum()))
-
-
-def packed_from_one(seq_lens: Tensor) -> Tensor:
-    """Your positions restart at 1 in every document instead of 0.
-
-    Hint: A document run alone numbers its tokens 0, 1, 2, ...: its first token is at position 0.
-
-    Fix: Subtract each document's start, `seq_lens.cumsum(0) - seq_lens`, not its end minus its length
-    plus one, from the token index: the first token of every document gets 0."""
-    return reference.packed_position_ids(seq_lens) + 1
-
-
-def shifted_documents(seq_lens: Tensor) -> list[Tensor]:
-    """Each token's document, with the boundaries one token late and one token early."""
-    document = document_of_each_token(seq_lens)
-    late = torch.cat([document[:1], document[:-1]])  # the first token of a document still counted in the one before
-    early = torch.cat([document[1:], document[-1:]])
-    return [late, early]
-
-
-def positions_in(document: Tensor) -> Tensor:
-    """0, 1, 2, ... within each run of equal document ids."""
-    index = torch.arange(len(document))
-    new = torch.ones(len(document), dtype=torch.bool)
-    new[1:] = document[1:] != document[:-1]
-    starts = torch.cummax(torch.where(new, index, 0), 0).values
-    return index - starts
-
-
-BOUNDARY = """Your document boundaries are off by one token: each document starts one token too late or too
-early (the last token of one document counted in the next, or the other way round), a cumulative sum
-taken inclusive where it must be exclusive.
-
-Hint: Document n starts at the sum of the lengths before it: 0 for the first, seq_lens[0] for the second.
-`seq_lens.cumsum(0)` gives the ends (exclusive), one past each document's last token.
-
-Fix: Take the starts as `seq_lens.cumsum(0) - seq_lens` (or `torch.cat([zero, seq_lens.cumsum(0)[:-1]])`), and
-give every token its document with `torch.repeat_interleave(torch.arange(N), seq_lens)`."""
-
-
-@says(BOUNDARY)
-def packed_boundary_off_by_one(seq_lens: Tensor) -> list[Tensor]:
-    starts = (seq_lens.cumsum(0) - seq_lens).cpu()
-    return [
-        face
-        for document in shifted_documents(seq_lens)
-        for face in (positions_in(document), torch.arange(len(document)) - starts[document])
-    ]
-
-
-def mask_causal_only(seq_lens: Tensor) -> Tensor:
-    """Your mask is causal only: query i sees every earlier key of the whole packed row, so the second
-    document attends to the first, which it never could have seen alone.
-
-    Hint: Packing puts unrelated documents side by side; the mask must keep them apart, as if each ran
-    alone. Two conditions: the same document, and j ≤ i.
-
-    Fix: AND the causal mask with a same-document test: `document[:, None] == document[None, :]`, with
-    `document = torch.repeat_interleave(torch.arange(N), seq_lens)`."""
-    S = int(seq_lens.sum())
-    return torch.ones(S, S, dtype=torch.bool).tril()
-
-
-def mask_documents_only(seq_lens: Tensor) -> Tensor:
-    """Your mask is block-diagonal only: each token sees its whole document, the keys after it included.
-    A decoder trained that way reads the answer it is asked to predict.
-
-    Hint: Two conditions together: the same document, and j ≤ i (no key after the query).
-
-    Fix: AND the same-document test with the causal one, `torch.ones(S, S, dtype=torch.bool).tril()`
-    (made on seq_lens' device)."""
-    document = document_of_each_token(seq_lens)
-    return document[:, None] == document[None, :]
-
-
-def mask_transposed(seq_lens: Tensor) -> Tensor:
-    """Your mask is transposed: True where j ≥ i, so each query sees the keys after it, not before it
-    (`triu` instead of `tril`, or the query and key axes swapped).
-
-    Hint: Rows are queries, columns keys: row i may be True only in columns 0 .. i of its document,
-    the lower triangle.
-
-    Fix: Use `.tril()` (or `j <= i` with `i` indexing rows: `arange(S)[None, :] <= arange(S)[:, None]`)."""
-    return reference.document_causal_mask(seq_lens).T
-
-
-def mask_diagonal_excluded(seq_lens: Tensor) -> Tensor:
-    """Your mask leaves out the diagonal: query i does not see key i, itself (`tril(diagonal=-1)`, or
-    j < i). The first token of every document then sees nothing at all, and its softmax is NaN.
-
-    Hint: j ≤ i, not j < i: a token attends to itself too.
-
-    Fix: `torch.ones(S, S, dtype=torch.bool).tril()` with the default diagonal=0, or `j <= i`."""
-    S = int(seq_lens.sum())
-    return reference.document_causal_mask(seq_lens) & ~torch.eye(S, dtype=torch.bool)
-
-
-@says(BOUNDARY)
-def mask_boundary_off_by_one(seq_lens: Tensor) -> list[Tensor]:
-    S = int(seq_lens.sum())
-    causal = torch.ones(S, S, dtype=torch.bool).tril()
-    return [(document[:, None] == document[None, :]) & causal for document in shifted_documents(seq_lens)]
-
-
-def documents(probe: Probe) -> list[Tensor]:
-    """Lengths with a document of one token, one document alone, and equal lengths (where a mistake with
-    the lengths' order hides): small, so that a mask is read at a glance."""
-    return [torch.tensor(lens, device=probe.device) for lens in ([3, 1, 4], [5], [2, 2, 3], [1, 6], [6, 1], [1])]
-
-
-def against_reference_on(probe: Probe, fn: Callable, cases: list[Tensor]) -> None:
-    """Every case against the reference and the catalogue."""
-    for seq_lens in cases:
-        what = f"`{probe.exercise.id}(seq_lens)` for seq_lens = {seq_lens.tolist()}"
-        probe.against_reference(probe.call(fn, seq_lens, what=what), seq_lens, what=what)
-
-
-def documents_device_pass(probe: Probe, fn: Callable) -> None:
-    seq_lens = documents(probe)[0]
-    probe.device_pass(lambda device: probe.call(fn, seq_lens.to(device)))
-
-
-def check_packed_positions(fn: Callable, probe: Probe) -> None:
-    against_reference_on(probe, fn, documents(probe))
-    documents_device_pass(probe, fn)
-
-
-def either_direction(mask: Tensor) -> Tensor:
-    """Which keys a query's document lets it see, before or after it: the mask or its transpose, and itself."""
-    return mask | mask.T | torch.eye(len(mask), dtype=torch.bool, device=mask.device)
-
-
-def mask_inverted(seq_lens: Tensor) -> Tensor:
-    """Your mask is inverted: True where query i may NOT attend key j. That is the convention of nn.Transformer's and
-    nn.MultiheadAttention's boolean attn_mask (True = masked out) and of Megatron-LM's `attention_mask < 0.5`; this
-    exercise's mask, like F.scaled_dot_product_attention's boolean one, is True where attention is allowed.
-
-    Hint: Read one entry: the first token of a document must see itself, so the diagonal is True, and a token never
-    sees the keys after it, so the upper triangle is False.
-
-    Fix: Return the allowed pairs themselves, the same-document test `&` the causal one, with no `~` or `logical_not`
-    (or `< 0.5`) at the end."""
-    return ~reference.document_causal_mask(seq_lens)
-
-
-def check_document_mask(fn: Callable, probe: Probe) -> None:
-    """The convention first (an inverted mask is wrong everywhere, and each aspect below would name another part of
-    it); then two independent aspects, then the whole: the causal part on one document alone (nothing to keep
-    apart), the document part on several, read in either direction (whatever the causal part does)."""
-    seq_lens = documents(probe)[0]
-    what = f"`document_causal_mask(seq_lens)` for seq_lens = {seq_lens.tolist()}"
-    out = probe.call(fn, seq_lens, what=what)
-    if isinstance(out, Tensor) and not out.is_meta and close(out, mask_inverted(seq_lens)):
-        probe.fail("mask_inverted", probe.explain("mask_inverted"))
-    single = [torch.tensor([n], device=probe.device) for n in (5, 2)]
-
-    def documents_apart() -> None:
-        for seq_lens in documents(probe):
-            call = f"`document_causal_mask(seq_lens)` for seq_lens = {seq_lens.tolist()}"
-            out = probe.call(fn, seq_lens, what=call)
-            if not (
-                isinstance(out, Tensor) and out.dtype == torch.bool and out.dim() == 2 and out.shape[0] == out.shape[1]
-            ):
-                probe.against_reference(out, seq_lens, what=call)  # names the type, shape or dtype
-            found = probe.known_mistakes(seq_lens)
-            probe.expect(
-                either_direction(out),
-                either_direction(reference.document_causal_mask(seq_lens)),
-                what=f"which keys each query's document lets it see in {call}, before or after it",
-                mistakes=lambda found=found: {
-                    code: [either_direction(face) for face in faces] for code, faces in found().items()
-                },
-            )
-
-    probe.independent(lambda: against_reference_on(probe, fn, single), documents_apart)
-    against_reference_on(probe, fn, documents(probe))
-    documents_device_pass(probe, fn)
-
-
-# --- streaming_positions ----------------------------------------------------------------------
-# Each mistake takes (seq_len, n_sink, window) and returns (kept, positions).
-
-
-def stream_sinks_dropped(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
-    """Your cache keeps only the last `window` tokens: the attention sinks, the first n_sink tokens, are
-    dropped. Xiao et al. show that a window without them falls apart as soon as the first token is evicted:
-    the model parks attention mass on the first tokens, whatever they say.
-
-    Hint: The kept tokens are two ranges: the first n_sink tokens, always, and the last `window`.
-
-    Fix: `kept = torch.cat([tokens[:n_sink], tokens[seq_len - window:]])` once seq_len > n_sink + window."""
-    kept = torch.arange(max(seq_len - window, 0), seq_len)
-    return kept, torch.arange(len(kept))
-
-
-def stream_window_off_by_one(seq_len: int, n_sink: int, window: int) -> list[tuple[Tensor, Tensor]]:
-    """Your window is off by one token: it holds one token too many or too few, or the right number ending one
-    token early (the newest token left out): the recent range is not seq_len - window .. seq_len - 1.
-
-    Hint: The last `window` tokens of seq_len are seq_len - window .. seq_len - 1: exactly `window` of them, the
-    newest included.
-
-    Fix: `tokens[seq_len - window:]`, i.e. `torch.arange(seq_len - window, seq_len)`; no + 1 or - 1."""
-    if seq_len <= n_sink + window:
-        return []
-    recent = [torch.arange(max(seq_len - w, n_sink), seq_len) for w in (window + 1, window - 1) if w >= 0]
-    if window >= 1:
-        recent.append(torch.arange(seq_len - window - 1, seq_len - 1))  # shifted back: the newest token missing
-    kept = [torch.cat([torch.arange(n_sink), r]) for r in recent]
-    return [(k, torch.arange(len(k))) for k in kept]
-
-
-def stream_slots_from_one(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
-    """Your positions count the cache's slots from 1: the kept tokens are numbered 1 .. K instead of 0 .. K-1, so
-    the first sink sits at position 1 and every key is one position further from the query than it is.
-
-    Hint: A slot is an index into the cache: the first kept token, a sink, is in slot 0, like the first token of
-    any sequence.
-
-    Fix: `positions = torch.arange(len(kept))`, with no + 1."""
-    kept, positions = reference.streaming_positions(seq_len, n_sink, window)
-    return kept, positions + 1
-
-
-def stream_original_positions(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
-    """Your positions are the tokens' original indices, not their slots in the cache: past n_sink + window
-    tokens they grow without end, beyond the trained length, which is what StreamingLLM avoids.
-
-    Hint: StreamingLLM rotates the cached keys by where they sit in the cache, not where they sat in the text:
-    the positions are 0 .. K-1 whatever seq_len is.
-
-    Fix: `positions = torch.arange(len(kept))`."""
-    kept, _ = reference.streaming_positions(seq_len, n_sink, window)
-    return kept, kept.clone()
-
-
-def stream_kept_twice(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
-    """Your cache holds some tokens twice: while seq_len ≤ n_sink + window the sinks and the window overlap,
-    and concatenating both ranges repeats the tokens they share.
-
-    Hint: Before the cache is full nothing is evicted: every token is kept, once.
-
-    Fix: `if seq_len <= n_sink + window: kept = torch.arange(seq_len)`, and only otherwise the two ranges."""
-    tokens = torch.arange(seq_len)
-    kept = torch.cat([tokens[:n_sink], tokens[max(seq_len - window, 0) :]])
-    return kept, torch.arange(len(kept))
-
-
-def stream_zero_slice(seq_len: int, n_sink: int, window: int) -> list[tuple[Tensor, Tensor]]:
-    """Your cache keeps every token once its window is down to a slice of -0: `tokens[-window:]` with window = 0,
-    or the newest token plus `[-(window - 1):]` before it (room made for the coming token, as StreamingLLM's
-    `evict_for_space` does) with window = 1. Python reads [-0:] as [0:], the whole sequence, not an empty slice.
-
-    Hint: A negative index counts from the end except at -0, which is 0. Write where the window starts as a
-    non-negative index, and try the smallest windows, 0 and 1.
-
-    Fix: Start the window at `seq_len - window`: `tokens[seq_len - window:]`, the newest token included."""
-    tokens = torch.arange(seq_len)
-    if seq_len <= n_sink + window:
-        return [(tokens, torch.arange(seq_len))]
-    recent = [tokens[-window:]]
-    if window >= 1:
-        recent.append(torch.cat([tokens[n_sink:-1][-(window - 1) :], tokens[-1:]]))
-    kept = [torch.cat([tokens[:n_sink], r]) for r in recent]
-    return [(k, torch.arange(len(k))) for k in kept]
-
-
-def stream_window_counts_sinks(seq_len: int, n_sink: int, window: int) -> tuple[Tensor, Tensor]:
-    """Your window counts the sinks: the cache holds `window` tokens in all, the n_sink sinks among them, so only the
-    last window - n_sink tokens are kept after the sinks (transformers' former `SinkCache(window_length, num_sink_tokens)`
-    meant that). This exercise's window is the recent tokens alone, StreamingLLM's `recent_size`: n_sink + window in all.
-
-    Hint: Count what the cache holds once it is full: the sinks, and then how many recent tokens?
-
-    Fix: Keep all `window` recent tokens after the sinks: `tokens[seq_len - window:]` once seq_len > n_sink + window."""
-    tokens = torch.arange(seq_len)
-    recent = max(window - n_sink, 0)
-    kept = (
-        tokens if seq_len <= max(window, n_sink) else torch.cat([tokens[:n_sink], tokens[seq_len - recent :][:recent]])
-    )
-    return kept, torch.arange(len(kept))
-
-
-STREAMING_CASES = [
-    (20, 4, 8),  # the usual case: sinks, a gap, a window
-    (10, 2, 3),
-    (7, 4, 8),  # fewer tokens than the cache holds: all kept
-    (12, 4, 8),  # exactly full
-    (13, 4, 8),  # one evicted
-    (9, 0, 4),  # no sinks: a plain window
-    (9, 3, 0),  # no window: the sinks alone
-    (10, 2, 1),  # a window of the newest token alone
-    (6, 0, 1),
-    (1, 4, 8),  # the first token
-]
-
-
-def check_streaming(fn: Callable, probe: Probe) -> None:
-    """Two independent aspects: which tokens are kept, and their positions, the slots 0 .. K-1 of what is kept."""
-    outs = []
-    for seq_len, n_sink, window in STREAMING_CASES:
-        what = f"`streaming_positions({seq_len}, n_sink={n_sink}, window={window})`"
-        out = probe.call(fn, probe.length(seq_len), n_sink, window, what=what)
-        if not (isinstance(out, (tuple, list)) and len(out) == 2):
-            probe.fail(
-                "wrong_type",
-                f"{what} should return two tensors, (kept, positions); got {type(out).__name__}.",
-                hint="The caller unpacks the result into the kept tokens and their positions.",
-                fix="End with `return kept, positions`: two LongTensors in a tuple.",
-            )
-        outs.append(((seq_len, n_sink, window), what, out))
-
-    def kept() -> None:
-        for case, what, (got, _) in outs:
-            expected = reference.streaming_positions(*case)[0]
-            probe.expect(got, expected, what=f"kept of {what}", mistakes=probe.known_mistakes(*case, index=0))
-
-    def slots() -> None:
-        for case, what, (got_kept, got) in outs:
-            one_row = isinstance(got_kept, Tensor) and got_kept.dim() == 1
-            expected = torch.arange(len(got_kept)) if one_row else reference.streaming_positions(*case)[1]
-            copied = isinstance(got, Tensor) and got.dtype == got_kept.dtype and torch.equal(got, got_kept)
-            if one_row and copied and not torch.equal(got, expected):
-                probe.fail("positions_not_cache_slots", f"{probe.explain('positions_not_cache_slots')} ({what})")
-            probe.expect(
-                got,
-                expected,
-                what=f"positions of {what}, for the {len(expected)} tokens it keeps",
-                mistakes=lambda expected=expected: {"position_offset": [expected + 1]},
-            )
-
-    probe.independent(kept, slots)
-
-
 # --- the exercises ------------------------------------------------------------------------------
 
 # Positions and kept tokens are indices, a mask says yes or no: a float result is the usual slip.
@@ -807,59 +481,69 @@ MASK_IS_BOOL = (
 # the reference exactly; where that would call outside an exercise's domain or cannot read its result, not_walked
 # says so, and the exercise's own probes walk the same axis on inputs of its domain (named in each reason).
 
-MASK = Arg("mask", "B T", dtypes=(torch.int64, torch.int32, torch.bool))
-RANDOM_MASKS = (
-    "the axes draw random 0/1 masks, outside the domain (a row of pads only, pads between real tokens) and compared "
-    "pads included, whose values are free; its own probes walk {what}"
+
+def padded_masks(probe: Probe, sizes: dict[str, Any], dtype: torch.dtype) -> Tensor:
+    """Masks of the domain: every row holds one or more real tokens side by side, each row padded on its own side
+    (the first three left, right and on both sides, as a prompt plus a response; the others at random)."""
+    B, T = int(sizes["B"]), int(sizes["T"])
+    mask = torch.zeros(B, T, dtype=torch.long)
+    for row in range(B):
+        n = 1 + int(torch.randint(max(T - 1 if row < 3 else T, 1), (), generator=probe.generator))  # real tokens
+        start = (
+            (T - n, 0, (T - n) // 2)[row] if row < 3 else int(torch.randint(T - n + 1, (), generator=probe.generator))
+        )
+        mask[row, start : start + n] = 1
+    return mask.to(probe.device, dtype)
+
+
+def document_lengths(probe: Probe, sizes: dict[str, Any], dtype: torch.dtype) -> Tensor:
+    """Lengths of the domain, each >= 1, one of them a document of a single token (the [n, 1] packing)."""
+    lengths = probe.randint(4, int(sizes["N"]), device="cpu") + 1
+    lengths[int(torch.randint(len(lengths), (), generator=probe.generator))] = 1
+    return lengths.to(probe.device)
+
+
+def pads_free(out: Any, inputs: dict[str, Any]) -> Any:
+    """A pad's position is free within [0, T): read as the reference's 0 there (one outside stays, and differs)."""
+    mask = inputs["attention_mask"]
+    if not isinstance(out, Tensor) or out.shape != mask.shape or out.is_meta:
+        return out
+    return out.masked_fill(~mask.bool() & (out >= 0) & (out < mask.shape[-1]), 0)
+
+
+MASK = Arg(
+    "mask",
+    "B T",
+    dtypes=(torch.int64, torch.int32, torch.bool),
+    draw=Draw("(each row one or more real tokens side by side, pads on either side or both)", padded_masks),
 )
-SEQ_LENS = Arg("ids", "N", domain=">= 1")  # lengths (no Arg kind draws lengths: no axis walks them)
-LENGTHS = "seq_lens are lengths >= 1, where the axes would draw a document of no token; {what}"
+SEQ_LENS = Arg("ids", "N", domain=">= 1", draw=Draw("", document_lengths))
 
 POSITION_IDS_CONTRACT = Contract(
     args={"attention_mask": MASK},
-    result=Result("B T", dtype=torch.int64),
-    sizes={"B": 3, "T": 7},
+    result=Result("B T", torch.int64, read=pads_free, reads="a pad's position is free within [0, T)"),
+    sizes={"B": 4, "T": 7},
     ones="B T",
-    not_walked={
-        "ones": RANDOM_MASKS.format(what="a batch of one, (1, 5), and a (3, 1) mask (masks())"),
-        "views": RANDOM_MASKS.format(what="its batch of mixed padding sides as a non-contiguous view (masks())"),
-    },
 )
 DECODE_CONTRACT = Contract(
     args={"attention_mask": MASK, "new_tokens": Arg("number", domain=">= 1", default=1, values=(1, 2, 3))},
     result=Result("B new_tokens", dtype=torch.int64),
     sizes={"B": 5, "T": 7},
     ones="B T",
-    not_walked={
-        axis: RANDOM_MASKS.format(what=walked)
-        for axis, walked in {
-            "ones": "a batch of one, (1, 5), and a (3, 1) mask (decode_cases())",
-            "views": "its batch of mixed padding sides as a non-contiguous view (decode_cases())",
-            "defaults": "new_tokens left out on a left-padded batch (decode_cases())",
-            "varied": "new_tokens = 1, 2 and 3, each on its own batch (decode_cases())",
-        }.items()
-    },
 )
-PACKED_CONTRACT = Contract(
-    args={"seq_lens": SEQ_LENS},
-    result=Result("S", dtype=torch.int64),
-    sizes={"N": 3},
-    not_walked={"views": LENGTHS.format(what="a 1-D tensor of lengths needs no reshaping, contiguous or not")},
-)
+PACKED_CONTRACT = Contract(args={"seq_lens": SEQ_LENS}, result=Result("S", dtype=torch.int64), sizes={"N": 3}, ones="N")
 DOCUMENT_MASK_CONTRACT = dataclasses.replace(PACKED_CONTRACT, result=Result("S S", dtype=torch.bool))
-STREAMING_CONTRACT = Contract(  # no tensor, no default, one value each: no axis applies; its own cases walk 0 and 1
+STREAMING_CONTRACT = Contract(  # window 0 keeps the sinks alone, n_sink 0 the window alone
     args={
         "seq_len": Arg("size", "L"),
-        "n_sink": Arg("number", domain=">= 0", values=(4,)),
-        "window": Arg("number", domain=">= 0", values=(8,)),
+        "n_sink": Arg("number", domain=">= 0", values=(4, 0)),
+        "window": Arg("number", domain=">= 0", values=(8, 1, 0)),
     },
-    result=Result("kept positions", dtype=torch.int64),  # two tensors, (K,) each
+    result=(Result("K", torch.int64, name="kept"), Result("K", torch.int64, name="positions")),
     sizes={"L": 20},
+    ones="L",
 )
-KV_RESULT = (
-    "the result is three tensors (q_rot, k_all, v_all) over a sequence of calls, which the axes do not compare; "
-)
-KV_CONTRACT = Contract(
+KV_CONTRACT = Contract(  # one call to a fresh cache: kv_cache's probes walk the sequences of calls
     init={
         "head_dim": Arg("size", "Dh"),
         "max_len": Arg("number", domain=">= 1", default=4096),
@@ -869,16 +553,16 @@ KV_CONTRACT = Contract(
         name: Arg("activations", f"B {heads} T Dh", dtypes=(torch.float32, torch.bfloat16), grad=True)
         for name, heads in (("q", "Hq"), ("k", "Hk"), ("v", "Hk"))
     },
-    result=Result("q_rot k_all v_all", dtype="q"),  # (B, Hq, T, Dh), then (B, Hk, offset + T, Dh) twice
+    result=(
+        Result("B Hq T Dh", "q", name="q_rot"),
+        Result("B Hk offset+T Dh", "k", name="k_all"),
+        Result("B Hk offset+T Dh", "v", name="v_all"),
+    ),
     sizes={"B": 2, "Hq": 4, "Hk": 2, "T": 5, "Dh": 8},
-    ones="B T",
-    not_walked={
-        "ones": KV_RESULT + "its own probes call it with B = 1 and T = 1 (length_checked, kv_device_pass)",
-        "views": KV_RESULT + "kv_cache.views_taken calls it on transposed q, k, v",
-        "dtypes": KV_RESULT + "its own probes run float32 and bfloat16 (one_pass)",
-        "gradient": KV_RESULT + "kv_cache.gradients_flow backpropagates through all three",
-        "defaults": KV_RESULT + "kv_cache.defaults_kept builds it with head_dim alone",
-    },
+    ones="B Hk T",
+    expected=lambda probe, module, head_dim, q, k, v, max_len=4096, base=10000.0: reference.RopeKVCache(
+        head_dim, max_len, base
+    )(q, k, v),
 )
 
 EXERCISES = [
@@ -1017,6 +701,7 @@ EXERCISES = [
             "mask_documents_only": mask_documents_only,
             "mask_transposed": mask_transposed,
             "mask_diagonal_excluded": mask_diagonal_excluded,
+            "mask_sees_next_token": mask_sees_next_token,
             "mask_inverted": mask_inverted,
             "document_boundary_off_by_one": mask_boundary_off_by_one,
         },
@@ -1049,6 +734,7 @@ EXERCISES = [
             "window_zero_slice": stream_zero_slice,
             "window_counts_sinks": stream_window_counts_sinks,
             "position_offset": stream_slots_from_one,
+            "positions_ring_buffer_slots": stream_ring_buffer_slots,
         },
         difficulty=2,
         importance=2,

@@ -2404,3 +2404,52 @@ WRONG += [
     ("rope_interleaved", "low_precision_angles", interleaved_bfloat16_frequencies),
     ("RotaryEmbedding", "low_precision_angles", RotaryBfloat16InvFreq),
 ]
+
+
+# Review of 2026-11-27 (A2, A4): apply_rope's rows of the tables, per sequence and not one off.
+
+
+def apply_rope_first_row(q, k, cos, sin, positions=None):
+    """(B, T) positions read as positions[0]: every sequence turned at the first one's positions."""
+    T = q.shape[-2]
+    if positions is None:
+        positions = torch.arange(T, device=q.device)
+    if positions.dim() == 2:
+        positions = positions[0]
+    c, s = cos[positions], sin[positions]
+    return q * c + rotate_half_hf(q) * s, k * c + rotate_half_hf(k) * s
+
+
+def apply_rope_index_select_first(q, k, cos, sin, positions=None):
+    """The rows gathered with index_select on the flattened positions, cut to T: the first sequence's."""
+    T = q.shape[-2]
+    rows = torch.arange(T, device=q.device) if positions is None else positions.reshape(-1)[:T]
+    c, s = cos.index_select(0, rows), sin.index_select(0, rows)
+    return q * c + rotate_half_hf(q) * s, k * c + rotate_half_hf(k) * s
+
+
+def apply_rope_row_plus_one(q, k, cos, sin, positions=None):
+    """`cos[positions + 1]`: each token one row further on."""
+    if positions is None:
+        positions = torch.arange(q.shape[-2], device=q.device)
+    c, s = cos[positions + 1], sin[positions + 1]
+    if c.dim() == 3:
+        c, s = c.unsqueeze(1), s.unsqueeze(1)
+    return q * c + rotate_half_hf(q) * s, k * c + rotate_half_hf(k) * s
+
+
+def apply_rope_slice_from_one(q, k, cos, sin, positions=None):
+    """The slice `cos[1:T + 1]` for positions None, and the gathered rows shifted alike."""
+    T = q.shape[-2]
+    c, s = (cos[1 : T + 1], sin[1 : T + 1]) if positions is None else (cos[positions + 1], sin[positions + 1])
+    if c.dim() == 3:
+        c, s = c[:, None], s[:, None]
+    return q * c + rotate_half_hf(q) * s, k * c + rotate_half_hf(k) * s
+
+
+WRONG += [
+    ("apply_rope", "positions_first_row", apply_rope_first_row),
+    ("apply_rope", "positions_first_row", apply_rope_index_select_first),
+    ("apply_rope", "position_offset", apply_rope_row_plus_one),
+    ("apply_rope", "position_offset", apply_rope_slice_from_one),
+]

@@ -679,3 +679,70 @@ WRONG += [
     ("yarn_scaling", "default_changed", yarn_beta_fast_64),
     ("yarn_scaling", "default_changed", yarn_deepseek_beta_slow_2),
 ]
+
+
+# Review of 2026-11-27 (N5, M6, M7): NTK's base divided, Llama 3.1's edges multiplied the other way, its blend linear in λ.
+
+
+def ntk_negative_exponent(d, base, factor):
+    """The base raised to factor^(-d/(d-2)): a smaller base, written as a power."""
+    return theta(d, base * factor ** (-d / (d - 2))), 1.0
+
+
+def llama3_edges_multiplied_other_way(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+    """Both edges multiplied by the band factors, the long edge by high_freq_factor."""
+    L = original_max_len
+    return _llama3_with(
+        d, base, factor, low_freq_factor, high_freq_factor, L, edges=(L * high_freq_factor, L * low_freq_factor)
+    )
+
+
+def llama3_smooth_in_wavelength(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+    """Meta's loop with the blend weight read along the wavelength, from the long edge to the short one."""
+    freqs = theta(d, base)
+    low_freq_wavelen = original_max_len / low_freq_factor
+    high_freq_wavelen = original_max_len / high_freq_factor
+    new_freqs = []
+    for freq in freqs.tolist():
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_freq_wavelen:
+            new_freqs.append(freq)
+        elif wavelen > low_freq_wavelen:
+            new_freqs.append(freq / factor)
+        else:
+            smooth = (low_freq_wavelen - wavelen) / (low_freq_wavelen - high_freq_wavelen)
+            new_freqs.append((1 - smooth) * freq / factor + smooth * freq)
+    return torch.tensor(new_freqs, dtype=freqs.dtype), 1.0
+
+
+def llama3_clamped_wavelength_ramp(d, base, factor, low_freq_factor, high_freq_factor, original_max_len):
+    """One clamp, as in llama3_vectorised, on a ramp over the wavelength."""
+    t = theta(d, base)
+    wavelength = 2 * math.pi / t
+    long_edge, short_edge = original_max_len / low_freq_factor, original_max_len / high_freq_factor
+    keep = ((long_edge - wavelength) / (long_edge - short_edge)).clamp(0, 1)
+    return (1 - keep) * t / factor + keep * t, 1.0
+
+
+WRONG += [
+    ("ntk_scaling", "factor_inverted", ntk_negative_exponent),
+    ("llama3_scaling", "wrong_band_edges", llama3_edges_multiplied_other_way),
+    ("llama3_scaling", "blend_linear_in_wavelength", llama3_smooth_in_wavelength),
+    ("llama3_scaling", "blend_linear_in_wavelength", llama3_clamped_wavelength_ramp),
+]
+
+
+def ntk_base_raised(d, base, factor):
+    """Review N6: the base raised to d/(d-2), then multiplied by the factor."""
+    return theta(d, base ** (d / (d - 2)) * factor), 1.0
+
+
+def ntk_factor_outside_power(d, base, factor):
+    """The factor's power written around the product: (base · factor)^(d/(d-2))."""
+    return theta(d, (base * factor) ** (d / (d - 2))), 1.0
+
+
+WRONG += [
+    ("ntk_scaling", "wrong_values", ntk_base_raised),
+    ("ntk_scaling", "wrong_values", ntk_factor_outside_power),
+]

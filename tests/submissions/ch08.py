@@ -1147,3 +1147,46 @@ ONE_ASPECT = {
     "packed_position_ids": "its mistakes are all ways of finding each document's first token (none, one late or early, "
     "counted from 1): one subtraction per token",
 }
+
+
+# Review of 2026-11-27 (chapter 08): a mask that sees the next token, and ring-buffer slots for positions.
+
+
+def mask_tril_one(seq_lens):
+    """`tril(1)` for `tril()`: the diagonal above the main one kept too."""
+    S = int(seq_lens.sum())
+    document = torch.repeat_interleave(torch.arange(len(seq_lens), device=seq_lens.device), seq_lens)
+    causal = torch.ones(S, S, dtype=torch.bool, device=seq_lens.device).tril(1)
+    return (document[:, None] == document[None, :]) & causal
+
+
+def mask_one_ahead(seq_lens):
+    """Document ids read off the ends, and `j <= i + 1` written for the causal part."""
+    S = int(seq_lens.sum())
+    ends = seq_lens.cumsum(0)
+    i = torch.arange(S, device=seq_lens.device)
+    document = (i[:, None] >= ends[None, :]).sum(-1)
+    return (document[:, None] == document[None, :]) & (i[None, :] <= i[:, None] + 1)
+
+
+def stream_ring_slots(seq_len, n_sink, window):
+    """A rolling cache's write slots, `kept % K`, returned as the positions."""
+    tokens = torch.arange(seq_len)
+    kept = tokens if seq_len <= n_sink + window else torch.cat([tokens[:n_sink], tokens[seq_len - window :]])
+    return kept, kept % (n_sink + window)
+
+
+def stream_window_ring(seq_len, n_sink, window):
+    """The sinks in slots 0 .. n_sink - 1, then a ring over the window (as a static cache writes it)."""
+    if seq_len <= n_sink + window:
+        return torch.arange(seq_len), torch.arange(seq_len)
+    kept = torch.cat([torch.arange(n_sink), torch.arange(seq_len - window, seq_len)])
+    return kept, torch.cat([kept[:n_sink], n_sink + (kept[n_sink:] - n_sink) % window])
+
+
+WRONG += [
+    ("document_causal_mask", "mask_sees_next_token", mask_tril_one),
+    ("document_causal_mask", "mask_sees_next_token", mask_one_ahead),
+    ("streaming_positions", "positions_ring_buffer_slots", stream_ring_slots),
+    ("streaming_positions", "positions_ring_buffer_slots", stream_window_ring),
+]
