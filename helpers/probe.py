@@ -447,8 +447,6 @@ class Probe:
                 "nan_or_inf", f"{what} holds NaN at index {where} (and {int(bad.sum()) - 1} more entries){nearby}."
             )
 
-    _no_nan = no_nan  # the name chapter 07's module still calls: it may call no_nan
-
     def known_mistakes(self, *args: Any, index: int | None = None, **kwargs: Any) -> Callable[[], dict[str, list[Any]]]:
         """The exercise's catalogue of mistakes, run on these inputs when `expect` asks
         (only for a wrong output). Each mistake gives one result or a list of them

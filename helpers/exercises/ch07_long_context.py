@@ -170,7 +170,7 @@ def compare(probe: Probe, out: Any, args: tuple, call: str) -> None:
 
     def frequencies() -> None:
         if not same_frequencies(inv_freq, expected):
-            probe._no_nan(inv_freq, expected, what)
+            probe.no_nan(inv_freq, expected, what)
             for code, found in faces.items():
                 if any(same_frequencies(inv_freq, f[0]) for f in found):
                     difference = describe_difference(inv_freq, expected, "inv_freq", **FREQUENCY_TOLERANCE)

@@ -5,7 +5,9 @@ the mistaken code makes, and the checks.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -215,11 +217,14 @@ def check_document_mask(fn: Callable, probe: Probe) -> None:
                 either_direction(out),
                 either_direction(reference.document_causal_mask(seq_lens)),
                 what=f"which keys each query's document lets it see in {call}, before or after it",
-                mistakes=lambda found=found: {
-                    code: [either_direction(face) for face in faces] for code, faces in found().items()
-                },
+                mistakes=functools.partial(either_direction_of_each, found),
             )
 
     probe.independent(lambda: against_reference_on(probe, fn, single), documents_apart)
     against_reference_on(probe, fn, documents(probe))
     documents_device_pass(probe, fn)
+
+
+def either_direction_of_each(found: Callable[[], dict[str, Any]]) -> dict[str, list[Tensor]]:
+    """The known mistakes' faces, each read in both directions as the documents' masks are compared."""
+    return {code: [either_direction(face) for face in faces] for code, faces in found().items()}

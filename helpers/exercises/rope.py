@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch import Tensor, nn
@@ -54,7 +54,19 @@ with d = head_dim (x.shape[-1]): true division `/`, never `//`."""
 
 OTHER_BASES = (1000.0, 10000.0)  # a typo of popular tutorials; 10000 hard-coded where another base was asked
 OTHER_EXPONENTS = ("i/d", "4i/d", "+2i/d", "integer")  # common.frequencies' usual wrong ways
-MIXED_PAIRINGS = ({"pairing": "adjacent", "angle_layout": "half"}, {"pairing": "half", "angle_layout": "adjacent"})
+
+
+class Pairing(TypedDict):
+    """Which components a rotation pairs, and how its angle tables are laid out (`rotated`'s knobs)."""
+
+    pairing: str
+    angle_layout: str
+
+
+MIXED_PAIRINGS: tuple[Pairing, ...] = (
+    {"pairing": "adjacent", "angle_layout": "half"},
+    {"pairing": "half", "angle_layout": "adjacent"},
+)
 
 
 def turn(x: Tensor, read: str = "half", write: str | None = None) -> Tensor:

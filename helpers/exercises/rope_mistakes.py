@@ -246,7 +246,8 @@ def apply_rope_tables_ignored(
     Fix: drop your own frequencies and angles: take the rows of the given tables,
     `cos[positions]` and `sin[positions]` (`[:T]` when positions is None), and turn with
     `x * cos + rotate_half(x) * sin`."""
-    return rope.applied(q, k, *(t.to(q.device) for t in rope.reference_tables(q.shape[-1])), positions)
+    cos, sin = (t.to(q.device) for t in rope.reference_tables(q.shape[-1]))
+    return rope.applied(q, k, cos, sin, positions)
 
 
 # rope_interleaved ------------------------------------------------------------
@@ -521,8 +522,8 @@ def partial_tables_ignored(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, posit
 
     Fix: take the rows of the given tables, `cos[positions]` and `sin[positions]` (`[:T]` when
     positions is None), and turn `x[..., :r]` with `x_rot * cos + rotate_half(x_rot) * sin`."""
-    tables = (t.to(q.device) for t in rope.reference_tables(cos.shape[-1]))
-    return partial_rope.partial(q, k, *tables, positions)
+    own_cos, own_sin = (t.to(q.device) for t in rope.reference_tables(cos.shape[-1]))
+    return partial_rope.partial(q, k, own_cos, own_sin, positions)
 
 
 def partial_whole_head(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | None = None) -> list[Tables]:
