@@ -347,6 +347,7 @@ def gptj_logits(
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
     def rotary_step(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
+        assert rope is not None  # swapped in only when the caller gave one
         x = x.transpose(1, 2)  # GPT-J's (B, T, H, r) to the course's (B, H, T, r)
         rows = [rope(x[b : b + 1], position_ids[b]) for b in range(len(x))]
         return torch.cat(rows).transpose(1, 2)
@@ -411,7 +412,7 @@ def bloom_first_layer_attention(
     (B, H, T, Dh), split from the fused projection by the attention's own _reshape."""
     attention = _path(model, "transformer.h.0.self_attention")
     split = _path(attention, "_reshape")
-    captured = {}
+    captured: dict[str, torch.Tensor] = {}
     hook = _path(attention, "query_key_value").register_forward_hook(
         lambda module, inputs, output: captured.update(fused=output)
     )
@@ -449,6 +450,7 @@ def bloom_logits(
         B, T = mask.shape
         if bias is not None:  # (H, T, T) for every sequence: -m·(i - j) needs no first-real-token offset
             return bias(num_heads, T).to(dtype).expand(B, num_heads, T, T).reshape(B * num_heads, T, T)
+        assert slopes is not None  # build is swapped in only when the caller gave slopes or bias
         key_positions = ((mask.cumsum(-1) - 1) * mask)[:, None, :]  # (B, 1, T), as BLOOM counts them
         return (slopes(num_heads)[None, :, None] * key_positions).reshape(B * num_heads, 1, T).to(dtype)
 
@@ -491,7 +493,8 @@ def gpt2_logits(
 
     def own_positions(
         module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> None:  # the first block's input, rebuilt from the caller's step
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:  # the first block's input, rebuilt from the caller's step
+        assert positions is not None  # the hook is registered only when the caller gave one
         x = positions(wte(input_ids))
         return ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": x})
 

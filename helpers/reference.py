@@ -492,7 +492,7 @@ def yarn_scaling(
         return d * math.log(original_max_len / (turns * 2 * math.pi)) / (2 * math.log(base))
 
     low = max(math.floor(pair_with(beta_fast)), 0)  # below: fast pairs, kept
-    high = min(math.ceil(pair_with(beta_slow)), d - 1)  # above: slow pairs, interpolated
+    high: float = min(math.ceil(pair_with(beta_slow)), d - 1)  # above: slow pairs, interpolated
     if low == high:
         high += 0.001  # the library's guard against a zero-width ramp
     ramp = ((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low)).clamp(

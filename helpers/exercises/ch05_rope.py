@@ -7,6 +7,7 @@ implementations with one knob turned); the probes their checks are made of live 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -180,6 +181,10 @@ APPLY_ROPE_OWN_HELP = {**APPLY_ROPE_HELP, "wrong_base": TABLES_GIVEN, "wrong_exp
 
 def check_apply_rope(fn: Callable, probe: Probe) -> None:
     d, B, Hq, Hk, T = 8, 3, 4, 2, 5  # GQA: 4 query heads share 2 key heads
+
+    def output(index: int, cos: Tensor, sin: Tensor, x: Tensor, p: Tensor | None) -> Tensor:  # x as q and as k
+        return probe.call(fn, x, x, cos, sin, p)[index]
+
     for case, (what, dtype, positions) in enumerate(rope.qk_cases(probe, B, T)):
         base, cos, sin = rope_axes.handed_tables(probe, case, d, positions)
         q, k = rope.query_and_key(probe, B, (Hq, Hk), T, d, dtype, positions)
@@ -195,7 +200,7 @@ def check_apply_rope(fn: Callable, probe: Probe) -> None:
                     positions,
                     base,
                     "half",
-                    rotate=lambda x, p, index=index, cos=cos, sin=sin: probe.call(fn, x, x, cos, sin, p)[index],
+                    rotate=functools.partial(output, index, cos, sin),
                     in_bfloat16=rope.bf16_arithmetic(probe),
                     what=f"{name} {tuple(x.shape)} {str(dtype).replace('torch.', '')}, {what}, tables of base {base:g},",
                     mistakes=probe.known_mistakes(*args, index=index),

@@ -542,7 +542,7 @@ def _buckets(
     return buckets + torch.where(distance < max_exact, distance, large)
 
 
-BUCKET_FACES = {  # code -> the keyword sets of _buckets that make it
+BUCKET_FACES: dict[str, list[dict[str, Any]]] = {  # code -> the keyword sets of _buckets that make it
     "bucket_sign_split_missing": [{"split": "halved_only"}, {"split": "none"}],
     "bucket_direction_reversed": [{"direction": -1}],
     "bucket_exact_region": [{"exact": "all"}],
@@ -666,7 +666,7 @@ def pair_of_bucket_mistakes(probe: Probe, out: torch.Tensor, args: tuple) -> Non
                 continue
             for a in first_faces:
                 for b in other_faces:
-                    if close(out, _buckets(*args, **a, **b)):
+                    if close(out, _buckets(*args, **(a | b))):
                         probe.also.append(f"{other}: {probe.explain(other)}")
                         probe.fail(first, probe.explain(first))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
@@ -110,7 +110,12 @@ def unpack(probe: Probe, out: Any, call: str) -> tuple[torch.Tensor, float]:
 
 # Frequencies are compared relatively: the slow pairs of a base-500,000 head are below 1e-5, where an
 # absolute tolerance would see nothing. float32 arithmetic written differently differs by a few ulps.
-FREQUENCY_TOLERANCE = {"rtol": 1e-5, "atol": 0.0}
+class Tolerance(TypedDict):
+    rtol: float
+    atol: float
+
+
+FREQUENCY_TOLERANCE: Tolerance = {"rtol": 1e-5, "atol": 0.0}
 
 
 def same_frequencies(out: torch.Tensor, expected: torch.Tensor) -> bool:
@@ -229,7 +234,7 @@ def compare(probe: Probe, out: Any, args: tuple, call: str) -> None:
 
 
 # How each rope type's course arguments read as the library's: rope_init(rope_type, d, base, factor, original_max_len, seq_len, **extra)
-LIBRARY_CALL = {
+LIBRARY_CALL: dict[str, Callable[..., tuple[Any, ...]]] = {
     "linear": lambda d, base, factor: (d, base, factor, 4096),  # "linear" has no trained length: any will do
     "dynamic": lambda d, base, factor, seq_len, original_max_len: (d, base, factor, original_max_len, seq_len),
     "yarn": lambda d, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0: (
@@ -347,7 +352,7 @@ def check_dynamic(fn: Callable[..., Any], probe: Probe) -> None:
     probe.independent(lambda: run(within=True), lambda: run(within=False))
 
 
-YARN_CASES = [
+YARN_CASES: list[tuple[Any, ...]] = [
     (32, 10000.0, 4.0, 64),
     (64, 10000.0, 4.0, 512),
     (32, 500000.0, 4.0, 256, 16.0, 2.0),

@@ -24,6 +24,7 @@ in streaming.py; this module holds the padded batch's, and every exercise's decl
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -429,9 +430,7 @@ def check_decode_positions(fn: Callable, probe: Probe) -> None:
                 out[:, :1],
                 reference.decode_position_ids(*args)[:, :1],
                 what=f"the first new position of each row in {what}",
-                mistakes=lambda found=found: {
-                    code: [face[:, :1] for face in faces if face.dim() == 2] for code, faces in found().items()
-                },
+                mistakes=functools.partial(first_columns, found),
             )
 
     def steps() -> None:
@@ -444,9 +443,7 @@ def check_decode_positions(fn: Callable, probe: Probe) -> None:
                 out,
                 own + torch.arange(new_tokens, device=own.device),
                 what=f"{what}, its positions after each row's first new one",
-                mistakes=lambda own=own, k=new_tokens: {
-                    "new_tokens_ignored": [own, own.expand(-1, k)] if k > 1 else []
-                },
+                mistakes=functools.partial(new_tokens_ignored, own, new_tokens),
             )
 
     probe.independent(starts, steps)
@@ -744,3 +741,14 @@ EXERCISES = [
         contract=STREAMING_CONTRACT,
     ),
 ]
+
+
+def first_columns(found: Callable[[], dict[str, list[Tensor]]]) -> dict[str, list[Tensor]]:
+    """The known mistakes' faces cut to each row's first new position (a (B, new_tokens) face, 2-D, only)."""
+    return {code: [face[:, :1] for face in faces if face.dim() == 2] for code, faces in found().items()}
+
+
+def new_tokens_ignored(first: Tensor, new_tokens: int) -> dict[str, list[Tensor]]:
+    """What a function that ignores new_tokens returns after each row's first new position: that one column, or it
+    repeated."""
+    return {"new_tokens_ignored": [first, first.expand(-1, new_tokens)] if new_tokens > 1 else []}

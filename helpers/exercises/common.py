@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -361,7 +361,7 @@ def _pair(
 
 def expect_cases(
     probe: Probe,
-    cases: list[tuple[tuple, Callable[[], Any], Callable[[Any], None]]],
+    cases: Sequence[tuple[tuple, Callable[..., Any], Callable[..., None]]],
     transforms: PairTransforms,
     index: int | None = None,
 ) -> None:

@@ -272,7 +272,7 @@ def incremental(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len:
         return probe.call(fresh, padded, padded[:, :1], padded[:, :1])[0][..., first:, :].cpu()
 
     cpu_chunks = [tuple(t.cpu() for t in chunk) for chunk in chunks]
-    replays = {}
+    replays: dict[str, list[Any]] = {}
 
     def mistakes(step: int, index: int) -> Callable[[], dict[str, list[Tensor]]]:
         """The catalogue replayed with the student's own rotation, less the faces the right counting gives too: where
@@ -298,13 +298,15 @@ def incremental(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len:
         out = three_tensors(probe, probe.call(module, q, k, v, what=what), what)
         rows = (slice(offset, offset + T), slice(0, offset + T), slice(0, offset + T))
         for index, name in enumerate(("q_rot", "k_all", "v_all")):
+            hint, fix = sequence_advice(out[index], full[index][..., rows[index], :])
             try:
                 probe.expect(
                     out[index],
                     full[index][..., rows[index], :],
                     what=f"{name} of {what}",
                     mistakes=mistakes(step, index),
-                    **sequence_advice(out[index], full[index][..., rows[index], :]),
+                    hint=hint,
+                    fix=fix,
                 )
             except Failure as failure:
                 if failure.code != "wrong_values":
@@ -314,17 +316,17 @@ def incremental(probe: Probe, cls: Any, chunks: Chunks, *, base: float, max_len:
         offset = read_offset(probe, module, offset + T, f"after {what}")
 
 
-def sequence_advice(got: Tensor, expected: Tensor) -> dict[str, str]:
-    """A k_all or v_all of the right heads but another length holds some other set of tokens than every one so
-    far: not the GQA question the exercise's wrong_shape advice answers."""
+def sequence_advice(got: Tensor, expected: Tensor) -> tuple[str, str]:
+    """(hint, fix), empty where they do not apply: a k_all or v_all of the right heads but another length holds
+    some other set of tokens than every one so far, not the GQA question the exercise's wrong_shape advice answers."""
     if got.dim() != expected.dim() or got.shape[:-2] != expected.shape[:-2] or got.shape[-2] == expected.shape[-2]:
-        return {}
-    return {
-        "hint": "k_all and v_all hold every key and value seen so far, the earlier calls' and this one's: their "
+        return "", ""
+    return (
+        "k_all and v_all hold every key and value seen so far, the earlier calls' and this one's: their "
         "sequence axis (dim -2) is offset + T long after a call of T tokens.",
-        "fix": "Keep both caches across calls and append each call's keys and values along the sequence axis, "
+        "Keep both caches across calls and append each call's keys and values along the sequence axis, "
         "`torch.cat([self.v_cache, v], dim=-2)`, then return the caches, not this call's k and v.",
-    }
+    )
 
 
 def read_offset(probe: Probe, module: Any, expected: int, when: str) -> int:
@@ -565,14 +567,26 @@ def check_rope_kv_cache(cls: Any, probe: Probe) -> None:
             counted.extend([failure.code] if failure.code in COUNTING else [])
             raise
 
+    def counting() -> None:  # silent where rotation already named a counting mistake
+        if not counted:
+            incremental(probe, cls, steps, base=10000.0, max_len=16)
+
+    def defaults() -> None:
+        if probe.passed("rotation") and probe.passed("length"):
+            defaults_kept(probe, cls)
+
+    def views() -> None:
+        if probe.passed("rotation") and probe.passed("counting"):
+            views_taken(probe, cls)
+
     # the last three read what the others leave right: each is silent where an earlier aspect names the mistake
     probe.independent(
         rotation=lambda: rotation(steps, base=10000.0, max_len=16),
         long=lambda: rotation(long, base=500000.0, max_len=4096),
-        counting=lambda: counted or incremental(probe, cls, steps, base=10000.0, max_len=16),
+        counting=counting,
         length=lambda: length_checked(probe, cls),
         device=lambda: kv_device_pass(probe, cls),
-        defaults=lambda: probe.passed("rotation") and probe.passed("length") and defaults_kept(probe, cls),
+        defaults=defaults,
         gradients=lambda: gradients_flow(probe, cls),
-        views=lambda: probe.passed("rotation") and probe.passed("counting") and views_taken(probe, cls),
+        views=views,
     )

@@ -10,6 +10,7 @@ r = cos.shape[-1] dims of each head turn, half-split within them; the rest pass 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -31,14 +32,15 @@ def partial(
     *,
     part: str = "first",
     rest: str = "after",
-    **knobs: object,
+    **knobs: Any,
 ) -> Tables:
     """apply_partial_rope with one knob turned: the r dims turned are the `part` ("first" or "last") of
     each head; the rest is joined "after" or "before" the turned part, or "zeroed" (after it) or
     "dropped"; `knobs` turn applied's on the turned part."""
     r = cos.shape[-1]
     first = part == "first"
-    turned = applied(*(x[..., :r] if first else x[..., -r:] for x in (q, k)), cos, sin, positions, **knobs)
+    q_part, k_part = (x[..., :r] if first else x[..., -r:] for x in (q, k))
+    turned = applied(q_part, k_part, cos, sin, positions, **knobs)
     if rest == "dropped":
         return turned
     rests = [x[..., r:] if first else x[..., :-r] for x in (q, k)]

@@ -490,16 +490,18 @@ def tables_device_pass(probe: Probe, fn: Callable, shape: tuple[int, int, int, i
     """Device: q (B, Hq, T, d), k (B, Hk, T, d), the reference tables r wide and positions (None, then
     0..T-1) on the device; anything made on the CPU inside shows."""
     B, Hq, Hk, T = shape
-    for positions in (None, torch.arange(T)):
-        probe.device_pass(
-            lambda device, positions=positions: probe.call(
-                fn,
-                probe.randn(B, Hq, T, d, device=device),
-                probe.randn(B, Hk, T, d, device=device),
-                *(t.to(device) for t in reference_tables(r)),
-                *(() if positions is None else (positions.to(device),)),
-            )
+
+    def on(positions: Tensor | None, device: torch.device) -> Any:
+        return probe.call(
+            fn,
+            probe.randn(B, Hq, T, d, device=device),
+            probe.randn(B, Hk, T, d, device=device),
+            *(t.to(device) for t in reference_tables(r)),
+            *(() if positions is None else (positions.to(device),)),
         )
+
+    for positions in (None, torch.arange(T)):
+        probe.device_pass(functools.partial(on, positions))
 
 
 # --- readings of a wrong output, one exercise's own ----------------------------------------
@@ -776,6 +778,10 @@ def expect_rotary_pair(
     probe: Probe, built: nn.Module, out: Tables, inputs: Tables, positions: Tensor | None, base: float, what: str
 ) -> None:
     """A rotary module's (q_rot, k_rot) against RoPE of `base`, each read as expect_rotated reads it."""
+
+    def output(index: int, x: Tensor, p: Tensor | None) -> Tensor:  # the module's q_rot or k_rot for x
+        return probe.call(built, x, x, p)[index]
+
     for index, (x, name) in enumerate(zip(inputs, ("q_rot", "k_rot"))):
         expect_rotated(
             probe,
@@ -784,7 +790,7 @@ def expect_rotary_pair(
             positions,
             base,
             "half",
-            rotate=lambda x, p, index=index: probe.call(built, x, x, p)[index],
+            rotate=functools.partial(output, index),
             in_bfloat16=low_precision(probe),
             what=f"{name} {tuple(x.shape)} {what}",
             mistakes=probe.known_mistakes(x, positions, base),

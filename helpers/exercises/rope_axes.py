@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -217,7 +218,7 @@ def accepts_last(probe: Probe, cls: type, q: Tensor, k: Tensor, last: Tensor) ->
     return True
 
 
-def module_rotation(probe: Probe, module: object, base: float) -> Rotation:
+def module_rotation(probe: Probe, module: Callable[..., Any], base: float) -> Rotation:
     """A rotary module's rotation for the axes: module(q, k, positions) -> (q_rot, k_rot)."""
     return Rotation(
         run=lambda inputs, positions: rope.two_tensors(

@@ -107,7 +107,9 @@ def embedding_norms(d_model: int | None = None) -> None:
     plt.show()
 
 
-def tied_gradients(input_use: torch.Tensor, output_use: torch.Tensor, used: list[int], targets: list[int] = ()) -> None:
+def tied_gradients(
+    input_use: torch.Tensor, output_use: torch.Tensor, used: list[int], targets: tuple[int, ...] | list[int] = ()
+) -> None:
     """The gradient of one tied matrix, row by row: the norm of the lookup's
     part, of the logits' part and of their sum, on a log scale, so that the
     small gradients the logits send to every row show next to the large ones
