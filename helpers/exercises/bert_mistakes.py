@@ -111,6 +111,24 @@ def bert_unbiased_variance(w: Weights, ids: torch.Tensor, types: torch.Tensor, e
     return [normed * w["LayerNorm.weight"] + w["LayerNorm.bias"]]
 
 
+def bert_eps_outside_sqrt(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
+    """Your hand-written LayerNorm adds eps to the standard deviation,
+    (x - mean) / (std + eps), as the Annotated Transformer's LayerNorm does;
+    nn.LayerNorm, and the checkpoints BERT was trained with, add it to the
+    variance, under the square root: (x - mean) / sqrt(var + eps).
+
+    Hint: The two agree while the variance is far above eps and part where it
+    is not: with MiniLM's eps of 1e-12 you cannot see it, but this check's small
+    config (eps = 1e-7, sums whose variance is about 3e-6) can.
+
+    Fix: Use `nn.LayerNorm(hidden_size, eps=layer_norm_eps)`, or by hand
+    `(x - mean) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps)`."""
+    word, pos, seg = bert_parts(w, ids, types)
+    x = word + pos + seg
+    std = x.std(-1, keepdim=True, unbiased=False)
+    return [(x - x.mean(-1, keepdim=True)) / (std + eps) * w["LayerNorm.weight"] + w["LayerNorm.bias"]]
+
+
 def bert_scaled_tokens(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
     """You multiplied the word embeddings by sqrt(hidden_size), as the
     original Transformer does (chapter 02).
@@ -177,6 +195,7 @@ BERT_MISTAKES = {
     "missing_layernorm": bert_missing_layernorm,
     "layernorm_order": bert_layernorm_order,
     "layernorm_unbiased_var": bert_unbiased_variance,
+    "layernorm_eps_outside_sqrt": bert_eps_outside_sqrt,
     "unexpected_scale": bert_scaled_tokens,
     "same_row_every_position": bert_same_row,
     "batch_seq_confusion": bert_batch_seq_confusion,

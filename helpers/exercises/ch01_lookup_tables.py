@@ -73,14 +73,21 @@ LOOKUP_VALUES = (  # wrong_values: (hint, fix)
 )
 
 
+# wrong_shape's hint (review L4/L5: a result of the wrong shape was given the values' hint and fix); its fix is
+# the framework's, which says which axis was added or dropped.
+LOOKUP_SHAPE = "The output keeps the shape of ids and adds one axis of d_model at the end: ids (B, T) give (B, T, d_model), 1-D ids (T,) give (T, d_model), and a batch of one, ids (1, T), gives (1, T, d_model)."
+
+
 def values_of(probe: Probe, out: Any, weight: torch.Tensor, ids: torch.Tensor, what: str) -> None:
+    expected = probe.exercise.reference(weight, ids)
+    shaped = not isinstance(out, torch.Tensor) or out.shape == expected.shape
     probe.expect(
         out,
-        probe.exercise.reference(weight, ids),
+        expected,
         what=what,
         mistakes=probe.known_mistakes(weight, ids),
-        hint=LOOKUP_VALUES[0],
-        fix=LOOKUP_VALUES[1],
+        hint=LOOKUP_VALUES[0] if shaped else LOOKUP_SHAPE,
+        fix=LOOKUP_VALUES[1] if shaped else "",
     )
 
 
@@ -198,6 +205,7 @@ ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
         "Convert the one-hot before multiplying: `F.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight`.",
     ),
 }
+ONE_HOT_ERRORS["scalar type"] = ONE_HOT_ERRORS["same dtype"]  # einsum's words for the same
 
 
 def matrix_product(probe: Probe, fn: Callable[..., Any]) -> None:
@@ -229,6 +237,7 @@ def check_one_hot_lookup(fn: Callable[..., Any], probe: Probe) -> None:
             for words, (hint, fix) in ONE_HOT_ERRORS.items():
                 if words in failure.message:
                     hint, fix = TRANSPOSED_PRODUCT if both_v_wide(failure.message) else (hint, fix)
+                    hint, fix = cast_to_another_float(failure.message) or (hint, fix)
                     probe.fail("raised", failure.message, hint=hint, fix=fix)
         raise
 
@@ -239,6 +248,32 @@ TRANSPOSED_PRODUCT = (
     "computes x @ A.T, so F.linear(one_hot, weight) multiplies by weight.T, a product that fits only a (d, V) table.",
     "Multiply by the weight itself: `one_hot @ weight`, or `F.linear(one_hot, weight.T)` if you keep F.linear.",
 )
+
+
+FLOAT_NAMES = {  # torch's names for a dtype in its errors: "c10::Half != float", "scalar type Float but found BFloat16"
+    "c10::Half": "float16",
+    "Half": "float16",
+    "c10::BFloat16": "bfloat16",
+    "BFloat16": "bfloat16",
+    "float": "float32",
+    "Float": "float32",
+    "double": "float64",
+    "Double": "float64",
+}
+
+
+def cast_to_another_float(message: str) -> tuple[str, str] | None:
+    """torch's dtype error where both sides are floats: the one-hot was cast, to a float that is not the weight's
+    (review O5: told "F.one_hot returns integers", and pointed at an `x` there is not)."""
+    got = re.search(r"but got: (\S+) != (\S+)", message) or re.search(r"scalar type (\S+) but found (\S+)", message)
+    if got is None or not all(name in FLOAT_NAMES for name in got.groups()):
+        return None
+    met = " and ".join(sorted({FLOAT_NAMES[name] for name in got.groups()}))
+    return (
+        f"Your one-hot was converted to a float, but not to the weight's dtype: the product met {met}, and it needs one dtype "
+        "on both sides. A dtype written into the code fits the tables of that dtype only.",
+        "Convert the one-hot to whatever dtype the weight has: `F.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight`.",
+    )
 
 
 def both_v_wide(message: str) -> bool:
@@ -403,6 +438,24 @@ def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:
     )
 
 
+# The contract's dtype axes, said with this chapter's argument names (review O5: a fix that cited `x`, which no
+# exercise of the chapter takes).
+ONE_HOT_DTYPE_ADVICE = {
+    "fixed_dtype": (
+        "A `.float()` or `.half()` on the one-hot, or a torch.zeros / torch.eye without dtype=, fixes one dtype; the weight may come "
+        "in float64, float16 or bfloat16, and a matrix product refuses to mix two dtypes.",
+        "Take the dtype from the weight: `.to(weight.dtype)` on the one-hot, and `dtype=weight.dtype` in every factory call.",
+    ),
+}
+BACKWARD_DTYPE_ADVICE = {  # a float32 accumulator that raises is told by the check itself (review B9)
+    "precision_lost": (
+        "A float64 grad_out asks for a float64 gradient all the way: an accumulator made in float32 (torch.zeros without dtype=, "
+        "a `.float()`) rounds every sum to 7 digits, and casting it back at the end does not bring them back.",
+        "Compute in grad_out's dtype: `torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)` for an accumulator, "
+        "`.to(grad_out.dtype)` for a one-hot, and no `.float()` on grad_out.",
+    ),
+}
+
 # weight (V, d) of any float dtype, ids of any shape: the rows, in weight's dtype, with the weight's gradient.
 LOOKUP_CONTRACT = Contract(
     args={"weight": Arg("table", "V d", dtypes=FLOATS, grad=True), "ids": Arg("ids", "...", bound="V")},
@@ -448,6 +501,7 @@ EXERCISES = [
         reference=reference.one_hot_lookup,
         check=check_one_hot_lookup,
         mistakes={"transposed_weight": transposed},
+        advice=ONE_HOT_DTYPE_ADVICE,
         forbidden=EMBEDDING_APIS,
         difficulty=1,
         importance=2,
@@ -469,6 +523,7 @@ EXERCISES = [
             "all_zeros": backward_result_dropped,
         },
         forbidden=EMBEDDING_APIS + AUTOGRAD_APIS,
+        advice=BACKWARD_DTYPE_ADVICE,
         difficulty=2,
         importance=2,
         minutes=15,

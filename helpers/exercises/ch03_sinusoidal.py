@@ -41,9 +41,11 @@ from helpers.exercises.sinusoidal import (
     ROWS_READ_ATOL,
     TABLE_LAYOUT,
     StoredTable,
+    columns_sliced,
     expect_dropout_of_own_output,
     expect_table,
     expect_table_storage,
+    kept,
     right_table,
     stored_table,
     structurally,
@@ -55,7 +57,10 @@ from helpers.exercises.sinusoidal_mistakes import (
     SHIFT_MISTAKES,
     TABLE_MISTAKES,
     TOKEN_AND_POSITION_MISTAKES,
+    base_said,
     input_scaled,
+    mistaken_shift,
+    mistaken_table,
     sum_scaled,
 )
 from helpers.probe import Probe, advice, close
@@ -69,6 +74,22 @@ TABLE_DTYPE = (  # wrong_dtype: (hint, fix). sinusoidal_encoding takes no tensor
     "torch.arange and torch.tensor on integers make int64, NumPy makes float64: the table's dtype is whatever its first factory made, unless you say.",
     "Build the table in float32 (`torch.zeros(max_len, d_model, dtype=torch.float32)`, a float `torch.arange`), or cast it once at the end with `.float()`.",
 )
+
+
+# A table returned (d_model, max_len) (review E7: the shape fix's "keep every batch dimension" does not apply).
+TABLE_TRANSPOSED_FIX = "Put the positions along the rows: fill `torch.zeros(max_len, d_model)` column by column, or return the transpose of the table you built."
+
+
+def name_the_base(
+    probe: Probe, failure: Failure, out: Any, args: tuple, made_with: Callable[..., torch.Tensor], tolerance: dict
+) -> None:
+    """The catalogue's wrong_base said of the base the code used: 1000, or 10000 where another was asked (review E8)."""
+    if failure.code != "wrong_base" or failure.message != probe.explain("wrong_base"):
+        return  # the structural reading names the base it read itself
+    asked = (*args, 10000.0)[2]
+    used = [b for b in (1000.0, 10000.0) if b != asked and close(out, made_with(*args[:2], b), **tolerance)]
+    if used:
+        failure.message = base_said(asked, used[0])
 
 
 def check_sinusoidal_encoding(fn: Callable[..., Any], probe: Probe) -> None:
@@ -93,18 +114,23 @@ def table_probes(fn: Callable[..., Any], probe: Probe) -> None:
             if isinstance(out, torch.Tensor) and out.shape == expected.shape[::-1]
             else TABLE_LAYOUT
         )
-        expect_then(
-            probe,
-            table_precision_first(
-                probe, out, expected, args, structurally(probe, out, args[2] if len(args) > 2 else 10000.0)
-            ),
-            out,
-            expected,
-            what=f"the table of `{call}`",
-            mistakes=probe.known_mistakes(*args),
-            hint=hint,
-            **table_tolerance(*args),
-        )
+        try:
+            expect_then(
+                probe,
+                table_precision_first(
+                    probe, out, expected, args, structurally(probe, out, args[2] if len(args) > 2 else 10000.0)
+                ),
+                out,
+                expected,
+                what=f"the table of `{call}`",
+                mistakes=probe.known_mistakes(*args),
+                hint=hint,
+                fix=TABLE_TRANSPOSED_FIX if hint != TABLE_LAYOUT else "",
+                **table_tolerance(*args),
+            )
+        except Failure as failure:
+            name_the_base(probe, failure, out, args, mistaken_table, table_tolerance(*args))
+            raise
     # An odd d_model: ceil(d/2) sin columns, floor(d/2) cos columns, the last one a sin.
     call = "sinusoidal_encoding(20, 7)"
     try:
@@ -176,6 +202,23 @@ def expect_shift(probe: Probe, raw: Any, args: tuple, call: str) -> None:
     out = float64_accepted(raw)  # the values first, in either precision: a wrong matrix is told what is wrong with it
     k = args[0]
     what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
+    try:
+        expect_matrix(probe, out, args, what)
+    except Failure as failure:
+        name_the_base(probe, failure, out, args, mistaken_shift, shift_tolerance(*args))
+        raise
+    if (
+        raw.dtype != torch.float32
+    ):  # right values: M multiplies float32 tables (chapter 05's x @ M_m), so it is float32 too
+        probe.fail(
+            "wrong_dtype",
+            f"M = `{call}` has the right values but dtype {raw.dtype}; the exercise returns float32, the dtype of the tables it multiplies.",
+            hint="`@` does not promote: a float64 M times a float32 table raises 'expected m1 and m2 to have the same dtype'. The matrix must match the tables it acts on.",
+            fix="Compute in float64 if you like, then return `M.float()` (NumPy: `torch.from_numpy(M).float()`).",
+        )
+
+
+def expect_matrix(probe: Probe, out: Any, args: tuple, what: str) -> None:
     probe.expect(
         out,
         reference.relative_shift_matrix(*args),
@@ -187,15 +230,6 @@ def expect_shift(probe: Probe, raw: Any, args: tuple, call: str) -> None:
         "Then place that block, with the angle k·ω_i, at rows and columns (2i, 2i+1) of a zero (d_model, d_model) matrix, for each pair i.",
         **shift_tolerance(*args),
     )
-    if (
-        raw.dtype != torch.float32
-    ):  # right values: M multiplies float32 tables (chapter 05's x @ M_m), so it is float32 too
-        probe.fail(
-            "wrong_dtype",
-            f"M = `{call}` has the right values but dtype {raw.dtype}; the exercise returns float32, the dtype of the tables it multiplies.",
-            hint="`@` does not promote: a float64 M times a float32 table raises 'expected m1 and m2 to have the same dtype'. The matrix must match the tables it acts on.",
-            fix="Compute in float64 if you like, then return `M.float()` (NumPy: `torch.from_numpy(M).float()`).",
-        )
 
 
 # --- probes: the modules ---------------------------------------------------------------
@@ -231,6 +265,18 @@ def rows_read(probe: Probe, built: Built, failure: Failure, added: Any, inputs: 
         expect_rows_from(probe, failure, added, found.full, found.start, found.name, inputs, ROWS_READ_ATOL)
 
 
+def call_sliced(probe: Probe, built: Built, inputs: torch.Tensor, shape: tuple[int, ...]) -> Any:
+    """The module's output for `inputs`; a call that fails as `pe[:, :T]` fails on a 2-D table is columns_sliced."""
+    try:
+        return probe.call(built.module, inputs)
+    except Failure as failure:
+        if built.found is not None:
+            name = built.found.name
+            fix = f"Slice the rows, `self.{name}[:T]` (T rows of d_model, which broadcast over the batch), or keep the table with a leading axis of 1, registered as `{name}.unsqueeze(0)`, if you mean to write `[:, :T]`."
+            columns_sliced(probe, failure, kept(built.module, name), name, shape, fix)
+        raise
+
+
 POSITIONS_ON_CPU = (
     "`{name}` makes a tensor on the CPU whatever x's device (a bare `torch.arange(T)` for the positions, a table rebuilt in forward...): on a GPU, "
     "using it with x fails with 'Expected all tensors to be on the same device'."
@@ -253,7 +299,7 @@ def encoding_values(probe: Probe, built: Built) -> None:
     own = built.own(probe.device)
     for x in (built.inputs, probe.sequence(probe.randn(3, 1, built.d), built.max_len)):
         T = x.shape[1]
-        out = probe.call(built.module, x)
+        out = call_sliced(probe, built, x, tuple(x.shape))
         expected = x + own[:T]
         expect_no_dropout_in_eval(probe, out, expected)
         what = f"the output for x of shape (3, {T}, 12) in eval mode" + (
@@ -373,7 +419,7 @@ def token_output(
     """One call's output: its shape, then its values; a wrong scale or wrong rows of the table are named."""
     T = ids.shape[1]
     try:
-        out = probe.call(built.module, ids)
+        out = call_sliced(probe, built, ids, (*ids.shape, built.d))
     except Failure as failure:
         batch_axis_as_length(probe, built, failure, ids.shape)
         raise

@@ -6,6 +6,7 @@ The check loads MiniLM's real weights and compares with transformers' own BertEm
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +34,27 @@ from helpers.exercises.common import (
     position_tables,
     refuses_past_max_len,
 )
+from helpers.exercises.sinusoidal import columns_sliced
 from helpers.probe import Probe, close
 from helpers.registry import Exercise
 from helpers.safety import Failure
+
+# --- LearnedPositionalEmbedding's own mistake (the others are chapter 03's) ----------------------
+
+
+def learned_input_scaled(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Your forward multiplies x by sqrt(d_model) before it adds the position
+    rows (the TensorFlow tutorial's `x *= tf.math.sqrt(d_model)`, chapter 03's
+    input_scaled). LearnedPositionalEmbedding adds its rows to x as it comes.
+
+    Hint: BERT and GPT-2 scale nothing: they add the learned position rows to
+    the token vectors as they are, and the table learns whatever size fits
+    them. The factor sqrt(d_model) belongs to chapter 02's ScaledEmbedding.
+
+    Fix: return `x + self.position_embeddings(torch.arange(T, device=x.device))`,
+    with no sqrt(d_model) in this module."""
+    return x * math.sqrt(x.shape[-1]) + table[: x.shape[1]]
+
 
 # --- probes ------------------------------------------------------------------------------
 
@@ -155,7 +174,18 @@ def learned_values(probe: Probe, setup: Learned) -> None:
     probe.call(setup.module.train)
     for x_T in (setup.x, probe.sequence(probe.randn(3, 1, D), MAX_LEN)):
         T = x_T.shape[1]
-        out = probe.call(setup.module, x_T)
+        try:
+            out = probe.call(setup.module, x_T)
+        except Failure as failure:
+            embedding = setup.name.removesuffix(".weight")
+            look_up = (
+                f", or look them up: `self.{embedding}(torch.arange(T, device=x.device))`"
+                if embedding != setup.name
+                else ""
+            )
+            fix = f"Take the first T rows, `self.{setup.name}[:T]`{look_up}."
+            columns_sliced(probe, failure, setup.param, setup.name, tuple(x_T.shape), fix)
+            raise
         expected = x_T + setup.table[:T]
         try:
             probe.expect(
@@ -460,7 +490,18 @@ def expect_bert(
 
 def call_bert(probe: Probe, module: nn.Module, ids: torch.Tensor, types: torch.Tensor | None) -> torch.Tensor:
     if types is not None:
-        return probe.call(module, ids, types)
+        try:
+            return probe.call(module, ids, types)
+        except Failure as failure:
+            if failure.code == "raised" and "Boolean value of Tensor" in failure.message:
+                probe.fail(  # review BE5: `token_type_ids or torch.zeros_like(input_ids)`
+                    "raised",
+                    f"{failure.message} (called with token_type_ids given, a tensor of shape {tuple(types.shape)})",
+                    hint="`a or b`, `if token_type_ids:` and `not token_type_ids` ask a tensor for one truth value, and a tensor of "
+                    "more than one entry has none. Only None means 'no segments given'.",
+                    fix="Test for None explicitly: `if token_type_ids is None: token_type_ids = torch.zeros_like(input_ids)`.",
+                )
+            raise
     try:
         return probe.call(module, ids)
     except Failure as failure:
@@ -541,7 +582,7 @@ def bert_values_minilm(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -
     on_cpu = probe.call(cls, *BERT_SMALL_SIZES, **BERT_SMALL, what=f"`{probe.name}(...)`")
     probe.call(on_cpu.eval)
     load_pretrained(probe, on_cpu, inputs.cpu_weights)
-    probe.call(on_cpu, inputs.cpu_ids, inputs.cpu_types)
+    call_bert(probe, on_cpu, inputs.cpu_ids, inputs.cpu_types)
     call_bert(probe, on_cpu, inputs.cpu_ids, None)
     from helpers import models
 
@@ -749,7 +790,7 @@ EXERCISES = [
         reference=reference.LearnedPositionalEmbedding,
         check=check_learned_positions,
         oracle=oracle.positions_in_gpt2,
-        mistakes=POSITION_ADDING_MISTAKES,
+        mistakes={**POSITION_ADDING_MISTAKES, "input_scaled": learned_input_scaled},  # review LP8
         difficulty=1,
         importance=3,
         minutes=10,

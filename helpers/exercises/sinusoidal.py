@@ -3,8 +3,9 @@
 * the right table, its angles and its tolerance, entry by entry (`right_table`, `table_angles`,
   `table_tolerance`), and the readings of a wrong table: half precision on the way
   (`table_precision_first`) or what its layout and frequencies show (`structurally`);
-* where a module keeps its table (`stored_table`, `expect_table_storage`, `expect_table`), and
-  its dropout (`expect_trained_dropout`, `expect_dropout_of_own_output`).
+* where a module keeps its table (`stored_table`, `expect_table_storage`, `expect_table`), how it
+  slices it (`columns_sliced`, chapter 04's learned table too), and its dropout
+  (`expect_trained_dropout`, `expect_dropout_of_own_output`).
 """
 
 from __future__ import annotations
@@ -238,6 +239,36 @@ def expect_table(
     )
 
 
+def kept(module: nn.Module, name: str) -> Any:
+    """The tensor a module keeps under a dotted name (a parameter, a buffer or a plain attribute)."""
+    return functools.reduce(getattr, name.split("."), module)
+
+
+def columns_sliced(probe: Probe, failure: Failure, table: Any, name: str, shape: tuple[int, ...], fix: str) -> None:
+    """A call that raised as `x + table[:, :T]` raises, x of `shape` (B, T, d), with `table` kept 2-D: the slice
+    of a (1, max_len, d) buffer (the Annotated Transformer's) kept for a (max_len, d) table (review P1)."""
+    if failure.code != "raised" or not isinstance(table, torch.Tensor) or table.dim() != 2:
+        return
+    T = shape[1]
+    sliced, x = table.detach()[:, :T], torch.zeros(shape, dtype=table.dtype, device=table.device)
+    said = set()
+    for add in (lambda: x + sliced, lambda: sliced + x):
+        try:
+            add()
+        except RuntimeError as error:
+            said.add(str(error))
+    if any(words in failure.message for words in said):
+        probe.fail(
+            "columns_sliced",
+            f"{failure.message.rstrip('.')}. Your table `{name}` is 2-D, {tuple(table.shape)}: `[:, :T]` takes its first "
+            f"T = {T} columns, shape {tuple(sliced.shape)}, not its first {T} rows.",
+            hint="`pe[:, :T]` slices positions only in a table with a leading axis of 1, (1, max_len, d_model), as the Annotated "
+            "Transformer keeps its buffer. In a 2-D (max_len, d_model) table the positions run along the first axis, and a "
+            "second index cuts the columns.",
+            fix=fix,
+        )
+
+
 def expect_trained_dropout(probe: Probe, out: Any, expected: torch.Tensor, p: float, what: str, total: str) -> None:
     """`total` is the module's sum before dropout, as code (the fix shows it)."""
     where = f"Keep `self.dropout = nn.Dropout(dropout)` from __init__ and apply it last, to the whole sum: `return self.dropout({total})`."
@@ -264,4 +295,27 @@ def expect_dropout_of_own_output(
     if drops_in_eval(eval_out, p):
         return
     probe.call(module.train)
-    expect_trained_dropout(probe, probe.call(module, *inputs), eval_out.detach(), p, what, total)
+    try:
+        expect_trained_dropout(probe, probe.call(module, *inputs), eval_out.detach(), p, what, total)
+    except Failure as failure:
+        if failure.code == "dropout_rate_ignored":
+            rate_not_passed_on(probe, failure, module, p)
+        raise
+
+
+def rate_not_passed_on(probe: Probe, failure: Failure, module: nn.Module, p: float) -> None:
+    """The dropout at the wrong rate belongs to a module built inside this one, without the rate (review Q3:
+    told of `nn.Dropout()` or a fixed 0.1 that the code did not hold)."""
+    inner = [(name, m) for name, m in module.named_modules() if isinstance(m, nn.Dropout) and "." in name and m.p != p]
+    if not inner:
+        return
+    name, dropout = inner[0]
+    owner = name.rsplit(".", 1)[0]
+    kind = type(module.get_submodule(owner)).__name__
+    probe.fail(
+        "dropout_rate_ignored",
+        failure.message,
+        hint=f"The dropout that runs is `{name}`, inside your `{owner}` ({kind}), and it has p = {dropout.p:g}: the rate "
+        f"this module was given never reached `{owner}`, so it kept a rate of its own (its default?).",
+        fix=f"Pass the rate on where you build the inner module: `self.{owner} = {kind}(..., dropout=dropout)`.",
+    )

@@ -231,6 +231,21 @@ def shift_off_by_one(k: int, d_model: int, base: float = 10000.0) -> list[torch.
     return [mistaken_shift(k + 1, d_model, base), mistaken_shift(k - 1, d_model, base)]
 
 
+def base_said(asked: float, used: float) -> str:
+    """WRONG_BASE's message said of the one base the code used, 1000 or 10000 (review E8: the probe knows which)."""
+    if used == 10000.0:
+        return (
+            f"Your frequencies use base 10000 where the `base` argument asked for {asked:g}: the argument is ignored "
+            "(10000 written into the formula, or `base` not passed on to where the frequencies are made)."
+        )
+    if asked == 10000.0:
+        return "Your frequencies use base 1000 instead of 10000: a typo that popular tutorials carry."
+    return (
+        f"Your frequencies use base 1000 where the `base` argument asked for {asked:g}: 1000 is written into the "
+        "formula (a typo of 10000 that popular tutorials carry), and the argument is ignored."
+    )
+
+
 SHIFT_MISTAKES = {
     "shift_reversed": shift_sin_cos_swapped,  # its own code: "sin and cos swapped" is not what a student reads it as
     "concatenated_halves": shift_concatenated_halves,
@@ -324,10 +339,22 @@ def sum_scaled(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     return (x + table.to(x.device)[: x.shape[1]]) * math.sqrt(x.shape[-1])
 
 
+# The modules take no base: a wrong base in their table is one written into the code (review E8).
+MODULE_WRONG_BASE = """Your table's frequencies use base 1000 where the exercise's is 10000
+(Vaswani et al. §3.5): a typo that popular tutorials carry.
+
+Hint: Pair i's frequency is 10000^(-2i/d_model), so every column but the
+first pair's depends on the base. Print row 1 of your table: its second pair
+must read sin(10000^(-2/d_model)) and cos of the same angle.
+
+Fix: Write 10000.0 into the formula:
+`torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2) / d_model)`."""
+
 POSITIONAL_ENCODING_MISTAKES = {
     **{code: added_to_input(m) for code, m in TABLE_MISTAKES.items()},
     **POSITION_ADDING_MISTAKES,
     "position_offset": either(table_position_offset, POSITION_ADDING_MISTAKES["position_offset"]),
+    "wrong_base": says(MODULE_WRONG_BASE)(added_to_input(table_wrong_base)),
 }
 TOKEN_AND_POSITION_MISTAKES = {
     **{code: added_to_tokens(m, scale_mistake=False) for code, m in POSITIONAL_ENCODING_MISTAKES.items()},

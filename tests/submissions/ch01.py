@@ -691,3 +691,34 @@ WRONG += [
     ("embedding_backward", "padding_row_updated", backward_positive_padding),
     ("embedding_backward", "raised", backward_float32_zeros),
 ]
+
+
+# --- the blind review of 2026-11-27 (shared/reviews/teaching-2026-11-27.md): messages made true ---------
+
+
+def lookup_flattened_with_view(weight, ids):
+    """L4: the rows of a flattened batch, never reshaped back: (B*T, d)."""
+    return weight[ids.view(-1)]
+
+
+def lookup_squeezes_a_batch_of_one(weight, ids):
+    """L5: `torch.squeeze` "to tidy up" drops the batch axis of a (1, T) batch."""
+    return torch.squeeze(weight.index_select(0, ids.reshape(-1)).reshape(*ids.shape, -1))
+
+
+def one_hot_in_half(weight, ids):
+    """O5: a one-hot cast to float16 "to save memory", whatever the table's dtype."""
+    return F.one_hot(ids, weight.shape[0]).half() @ weight
+
+
+def one_hot_in_bfloat16_by_einsum(weight, ids):
+    one_hot = F.one_hot(ids, num_classes=weight.shape[0]).to(torch.bfloat16)
+    return torch.einsum("...v,vd->...d", one_hot, weight)
+
+
+WRONG += [
+    ("lookup", "wrong_shape", lookup_flattened_with_view),
+    ("lookup", "wrong_shape", lookup_squeezes_a_batch_of_one),
+    ("one_hot_lookup", "raised", one_hot_in_half),
+    ("one_hot_lookup", "raised", one_hot_in_bfloat16_by_einsum),
+]

@@ -1351,3 +1351,102 @@ WRONG += [
     ("BertEmbeddings", "contiguity_assumed", BertViewsTheIds),
     ("BertEmbeddings", "default_changed", BertNoDropoutByDefault),
 ]
+
+
+# --- the blind review of 2026-11-27: messages made true ------------------------------------------------
+
+
+class LearnedScalesInput(LearnedEmbeddingLookup):
+    """LP8: the TensorFlow tutorial's `x *= sqrt(d_model)` before the positions are added."""
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        return x * math.sqrt(self.pos.embedding_dim) + self.pos(torch.arange(T, device=x.device))
+
+
+class LearnedParameterScalesInput(LearnedParameterSlice):
+    """LP8, GPT-2 style: the factor written as d ** 0.5 on a sliced Parameter."""
+
+    def forward(self, x):
+        B, T, C = x.shape
+        if T > self.wpe.shape[0]:
+            raise ValueError(f"Cannot forward sequence of length {T}, max_len is only {self.wpe.shape[0]}")
+        return x * C**0.5 + self.wpe[:T]
+
+
+class LearnedWeightColumns(LearnedEmbeddingLookup):
+    """P1 with a learned table: `weight[:, :T]`, the slice of a (1, max_len, d) table, on an nn.Embedding's 2-D weight."""
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        return x + self.pos.weight[:, :T]
+
+
+class AnnotatedLayerNorm(nn.Module):
+    """The Annotated Transformer's LayerNorm, its a_2 / b_2 renamed to load HF's weights, population std."""
+
+    def __init__(self, features, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(features))
+        self.bias = nn.Parameter(torch.zeros(features))
+        self.eps = eps
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        std = x.std(-1, keepdim=True, unbiased=False)
+        return self.weight * (x - mean) / (std + self.eps) + self.bias
+
+
+class BertEpsOnTheStd(BertPlain):
+    """BE1: a hand-written LayerNorm with eps outside the square root."""
+
+    def __init__(self, vocab_size, hidden_size, *args, **kwargs):
+        super().__init__(vocab_size, hidden_size, *args, **kwargs)
+        self.LayerNorm = AnnotatedLayerNorm(hidden_size, eps=self.LayerNorm.eps)
+
+
+class BertInlineNormEpsOnTheStd(BertPlain):
+    """BE1 inline: the variance's square root taken first, eps added after."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
+        centred = x - x.mean(-1, keepdim=True)
+        x = centred / (centred.pow(2).mean(-1, keepdim=True).sqrt() + self.LayerNorm.eps)
+        return self.dropout(x * self.LayerNorm.weight + self.LayerNorm.bias)
+
+
+class BertTypesOrZeros(BertPlain):
+    """BE5: `token_type_ids or ...` asks a tensor for one truth value."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        token_type_ids = token_type_ids or torch.zeros_like(input_ids)
+        return super().forward(input_ids, token_type_ids)
+
+
+class BertTypesIfNot(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if not token_type_ids:
+            token_type_ids = torch.zeros_like(input_ids)
+        return super().forward(input_ids, token_type_ids)
+
+
+WRONG += [
+    ("LearnedPositionalEmbedding", "input_scaled", LearnedScalesInput),
+    ("LearnedPositionalEmbedding", "input_scaled", LearnedParameterScalesInput),
+    ("LearnedPositionalEmbedding", "columns_sliced", LearnedWeightColumns),
+    ("BertEmbeddings", "layernorm_eps_outside_sqrt", BertEpsOnTheStd),
+    ("BertEmbeddings", "layernorm_eps_outside_sqrt", BertInlineNormEpsOnTheStd),
+    ("BertEmbeddings", "raised", BertTypesOrZeros),
+    ("BertEmbeddings", "raised", BertTypesIfNot),
+]
