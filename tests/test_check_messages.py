@@ -480,6 +480,19 @@ def test_a_gradient_divided_by_the_counts_is_told_so(name):
     assert "rows used twice get half" in result.message and "scale_grad_by_freq" in result.fix
 
 
+@pytest.mark.parametrize(
+    "name, width", [("BertOneHotSegments", "a one-hot 1 wide"), ("BertOneHotWords", "one-hot 26659 wide")]
+)
+def test_a_one_hot_as_wide_as_the_ids_is_told_so_not_to_handle_none(name, width):
+    """Issue 41, ids that never reach the last row: a one-hot without num_classes met a taller table. With
+    token_type_ids=None it was told to handle None, which it does."""
+    from tests.submissions import ch04
+
+    result = check("BertEmbeddings", getattr(ch04, name))
+    assert result.diagnosis == "size_from_ids" and width in result.message, str(result)
+    assert "num_classes" in result.fix and "is None" not in result.fix
+
+
 @pytest.mark.parametrize("name", ["BertTypesOrZeros", "BertTypesIfNot"])
 def test_a_tensor_asked_for_its_truth_is_told_to_test_for_none(name):
     """BE5: `token_type_ids or ...` raised the generic "read the last line of the error"."""

@@ -5,6 +5,7 @@ take the same arguments and return what the mistaken code outputs."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +45,9 @@ EMBEDDING_APIS = (
     torch.ops.aten._embedding_bag_forward_only,
     torch.ops.aten._embedding_bag_forward_only.default,
 )
+
+# expect_cases' cases: (arguments, a call of the student's code, the probe of its output)
+Runs = list[tuple[tuple[Any, ...], Callable[[], Any], Callable[[Any], None]]]
 
 
 # --- known mistakes ------------------------------------------------------------
@@ -413,7 +417,7 @@ def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:
         ("ids (3, 5) with padding_idx=0", (3, 5), 0, torch.float32),
         ("1-D ids (9,) in float64, padding_idx=V-1", (9,), V - 1, torch.float64),
     )
-    runs = []
+    runs: Runs = []
     for what, shape, padding_idx, dtype in cases:
         ids = probe.randint(V, *shape)
         ids.view(-1)[:4] = torch.tensor([0, V - 1, 3, 3], device=probe.device)  # edges and a repeat, on purpose
@@ -431,7 +435,7 @@ def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:
             hint="Take the smallest case with a repeat: one id used twice, say ids = [2, 2] with grad_out rows g0 and g1. Row 2 of the gradient must be g0 + g1, every other row zero (the padding row too).",
             fix="Run your function on `ids = torch.tensor([2, 2])`, `grad_out = torch.eye(2)`, vocab_size = 4, and print the result: row 2 must be [1, 1] and rows 0, 1, 3 zero. Follow the first wrong row back through your code.",
         )
-        runs.append((args, lambda args=args: probe.call(fn, *args), expect))
+        runs.append((args, functools.partial(probe.call, fn, *args), expect))
     expect_cases(probe, runs, {"padding_row_updated": lambda args: [(*args[:3], None)] if args[3] is not None else []})
     probe.device_pass(
         lambda device: probe.call(fn, probe.randn(3, 5, d, device=device), probe.randint(V, 3, 5, device=device), V, 0)

@@ -69,6 +69,9 @@ from helpers.safety import Failure
 
 # --- probes: the functions -----------------------------------------------------------
 
+# expect_cases' cases: (arguments, a call of the student's code, the probe of its output)
+Runs = list[tuple[tuple[Any, ...], Callable[[], Any], Callable[[Any], None]]]
+
 
 TABLE_DTYPE = (  # wrong_dtype: (hint, fix). sinusoidal_encoding takes no tensor to take a dtype from
     "torch.arange and torch.tensor on integers make int64, NumPy makes float64: the table's dtype is whatever its first factory made, unless you say.",
@@ -81,7 +84,12 @@ TABLE_TRANSPOSED_FIX = "Put the positions along the rows: fill `torch.zeros(max_
 
 
 def name_the_base(
-    probe: Probe, failure: Failure, out: Any, args: tuple, made_with: Callable[..., torch.Tensor], tolerance: dict
+    probe: Probe,
+    failure: Failure,
+    out: Any,
+    args: tuple[Any, ...],
+    made_with: Callable[..., torch.Tensor],
+    tolerance: dict[str, Any],
 ) -> None:
     """The catalogue's wrong_base said of the base the code used: 1000, or 10000 where another was asked (review E8)."""
     if failure.code != "wrong_base" or failure.message != probe.explain("wrong_base"):
@@ -104,8 +112,8 @@ def check_sinusoidal_encoding(fn: Callable[..., Any], probe: Probe) -> None:
 def table_probes(fn: Callable[..., Any], probe: Probe) -> None:
     # A non-default base catches a hard-coded 10000; 2100 positions, float16 ones (2049 is 2048 there);
     # max_len = 1, a table of one row, the shortest there is.
-    for max_len, *args in ((50, 16), (37, 12, 500.0), (2100, 8), (1, 16)):
-        args = (probe.length(max_len), *args)
+    for max_len, *rest in ((50, 16), (37, 12, 500.0), (2100, 8), (1, 16)):
+        args = (probe.length(max_len), *rest)
         call = f"sinusoidal_encoding({', '.join(repr(a) for a in args)})"
         out = probe.call(fn, *args, what=f"`{call}`")
         expected = right_table(*args)
@@ -149,7 +157,7 @@ def table_probes(fn: Callable[..., Any], probe: Probe) -> None:
         )
 
 
-def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict:
+def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict[str, Any]:
     """Entry by entry, what float32 rounding makes of the turn k·ω_i of each 2×2 block (rows 2i, 2i+1), plus
     |k| roundings of float32: M_1 raised to the k-th power (rotations compose, §9's own argument) rounds once
     per product (review R7/R12: 1.2e-6 at k = 40, a right method, failed)."""
@@ -162,23 +170,19 @@ def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict:
     }
 
 
-def other_bases(args: tuple) -> list[tuple]:
+def other_bases(args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     """The arguments with the base a wrong_base mistake uses instead: 1000, or 10000 whatever base was asked."""
     k, d, base = (*args, 10000.0)[:3]
     return [(k, d, other) for other in (1000.0, 10000.0) if other != base]
 
 
 def check_relative_shift_matrix(fn: Callable[..., Any], probe: Probe) -> None:
-    runs = []
-    for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8)):
+
+    def case(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Callable[[], Any], Callable[[Any], None]]:
         call = f"relative_shift_matrix({', '.join(repr(a) for a in args)})"
-        runs.append(
-            (
-                args,
-                lambda args=args, call=call: probe.call(fn, *args, what=f"`{call}`"),
-                lambda raw, args=args, call=call: expect_shift(probe, raw, args, call),
-            )
-        )
+        return (args, lambda: probe.call(fn, *args, what=f"`{call}`"), lambda raw: expect_shift(probe, raw, args, call))
+
+    runs: Runs = [case(args) for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8))]
     try:
         expect_cases(probe, runs, {"wrong_base": other_bases})
     except Failure as failure:
@@ -198,7 +202,7 @@ def check_relative_shift_matrix(fn: Callable[..., Any], probe: Probe) -> None:
         raise
 
 
-def expect_shift(probe: Probe, raw: Any, args: tuple, call: str) -> None:
+def expect_shift(probe: Probe, raw: Any, args: tuple[Any, ...], call: str) -> None:
     out = float64_accepted(raw)  # the values first, in either precision: a wrong matrix is told what is wrong with it
     k = args[0]
     what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
@@ -218,7 +222,7 @@ def expect_shift(probe: Probe, raw: Any, args: tuple, call: str) -> None:
         )
 
 
-def expect_matrix(probe: Probe, out: Any, args: tuple, what: str) -> None:
+def expect_matrix(probe: Probe, out: Any, args: tuple[Any, ...], what: str) -> None:
     probe.expect(
         out,
         reference.relative_shift_matrix(*args),

@@ -7,9 +7,10 @@ The check loads MiniLM's real weights and compares with transformers' own BertEm
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch import nn
@@ -59,7 +60,7 @@ def learned_input_scaled(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
 # --- probes ------------------------------------------------------------------------------
 
 
-class StrictLikeCuda(torch.overrides.TorchFunctionMode):
+class StrictLikeCuda(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
     """Makes the meta device as strict as CUDA about mixing devices.
 
     Meta kernels accept a CPU index: `embedding(torch.arange(T))` with a meta
@@ -70,7 +71,13 @@ class StrictLikeCuda(torch.overrides.TorchFunctionMode):
 
     ALLOWED = frozenset({"__getitem__", "__setitem__", "to", "copy_", "type_as", "cpu", "cuda"})
 
-    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: tuple[Any, ...],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
         if name not in self.ALLOWED:
@@ -86,7 +93,7 @@ class StrictLikeCuda(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-class NoRandomInit(torch.overrides.TorchFunctionMode):
+class NoRandomInit(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
     """While a module whose every parameter pretrained weights will overwrite is built, its random
     initialisation fills zeros instead (as transformers skips init before loading a checkpoint):
     MiniLM's 30522 × 384 normal draws were half the time of BertEmbeddings' check."""
@@ -103,7 +110,13 @@ class NoRandomInit(torch.overrides.TorchFunctionMode):
         }
     )
 
-    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: tuple[Any, ...],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         target = args[0] if args else kwargs.get("tensor")  # Tensor.normal_(...) or nn.init.normal_(tensor=...)
         if getattr(func, "__name__", "") in self.RANDOM and isinstance(target, torch.Tensor):
@@ -221,7 +234,10 @@ def learned_length(probe: Probe, cls: type[nn.Module], setup: Learned) -> None:
     with torch.no_grad():
         cpu_param.copy_(setup.param.detach().cpu())
     probe.call(on_cpu.eval)
-    longer = lambda T: probe.sequence(probe.randn(2, T, D, device="cpu"), MAX_LEN)
+
+    def longer(T: int) -> torch.Tensor:
+        return probe.sequence(probe.randn(2, T, D, device="cpu"), MAX_LEN)
+
     out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, setup.cpu_x if T == MAX_LEN else longer(T)), MAX_LEN)
     table_cpu = setup.table.cpu()
     probe.expect(
@@ -323,7 +339,15 @@ def check_learned_positions(cls: type[nn.Module], probe: Probe) -> None:
 # A small config with non-default values everywhere: hard-coded sizes, eps,
 # dropout or padding id show up. Tiny weights make the summed embeddings'
 # variance ~3e-6, so an eps of 1e-5 (or 1e-12 where 1e-7 was asked) is plain.
-BERT_SMALL = {
+class SmallConfig(TypedDict):
+    max_position_embeddings: int
+    type_vocab_size: int
+    layer_norm_eps: float
+    hidden_dropout_prob: float
+    pad_token_id: int
+
+
+BERT_SMALL: SmallConfig = {
     "max_position_embeddings": 16,
     "type_vocab_size": 3,
     "layer_norm_eps": 1e-7,
@@ -489,23 +513,21 @@ def expect_bert(
 
 
 def call_bert(probe: Probe, module: nn.Module, ids: torch.Tensor, types: torch.Tensor | None) -> torch.Tensor:
-    if types is not None:
-        try:
-            return probe.call(module, ids, types)
-        except Failure as failure:
-            if failure.code == "raised" and "Boolean value of Tensor" in failure.message:
-                probe.fail(  # review BE5: `token_type_ids or torch.zeros_like(input_ids)`
-                    "raised",
-                    f"{failure.message} (called with token_type_ids given, a tensor of shape {tuple(types.shape)})",
-                    hint="`a or b`, `if token_type_ids:` and `not token_type_ids` ask a tensor for one truth value, and a tensor of "
-                    "more than one entry has none. Only None means 'no segments given'.",
-                    fix="Test for None explicitly: `if token_type_ids is None: token_type_ids = torch.zeros_like(input_ids)`.",
-                )
-            raise
     try:
-        return probe.call(module, ids)
+        return probe.call(module, ids) if types is None else probe.call(module, ids, types)
     except Failure as failure:
-        if failure.code == "raised":
+        if failure.code != "raised":
+            raise
+        one_hot_too_narrow(probe, failure, ids, torch.zeros_like(ids) if types is None else types)
+        if "Boolean value of Tensor" in failure.message and types is not None:
+            probe.fail(  # review BE5: `token_type_ids or torch.zeros_like(input_ids)`
+                "raised",
+                f"{failure.message} (called with token_type_ids given, a tensor of shape {tuple(types.shape)})",
+                hint="`a or b`, `if token_type_ids:` and `not token_type_ids` ask a tensor for one truth value, and a tensor of "
+                "more than one entry has none. Only None means 'no segments given'.",
+                fix="Test for None explicitly: `if token_type_ids is None: token_type_ids = torch.zeros_like(input_ids)`.",
+            )
+        if types is None:
             probe.fail(
                 "raised",
                 f"{failure.message} (called with token_type_ids=None, which must mean all zeros: one segment)",
@@ -513,6 +535,25 @@ def call_bert(probe: Probe, module: nn.Module, ids: torch.Tensor, types: torch.T
                 fix="At the start of forward: `if token_type_ids is None: token_type_ids = torch.zeros_like(input_ids)`.",
             )
         raise
+
+
+def one_hot_too_narrow(probe: Probe, failure: Failure, ids: torch.Tensor, types: torch.Tensor) -> None:
+    """ "(N x K and R x d) cannot be multiplied" with K < R: a one-hot as wide as the largest id + 1, met by a table
+    of R rows (google-research/bert's one-hot lookup ported without its depth=)."""
+    shapes = re.search(r"cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", failure.message)
+    read_off_ids = {int(ids.max()) + 1, int(types.max()) + 1}  # what F.one_hot(ids) makes its width
+    if shapes is None or not int(shapes.group(2)) < int(shapes.group(3)) or int(shapes.group(2)) not in read_off_ids:
+        return
+    width, rows = shapes.group(2), shapes.group(3)
+    probe.fail(
+        "size_from_ids",
+        f"{failure.message}: a one-hot {width} wide met a table of {rows} rows. F.one_hot without num_classes makes "
+        "its width the largest id + 1, so it fits the table only when the ids happen to hold its last row.",
+        hint="A table's height is fixed by the config (vocab_size, type_vocab_size), and one batch of ids rarely uses its "
+        "last row: a single sentence has segment 0 only, and the last ids of a vocabulary are rare.",
+        fix="Give the one-hot the table's height, `F.one_hot(ids, num_classes=self.token_type_embeddings.num_embeddings)` "
+        "(likewise for the words), or look the rows up: `self.token_type_embeddings(token_type_ids)`.",
+    )
 
 
 BERT_GRADIENT_FIX = "Compute the output from the submodules themselves, `self.word_embeddings(input_ids)` and the others, with no .detach() or torch.no_grad() on the way."
@@ -564,7 +605,7 @@ def bert_device(probe: Probe, cls: type[nn.Module]) -> None:
         cls,
         BERT_SMALL_SIZES,
         lambda device: (probe.ids(BERT_SMALL_SIZES[0], 4, 11, device=device),),
-        kwargs=BERT_SMALL,
+        kwargs=dict(BERT_SMALL),
         mode=StrictLikeCuda,
         code="positions_on_cpu",
         message=f"`{probe.name}` builds position ids (or the default token_type_ids) on the CPU whatever input_ids' device: on a GPU the lookup then fails with "
@@ -754,15 +795,20 @@ def bert_expected(
     return right(input_ids, token_type_ids)
 
 
+def learned_expected(probe: Probe, module: nn.Module, max_len: int, d_model: int, x: torch.Tensor) -> torch.Tensor:
+    """x + the first T rows of the module's own table (found by its shape, as its own probes find it)."""
+    rows = oriented(learned_table(probe, module, max_len, d_model)[1], max_len, d_model)
+    assert rows is not None  # learned_table found it by this shape
+    return x + rows[: x.shape[1]]
+
+
 LEARNED_CONTRACT = Contract(
     init={"max_len": Arg("size", "L"), "d_model": Arg("size", "d")},
     args={"x": Arg("activations", "B T d", grad=True)},
     result=Result("B T d", dtype="x"),
     sizes={"L": MAX_LEN, "d": D, "B": 3, "T": 7},
     ones="B T",
-    expected=lambda probe, module, max_len, d_model, x: (
-        x + oriented(learned_table(probe, module, max_len, d_model)[1], max_len, d_model)[: x.shape[1]]
-    ),
+    expected=learned_expected,
 )
 BERT_CONTRACT = Contract(
     init={

@@ -51,7 +51,7 @@ def table_angles(max_len: int, d_model: int, base: float = 10000.0) -> tuple[tor
     return torch.arange(max_len, dtype=torch.float64)[:, None] * omega, omega
 
 
-def table_tolerance(max_len: int, d_model: int, base: float = 10000.0, rtol: float = 0.0) -> dict:
+def table_tolerance(max_len: int, d_model: int, base: float = 10000.0, rtol: float = 0.0) -> dict[str, Any]:
     """Entry by entry, what float32 rounding makes of a right table's angle (common.angle_tolerance):
     2e-7 at position 0, up to 5e-5 at 50 and 2e-3 at 2000. Measured on the right tables in
     tests/submissions (pow, exp-log, matmul, loop, float64 then cast): at most a quarter of it; a
@@ -76,7 +76,7 @@ TABLE_PRECISION_FIX = (
 
 
 def table_precision_first(
-    probe: Probe, out: Any, expected: torch.Tensor, args: tuple, then: Callable[[Failure], None]
+    probe: Probe, out: Any, expected: torch.Tensor, args: tuple[Any, ...], then: Callable[[Failure], None]
 ) -> Callable[[Failure], None]:
     """common.precision_first for a table (`args` = max_len, d_model[, base]): within what one step
     through bfloat16 or float16 makes (of the positions, the frequencies, the angles or the table)
@@ -159,8 +159,8 @@ def expect_table_storage(
     its values, by the module's output."""
     if found is None:
         parts = position_tables(module, max_len, None, exclude)
-        found = next((part for part in parts if part[3] != "buffer"), parts[0] if parts else None)
-        found = None if found is None else StoredTable(found[0], found[2], found[3])
+        part = next((part for part in parts if part[3] != "buffer"), parts[0] if parts else None)
+        found = None if part is None else StoredTable(part[0], part[2], part[3])
     if found is not None and found.how == "plain":
         name = found.name
         probe.fail(
@@ -179,6 +179,7 @@ def expect_table_storage(
             "and kept with the module, which moves it with .to(device) and saves it in the state_dict.",
             fix="In __init__, build the (max_len, d_model) table and register it, `self.register_buffer('pe', table)`; in forward, add its first T rows: `x + self.pe[:T]`.",
         )
+    assert found is not None  # probe.fail raised
     name, how = found.name, found.how
     frozen = how == "parameter" and not module.get_parameter(name).requires_grad
     if frozen:  # nothing trains it today: what is wrong is what a Parameter is
@@ -216,7 +217,7 @@ def expect_table_storage(
 
 
 def expect_table(
-    probe: Probe, table: torch.Tensor | None, what: str, mistakes: Callable[[torch.Tensor], Callable]
+    probe: Probe, table: torch.Tensor | None, what: str, mistakes: Callable[[torch.Tensor], Callable[..., Any]]
 ) -> None:
     """The stored table against the reference. `mistakes(right_table)` runs the
     module's mistakes on an input of zeros: what they add is the mistaken table.
@@ -252,9 +253,9 @@ def columns_sliced(probe: Probe, failure: Failure, table: Any, name: str, shape:
     T = shape[1]
     sliced, x = table.detach()[:, :T], torch.zeros(shape, dtype=table.dtype, device=table.device)
     said = set()
-    for add in (lambda: x + sliced, lambda: sliced + x):
+    for a, b in ((x, sliced), (sliced, x)):
         try:
-            add()
+            a + b
         except RuntimeError as error:
             said.add(str(error))
     if any(words in failure.message for words in said):
@@ -284,7 +285,7 @@ def expect_trained_dropout(probe: Probe, out: Any, expected: torch.Tensor, p: fl
 
 
 def expect_dropout_of_own_output(
-    probe: Probe, module: nn.Module, inputs: tuple, p: float, what: str, total: str
+    probe: Probe, module: nn.Module, inputs: tuple[Any, ...], p: float, what: str, total: str
 ) -> None:
     """In training mode the output is dropout of the module's own eval-mode output, right or
     wrong (its values are another probe's business). An eval-mode output with dropped

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -259,7 +260,7 @@ SHIFT_MISTAKES = {
 # --- known mistakes: the modules -------------------------------------------------------
 
 
-def added_to_input(table_mistake: Callable) -> Callable:
+def added_to_input(table_mistake: Callable[..., Any]) -> Callable[..., Any]:
     """A table mistake as PositionalEncoding shows it: x + the mistaken table's first T rows."""
 
     @functools.wraps(table_mistake)
@@ -270,7 +271,7 @@ def added_to_input(table_mistake: Callable) -> Callable:
     return added
 
 
-def added_to_tokens(mistake: Callable, scale_mistake: bool) -> Callable:
+def added_to_tokens(mistake: Callable[..., Any], scale_mistake: bool) -> Callable[..., Any]:
     """A mistake as TokenAndPositionEmbedding shows it: of the scale (the mistaken
     token rows + the table) or of the table and its slicing (the scaled rows + a mistaken table)."""
 
@@ -280,7 +281,8 @@ def added_to_tokens(mistake: Callable, scale_mistake: bool) -> Callable:
         if scale_mistake:
             found = mistake(weight, ids, scale)
             return [face + table[:T] for face in (found if isinstance(found, list) else [found])]
-        return mistake(reference.scaled_embedding(weight, ids), table)
+        faces: list[torch.Tensor] = mistake(reference.scaled_embedding(weight, ids), table)
+        return faces
 
     return added
 
@@ -300,12 +302,13 @@ def scaled_position_too(
     return (weight[ids] + table[: ids.shape[1]]) * weight.shape[1] ** 0.5
 
 
-def either(table_mistake: Callable, slicing_mistake: Callable) -> Callable:
+def either(table_mistake: Callable[..., Any], slicing_mistake: Callable[..., Any]) -> Callable[..., Any]:
     """One code, two ways to make it: in the stored table, or in the rows added (pe[1:T+1])."""
 
     @functools.wraps(slicing_mistake)
     def made_either_way(x: torch.Tensor, table: torch.Tensor) -> list[torch.Tensor]:
-        return added_to_input(table_mistake)(x, table) + slicing_mistake(x, table)
+        faces: list[torch.Tensor] = added_to_input(table_mistake)(x, table) + slicing_mistake(x, table)
+        return faces
 
     return made_either_way
 

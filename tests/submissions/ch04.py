@@ -1441,7 +1441,33 @@ class BertTypesIfNot(BertPlain):
         return super().forward(input_ids, token_type_ids)
 
 
+class BertOneHotSegments(BertPlain):
+    """google-research/bert's use_one_hot_embeddings path for the segments, ported without depth=type_vocab_size:
+    the one-hot is as wide as the largest segment id + 1 (1 for a single sentence)."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        table = self.token_type_embeddings.weight
+        segments = F.one_hot(token_type_ids).to(table.dtype) @ table
+        positions = self.position_embeddings(torch.arange(input_ids.shape[1], device=input_ids.device))
+        return self.dropout(self.LayerNorm(self.word_embeddings(input_ids) + positions + segments))
+
+
+class BertOneHotWords(BertPlain):
+    """The same port for the words: `tf.one_hot(input_ids)` without depth=vocab_size."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        words = torch.matmul(F.one_hot(input_ids).float(), self.word_embeddings.weight)
+        positions = self.position_embeddings(torch.arange(input_ids.shape[1], device=input_ids.device))
+        return self.dropout(self.LayerNorm(words + positions + self.token_type_embeddings(token_type_ids)))
+
+
 WRONG += [
+    ("BertEmbeddings", "size_from_ids", BertOneHotSegments),
+    ("BertEmbeddings", "size_from_ids", BertOneHotWords),
     ("LearnedPositionalEmbedding", "input_scaled", LearnedScalesInput),
     ("LearnedPositionalEmbedding", "input_scaled", LearnedParameterScalesInput),
     ("LearnedPositionalEmbedding", "columns_sliced", LearnedWeightColumns),
