@@ -33,6 +33,7 @@ from helpers.exercises.common import (
     module_device_pass,
     name_of,
     name_the_scale,
+    precision_first,
     refuses_past_max_len,
     token_table,
 )
@@ -222,8 +223,39 @@ def expect_shift(probe: Probe, raw: Any, args: tuple[Any, ...], call: str) -> No
         )
 
 
+SHIFT_PRECISION_FIX = (
+    "Compute the frequencies and the angles k·ω_i in float32 (or in float64, with one `.float()` at the end): "
+    "no `.half()`, `.bfloat16()` or `dtype=torch.float16` on the way."
+)
+
+
+def shift_precision(probe: Probe, out: Any, args: tuple[Any, ...]) -> Callable[[Failure], None]:
+    """expect_then's fallback: within what one step through bfloat16 or float16 makes of the angles k·ω_i, a
+    matrix that missed is low_precision, not a wrong formula (issue 41: frequencies rounded to bfloat16)."""
+    k, d, base = (*args, 10000.0)[:3]
+    angles = k * frequencies(d, base).repeat_interleave(2)[:d, None]  # (d, 1): each row's turn
+
+    def fallback(failure: Failure) -> None:
+        precision_first(
+            probe,
+            out,
+            reference.relative_shift_matrix(*args),
+            shift_tolerance(*args)["atol"],
+            angle_tolerance(torch.bfloat16, angles, torch.ones(()), 1.0, torch.bfloat16),
+            lambda failure: None,
+            code="low_precision",
+            said="more than float32 rounding makes, and as much as one step through float16 or bfloat16 makes. "
+            "Somewhere on the way the frequencies, the angles or the matrix were held in half precision.",
+            fix=SHIFT_PRECISION_FIX,
+        )(failure)
+
+    return fallback
+
+
 def expect_matrix(probe: Probe, out: Any, args: tuple[Any, ...], what: str) -> None:
-    probe.expect(
+    expect_then(
+        probe,
+        shift_precision(probe, out, args),
         out,
         reference.relative_shift_matrix(*args),
         what=what,

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from helpers import reference
-from helpers.contracts import Arg, Contract, Result
+from helpers.contracts import Arg, Contract, Result, default_advice
 from helpers.exercises import oracle
 from helpers.exercises.bert_mistakes import BERT_MISTAKES, Weights, bert_norm, bert_parts
 from helpers.exercises.common import (
@@ -702,6 +702,28 @@ def bert_gradients(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> No
     expect_bert_gradients(probe, module, inputs.reference_module, inputs.ids, inputs.types)
 
 
+def bert_padding_default(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> None:
+    """Built without pad_token_id, [PAD] is id 0 (BERT's and the exercise's default): its word row gets no gradient.
+    The contract's defaults axis compares shapes, outputs and dropout, which padding_idx leaves alike."""
+    if not probe.passed("gradients"):
+        return  # a module that trains its [PAD] row whatever it is told: the gradients said so
+    given = {k: v for k, v in BERT_SMALL.items() if k != "pad_token_id"}
+    module = probe.build(cls, *BERT_SMALL_SIZES, **given)
+    ids = inputs.ids.clone()
+    ids[:, -3:] = 0  # the [PAD] columns, with the default's id
+    out = probe.call(module, ids, inputs.types)
+    probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
+    grad = dense_grad(module.get_parameter("word_embeddings.weight"))
+    if grad is not None and bool(grad[0].abs().max() > 0):
+        default = BERT_CONTRACT.init["pad_token_id"]
+        probe.fail(
+            "default_changed",
+            f"Built without `pad_token_id`, `{probe.name}` gives row 0 of word_embeddings a gradient: its default "
+            "pad_token_id is not 0, the [PAD] id of BERT's vocabulary and the default the exercise gives.",
+            **default_advice("pad_token_id", default),
+        )
+
+
 def check_bert_embeddings(cls: type[nn.Module], probe: Probe) -> None:
     """Independent aspects, so that a class with several mistakes (seed 002's: no segment, eps written
     into the code, a bare nn.Dropout(), positions on the CPU) meets them all in one run."""
@@ -712,6 +734,7 @@ def check_bert_embeddings(cls: type[nn.Module], probe: Probe) -> None:
         dropout=lambda: bert_dropout(probe, cls, inputs),
         device=lambda: bert_device(probe, cls),
         gradients=lambda: bert_gradients(probe, cls, inputs),
+        padding_default=lambda: bert_padding_default(probe, cls, inputs),
     )
 
 

@@ -1550,7 +1550,28 @@ class TokenAndPositionReusesEncodingFixedRate(TokenAndPositionReusesEncoding):
         self.positions = PositionalEncodingAnnotated(d_model, max_len, 0.1)
 
 
+def shift_bfloat16_frequencies(k, d_model, base=10000.0):
+    """Issue 41, dtypes at scale: the frequencies made in bfloat16 (as a bf16 model's buffer holds them), then used."""
+    omega = (base ** (-torch.arange(0, d_model, 2).float() / d_model)).to(torch.bfloat16).float()
+    c, s = torch.cos(k * omega), torch.sin(k * omega)
+    return torch.block_diag(
+        *[torch.stack([torch.stack([c[i], s[i]]), torch.stack([-s[i], c[i]])]) for i in range(d_model // 2)]
+    )
+
+
+def shift_half_angles(k, d_model, base=10000.0):
+    """The angles k·ω_i held in float16 before the sine and cosine."""
+    M = torch.zeros(d_model, d_model)
+    angles = (k / base ** (torch.arange(0, d_model, 2) / d_model)).half().float()
+    i = torch.arange(d_model // 2)
+    M[2 * i, 2 * i], M[2 * i, 2 * i + 1] = angles.cos(), angles.sin()
+    M[2 * i + 1, 2 * i], M[2 * i + 1, 2 * i + 1] = -angles.sin(), angles.cos()
+    return M
+
+
 WRONG += [
+    ("relative_shift_matrix", "low_precision", shift_bfloat16_frequencies),
+    ("relative_shift_matrix", "low_precision", shift_half_angles),
     ("TokenAndPositionEmbedding", "dropout_rate_ignored", TokenAndPositionReusesEncoding),
     ("TokenAndPositionEmbedding", "dropout_rate_ignored", TokenAndPositionReusesEncodingFixedRate),
     ("sinusoidal_encoding", "wrong_base", table_tf_tutorial_numpy),

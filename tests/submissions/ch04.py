@@ -1465,7 +1465,36 @@ class BertOneHotWords(BertPlain):
         return self.dropout(self.LayerNorm(words + positions + self.token_type_embeddings(token_type_ids)))
 
 
+class BertNoPadByDefault(BertPlain):
+    """A GPT-2-style config, whose vocabulary has no [PAD]: pad_token_id=None by default, so row 0 trains."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=None):  # fmt: skip
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)  # fmt: skip
+
+
+class BertRobertaPadDefault(nn.Module):
+    """RoBERTa's config default, pad_token_id=1, in a BERT module written with keyword arguments."""
+
+    def __init__(self, vocab_size, hidden_size, **config):
+        super().__init__()
+        config = {"max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_dropout_prob": 0.1, "pad_token_id": 1, **config}  # fmt: skip
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=config["pad_token_id"])
+        self.position_embeddings = nn.Embedding(config["max_position_embeddings"], hidden_size)
+        self.token_type_embeddings = nn.Embedding(config["type_vocab_size"], hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=config["layer_norm_eps"])
+        self.dropout = nn.Dropout(config["hidden_dropout_prob"])
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = self.position_embeddings(torch.arange(input_ids.size(1), device=input_ids.device))
+        words, segments = self.word_embeddings(input_ids), self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(words + positions + segments))
+
+
 WRONG += [
+    ("BertEmbeddings", "default_changed", BertNoPadByDefault),
+    ("BertEmbeddings", "default_changed", BertRobertaPadDefault),
     ("BertEmbeddings", "size_from_ids", BertOneHotSegments),
     ("BertEmbeddings", "size_from_ids", BertOneHotWords),
     ("LearnedPositionalEmbedding", "input_scaled", LearnedScalesInput),
