@@ -1,14 +1,12 @@
 """Chapter 04, learned positions and BERT: `LearnedPositionalEmbedding` and `BertEmbeddings`.
 
-LearnedPositionalEmbedding's mistakes are chapter 03's (common.POSITION_ADDING_MISTAKES):
-(x (B, T, d), the module's table) -> its output. BertEmbeddings' are in bert_mistakes.py.
+LearnedPositionalEmbedding's mistakes are chapter 03's (common.POSITION_ADDING_MISTAKES) and its own,
+(x (B, T, d), the module's table) -> its output; they and BertEmbeddings' are in learned_mistakes.py.
 The check loads MiniLM's real weights and compares with transformers' own BertEmbeddings."""
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -18,7 +16,6 @@ from torch import nn
 from helpers import reference
 from helpers.contracts import Arg, Contract, Result, default_advice
 from helpers.exercises import oracle
-from helpers.exercises.bert_mistakes import BERT_MISTAKES, Weights, bert_norm, bert_parts
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
     POSITION_ADDING_MISTAKES,
@@ -35,94 +32,14 @@ from helpers.exercises.common import (
     position_tables,
     refuses_past_max_len,
 )
+from helpers.exercises.learned_mistakes import BERT_MISTAKES, Weights, bert_norm, bert_parts, learned_input_scaled
+from helpers.exercises.meta_modes import NoRandomInit, StrictLikeCuda
 from helpers.exercises.sinusoidal import columns_sliced
 from helpers.probe import Probe, close
 from helpers.registry import Exercise
 from helpers.safety import Failure
 
-# --- LearnedPositionalEmbedding's own mistake (the others are chapter 03's) ----------------------
-
-
-def learned_input_scaled(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """Your forward multiplies x by sqrt(d_model) before it adds the position
-    rows (the TensorFlow tutorial's `x *= tf.math.sqrt(d_model)`, chapter 03's
-    input_scaled). LearnedPositionalEmbedding adds its rows to x as it comes.
-
-    Hint: BERT and GPT-2 scale nothing: they add the learned position rows to
-    the token vectors as they are, and the table learns whatever size fits
-    them. The factor sqrt(d_model) belongs to chapter 02's ScaledEmbedding.
-
-    Fix: return `x + self.position_embeddings(torch.arange(T, device=x.device))`,
-    with no sqrt(d_model) in this module."""
-    return x * math.sqrt(x.shape[-1]) + table[: x.shape[1]]
-
-
 # --- probes ------------------------------------------------------------------------------
-
-
-class StrictLikeCuda(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
-    """Makes the meta device as strict as CUDA about mixing devices.
-
-    Meta kernels accept a CPU index: `embedding(torch.arange(T))` with a meta
-    weight quietly returns a meta tensor, so on a CPU-only machine the classic
-    bug (position ids built on the CPU) would go unseen. CUDA refuses such a
-    mix, except for indexing with a CPU tensor, copies and 0-dim CPU scalars;
-    this mode does the same, so the meta pass fails where a GPU would."""
-
-    ALLOWED = frozenset({"__getitem__", "__setitem__", "to", "copy_", "type_as", "cpu", "cuda"})
-
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[Any, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", str(func))
-        if name not in self.ALLOWED:
-            devices = {
-                t.device.type
-                for t in torch.utils._pytree.tree_leaves((args, kwargs))
-                if isinstance(t, torch.Tensor) and t.dim() > 0
-            }
-            if {"meta", "cpu"} <= devices:
-                raise RuntimeError(
-                    f"Expected all tensors to be on the same device, but found at least two devices, meta and cpu (in {name}; on a GPU: cuda:0 and cpu)"
-                )
-        return func(*args, **kwargs)
-
-
-class NoRandomInit(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
-    """While a module whose every parameter pretrained weights will overwrite is built, its random
-    initialisation fills zeros instead (as transformers skips init before loading a checkpoint):
-    MiniLM's 30522 × 384 normal draws were half the time of BertEmbeddings' check."""
-
-    RANDOM = frozenset(
-        {
-            "normal_",
-            "uniform_",
-            "trunc_normal_",
-            "kaiming_uniform_",
-            "kaiming_normal_",
-            "xavier_uniform_",
-            "xavier_normal_",
-        }
-    )
-
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[Any, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        target = args[0] if args else kwargs.get("tensor")  # Tensor.normal_(...) or nn.init.normal_(tensor=...)
-        if getattr(func, "__name__", "") in self.RANDOM and isinstance(target, torch.Tensor):
-            with torch.no_grad():
-                return target.zero_()
-        return func(*args, **kwargs)
 
 
 TRAINABLE_HINT = "Learned positions are weights like the token table: the optimizer updates only the module's Parameters with requires_grad=True, and .to(device) moves only registered tensors."

@@ -1,8 +1,9 @@
-"""Chapter 04's catalogue of BertEmbeddings' known mistakes (its probes are in ch04_learned.py).
+"""Chapter 04's catalogue of known mistakes (its probes are in ch04_learned.py).
 
-Each takes the pretrained weights (the five `embeddings.*` tensors, keyed as in
-HF's state_dict), input_ids (B, T), token_type_ids (B, T) and the eps the
-module was built with, and returns what the mistaken module outputs in eval mode."""
+LearnedPositionalEmbedding's own (chapter 03's are common.POSITION_ADDING_MISTAKES) take x (B, T, d)
+and the module's table, and return its output. BertEmbeddings' take the pretrained weights (the five
+`embeddings.*` tensors, keyed as in HF's state_dict), input_ids (B, T), token_type_ids (B, T) and the
+eps the module was built with, and return what the mistaken module outputs in eval mode."""
 
 from __future__ import annotations
 
@@ -10,6 +11,23 @@ import math
 
 import torch
 import torch.nn.functional as F
+
+# --- LearnedPositionalEmbedding's own mistake (the others are chapter 03's) ----------------------
+
+
+def learned_input_scaled(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Your forward multiplies x by sqrt(d_model) before it adds the position
+    rows (the TensorFlow tutorial's `x *= tf.math.sqrt(d_model)`, chapter 03's
+    input_scaled). LearnedPositionalEmbedding adds its rows to x as it comes.
+
+    Hint: BERT and GPT-2 scale nothing: they add the learned position rows to
+    the token vectors as they are, and the table learns whatever size fits
+    them. The factor sqrt(d_model) belongs to chapter 02's ScaledEmbedding.
+
+    Fix: return `x + self.position_embeddings(torch.arange(T, device=x.device))`,
+    with no sqrt(d_model) in this module."""
+    return x * math.sqrt(x.shape[-1]) + table[: x.shape[1]]
+
 
 # --- known mistakes of BertEmbeddings -------------------------------------------------
 
