@@ -622,15 +622,15 @@ def bert_gradients(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> No
 def bert_padding_default(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> None:
     """Built without pad_token_id, [PAD] is id 0 (BERT's and the exercise's default): its word row gets no gradient.
     The contract's defaults axis compares shapes, outputs and dropout, which padding_idx leaves alike."""
-    if not probe.passed("gradients"):
-        return  # a module that trains its [PAD] row whatever it is told: the gradients said so
+    if not all(probe.passed(aspect) for aspect in ("values_minilm", "values_small", "gradients")):
+        return  # wrong values, or a [PAD] row trained whatever the module is told: those aspects said so
     given = {k: v for k, v in BERT_SMALL.items() if k != "pad_token_id"}
     module = probe.build(cls, *BERT_SMALL_SIZES, **given)
     ids = inputs.ids.clone()
     ids[:, -3:] = 0  # the [PAD] columns, with the default's id
     out = probe.call(module, ids, inputs.types)
     probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
-    grad = dense_grad(module.get_parameter("word_embeddings.weight"))
+    grad = dense_grad(dict(module.named_parameters())["word_embeddings.weight"])  # the gradients aspect found it
     if grad is not None and bool(grad[0].abs().max() > 0):
         default = BERT_CONTRACT.init["pad_token_id"]
         probe.fail(
