@@ -22,6 +22,7 @@ from helpers.exercises.common import (
     calls_of,
     expect_cases,
     expect_gradient,
+    expect_then,
 )
 from helpers.probe import Probe, close
 from helpers.registry import Exercise
@@ -410,6 +411,34 @@ def right_with_padding(fn: Callable[..., Any], probe: Probe, padding_idx: int) -
         return False
 
 
+def summed_in_half(probe: Probe, out: Any, args: tuple[Any, ...]) -> Callable[[Failure], None]:
+    """expect_then's fallback (issue 41, dtypes where they matter): the right gradient summed in float16 or
+    bfloat16 and cast back, as an accumulator or a grad_out made half "to save memory" gives, is low_precision."""
+    grad_out, ids, vocab_size, padding_idx = args
+
+    def fallback(failure: Failure) -> None:
+        shape = (vocab_size, grad_out.shape[-1])
+        if not isinstance(out, torch.Tensor) or out.shape != shape or out.device != grad_out.device:
+            return  # the shape and the device have their own findings
+        faces = {
+            half: reference.embedding_backward(grad_out.to(half), ids, vocab_size, padding_idx).to(grad_out.dtype)
+            for half in (torch.float16, torch.bfloat16)
+        }
+        # the nearer of the two: float16's tolerance would take a bfloat16 sum too
+        half, face = min(faces.items(), key=lambda item: float((out.detach() - item[1]).abs().max()))
+        eps = 4 * torch.finfo(half).eps
+        if close(out, face, rtol=eps, atol=eps * float(face.abs().max())):
+            probe.fail(
+                "low_precision",
+                f"{failure.message.split(';')[0]}: each entry is the right sum rounded to {str(half).removeprefix('torch.')}, "
+                "as a gradient summed in half precision and cast back to grad_out's dtype is.",
+                fix="Accumulate in grad_out's own dtype, `torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)`, "
+                "with no `.half()` or `.bfloat16()` on grad_out or on the accumulator.",
+            )
+
+    return fallback
+
+
 def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:
     V, d = 11, 7  # V != d: a transposed gradient cannot hide
     cases = (  # ids with repeats and the edge ids 0 and V - 1
@@ -427,7 +456,9 @@ def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:
         weight = torch.zeros(V, d, dtype=dtype, device=probe.device, requires_grad=True)
         F.embedding(ids, weight, padding_idx=padding_idx).backward(grad_out)
         args = (grad_out, ids, V, padding_idx)
-        expect = lambda out, args=args, expected=weight.grad, what=what: probe.expect(
+        expect = lambda out, args=args, expected=weight.grad, what=what: expect_then(
+            probe,
+            summed_in_half(probe, out, args),
             out,
             expected,
             what=f"the gradient for {what}",
