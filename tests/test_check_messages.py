@@ -360,6 +360,149 @@ def test_the_verb_agrees_with_a_plural_subject():
     )
 
 
+# --- chapters 01-04, the blind review of 2026-11-27 (shared/reviews/teaching-2026-11-27.md) -------------
+
+
+@pytest.mark.parametrize(
+    "exercise, name, says",
+    [
+        ("sinusoidal_encoding", "table_tf_tutorial_numpy", "use base 10000 where the `base` argument asked for 500"),
+        ("sinusoidal_encoding", "table_base_1000", "use base 1000 instead of 10000"),
+        ("relative_shift_matrix", "shift_hard_coded_base", "use base 10000 where the `base` argument asked for 500"),
+        ("relative_shift_matrix", "shift_base_1000", "use base 1000 instead of 10000"),
+        ("PositionalEncoding", "PositionalEncodingBase1000", "base 1000 where the exercise's is 10000"),
+        ("TokenAndPositionEmbedding", "TokenAndPositionHardcodedBase", "base 1000 where the exercise's is 10000"),
+    ],
+)
+def test_a_wrong_base_is_told_the_one_base_it_used(exercise, name, says):
+    """E8: the probe knows which base the code used; a module, which takes no base, is never told of an argument."""
+    from tests.submissions import ch03
+
+    result = check(exercise, getattr(ch03, name))
+    assert result.diagnosis == "wrong_base" and says in result.message, str(result)
+    assert " or a hard-coded" not in result.message and "1000 instead of 10000 (a typo" not in result.message
+
+
+@pytest.mark.parametrize("name", ["lookup_flattened_with_view", "lookup_squeezes_a_batch_of_one"])
+def test_a_lookup_of_the_wrong_shape_is_given_shape_advice_not_the_values(name):
+    """L4/L5: a wrong shape was told to compare out[0, 0] with a row, which its values already match."""
+    from tests.submissions import ch01
+
+    result = check("lookup", getattr(ch01, name))
+    assert result.diagnosis == "wrong_shape", str(result)
+    assert "keeps the shape of ids" in result.hint and "axis fewer" in result.fix and "out[0, 0]" not in result.fix
+
+
+@pytest.mark.parametrize("name", ["one_hot_in_half", "one_hot_in_bfloat16_by_einsum"])
+def test_a_one_hot_cast_to_another_float_is_not_told_it_holds_integers(name):
+    """O5: the one-hot was converted, to the wrong float; the fix names the weight, the only tensor there is."""
+    from tests.submissions import ch01
+
+    result = check("one_hot_lookup", getattr(ch01, name))
+    assert result.diagnosis == "raised", str(result)
+    assert "converted to a float, but not to the weight's dtype" in result.hint and "integers" not in result.hint
+    assert "weight.dtype" in result.fix and "x.dtype" not in result.fix
+
+
+def test_a_float32_one_hot_is_told_to_take_the_weight_s_dtype_not_x_s():
+    from tests.submissions.ch01 import one_hot_dot_float
+
+    result = check("one_hot_lookup", one_hot_dot_float)
+    assert result.diagnosis == "fixed_dtype" and "`dtype=weight.dtype`" in result.fix, str(result)
+    assert "x.dtype" not in result.fix + result.hint
+
+
+@pytest.mark.parametrize("name", ["TiedHeadTorchMm", "TiedHeadAddmm"])
+def test_a_2d_only_product_is_told_it_takes_matrices_only(name):
+    """T13: "self must be a matrix" was met with "read the last line of the error"."""
+    from tests.submissions import ch02
+
+    result = check("TiedLMHead", getattr(ch02, name))
+    assert result.diagnosis == "raised", str(result)
+    assert "2-D matrices" in result.hint and "h here is 3-D" in result.hint and "F.linear(h, self.weight)" in result.fix
+
+
+@pytest.mark.parametrize("fn, loses_gradient", [("TiedHeadDetachedBuffer", True), ("WeightAsBuffer", False)])
+def test_a_detached_buffer_is_told_it_loses_the_logits_gradient(fn, loses_gradient):
+    """T14: the worst effect of a detached buffer; a buffer that is the Parameter itself still passes gradients."""
+    from tests.submissions import ch02
+
+    result = check("TiedLMHead", getattr(ch02, fn))
+    assert result.diagnosis == "copy_not_tied", str(result)
+    assert ("no gradient reaches the matrix through your logits" in result.message) == loses_gradient, str(result)
+
+
+@pytest.mark.parametrize(
+    "exercise, name, table",
+    [
+        ("PositionalEncoding", "PositionalEncoding2DSliced", "`pe` is 2-D, (50, 12)"),
+        ("TokenAndPositionEmbedding", "TokenAndPosition2DSliced", "`pe` is 2-D, (30, 10)"),
+        ("LearnedPositionalEmbedding", "LearnedWeightColumns", "`pos.weight` is 2-D, (20, 12)"),
+    ],
+)
+def test_a_2d_table_sliced_as_pe_colon_t_is_told_it_takes_columns(exercise, name, table):
+    """P1: `pe[:, :T]` on a 2-D buffer raised, and got the generic "read the last line of the error"."""
+    from tests.submissions import ch03, ch04
+
+    result = check(exercise, getattr(ch03, name, None) or getattr(ch04, name))
+    assert result.diagnosis == "columns_sliced", str(result)
+    assert table in result.message and "first T = 7 columns" in result.message and "[:T]`" in result.fix
+
+
+def test_a_transposed_table_is_not_told_to_keep_batch_dimensions():
+    """E7: a (d_model, max_len) table has no batch dimension to keep."""
+    from tests.submissions.ch03 import table_exp_log
+
+    result = check(
+        "sinusoidal_encoding", lambda max_len, d_model, base=10000.0: table_exp_log(max_len, d_model, base).T
+    )
+    assert result.diagnosis == "wrong_shape" and "one row per position" in result.hint, str(result)
+    assert "batch" not in result.fix and "positions along the rows" in result.fix
+
+
+@pytest.mark.parametrize("name", ["TokenAndPositionReusesEncoding", "TokenAndPositionReusesEncodingFixedRate"])
+def test_a_rate_not_passed_on_to_an_inner_module_is_told_so(name):
+    """Q3: told of `nn.Dropout()` or a fixed 0.1, which the outer module does not hold."""
+    from tests.submissions import ch03
+
+    result = check("TokenAndPositionEmbedding", getattr(ch03, name))
+    assert result.diagnosis == "dropout_rate_ignored", str(result)
+    assert "inside your `positions` (PositionalEncodingAnnotated)" in result.hint and "dropout=dropout" in result.fix
+
+
+@pytest.mark.parametrize("name", ["ScaledEmbeddingFreqScaled", "ScaledEmbeddingFunctionalFreqScaled"])
+def test_a_gradient_divided_by_the_counts_is_told_so(name):
+    """S9: scale_grad_by_freq got the generic "work out one entry by hand"."""
+    from tests.submissions import ch02
+
+    result = check("ScaledEmbedding", getattr(ch02, name))
+    assert result.diagnosis == "grad_scaled_by_frequency", str(result)
+    assert "rows used twice get half" in result.message and "scale_grad_by_freq" in result.fix
+
+
+@pytest.mark.parametrize(
+    "name, width", [("BertOneHotSegments", "a one-hot 1 wide"), ("BertOneHotWords", "one-hot 26659 wide")]
+)
+def test_a_one_hot_as_wide_as_the_ids_is_told_so_not_to_handle_none(name, width):
+    """Issue 41, ids that never reach the last row: a one-hot without num_classes met a taller table. With
+    token_type_ids=None it was told to handle None, which it does."""
+    from tests.submissions import ch04
+
+    result = check("BertEmbeddings", getattr(ch04, name))
+    assert result.diagnosis == "size_from_ids" and width in result.message, str(result)
+    assert "num_classes" in result.fix and "is None" not in result.fix
+
+
+@pytest.mark.parametrize("name", ["BertTypesOrZeros", "BertTypesIfNot"])
+def test_a_tensor_asked_for_its_truth_is_told_to_test_for_none(name):
+    """BE5: `token_type_ids or ...` raised the generic "read the last line of the error"."""
+    from tests.submissions import ch04
+
+    result = check("BertEmbeddings", getattr(ch04, name))
+    assert result.diagnosis == "raised" and "token_type_ids given" in result.message, str(result)
+    assert "Only None" in result.hint and "is None" in result.fix
+
+
 # --- chapter 06 ------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ take the same arguments and return what the mistaken code outputs."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ from helpers.exercises.common import (
     calls_of,
     expect_cases,
     expect_gradient,
+    expect_then,
 )
 from helpers.probe import Probe, close
 from helpers.registry import Exercise
@@ -44,6 +46,9 @@ EMBEDDING_APIS = (
     torch.ops.aten._embedding_bag_forward_only,
     torch.ops.aten._embedding_bag_forward_only.default,
 )
+
+# expect_cases' cases: (arguments, a call of the student's code, the probe of its output)
+Runs = list[tuple[tuple[Any, ...], Callable[[], Any], Callable[[Any], None]]]
 
 
 # --- known mistakes ------------------------------------------------------------
@@ -73,14 +78,21 @@ LOOKUP_VALUES = (  # wrong_values: (hint, fix)
 )
 
 
+# wrong_shape's hint (review L4/L5: a result of the wrong shape was given the values' hint and fix); its fix is
+# the framework's, which says which axis was added or dropped.
+LOOKUP_SHAPE = "The output keeps the shape of ids and adds one axis of d_model at the end: ids (B, T) give (B, T, d_model), 1-D ids (T,) give (T, d_model), and a batch of one, ids (1, T), gives (1, T, d_model)."
+
+
 def values_of(probe: Probe, out: Any, weight: torch.Tensor, ids: torch.Tensor, what: str) -> None:
+    expected = probe.exercise.reference(weight, ids)
+    shaped = not isinstance(out, torch.Tensor) or out.shape == expected.shape
     probe.expect(
         out,
-        probe.exercise.reference(weight, ids),
+        expected,
         what=what,
         mistakes=probe.known_mistakes(weight, ids),
-        hint=LOOKUP_VALUES[0],
-        fix=LOOKUP_VALUES[1],
+        hint=LOOKUP_VALUES[0] if shaped else LOOKUP_SHAPE,
+        fix=LOOKUP_VALUES[1] if shaped else "",
     )
 
 
@@ -198,6 +210,7 @@ ONE_HOT_ERRORS = {  # torch's words -> (hint, fix) for them
         "Convert the one-hot before multiplying: `F.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight`.",
     ),
 }
+ONE_HOT_ERRORS["scalar type"] = ONE_HOT_ERRORS["same dtype"]  # einsum's words for the same
 
 
 def matrix_product(probe: Probe, fn: Callable[..., Any]) -> None:
@@ -229,6 +242,7 @@ def check_one_hot_lookup(fn: Callable[..., Any], probe: Probe) -> None:
             for words, (hint, fix) in ONE_HOT_ERRORS.items():
                 if words in failure.message:
                     hint, fix = TRANSPOSED_PRODUCT if both_v_wide(failure.message) else (hint, fix)
+                    hint, fix = cast_to_another_float(failure.message) or (hint, fix)
                     probe.fail("raised", failure.message, hint=hint, fix=fix)
         raise
 
@@ -239,6 +253,32 @@ TRANSPOSED_PRODUCT = (
     "computes x @ A.T, so F.linear(one_hot, weight) multiplies by weight.T, a product that fits only a (d, V) table.",
     "Multiply by the weight itself: `one_hot @ weight`, or `F.linear(one_hot, weight.T)` if you keep F.linear.",
 )
+
+
+FLOAT_NAMES = {  # torch's names for a dtype in its errors: "c10::Half != float", "scalar type Float but found BFloat16"
+    "c10::Half": "float16",
+    "Half": "float16",
+    "c10::BFloat16": "bfloat16",
+    "BFloat16": "bfloat16",
+    "float": "float32",
+    "Float": "float32",
+    "double": "float64",
+    "Double": "float64",
+}
+
+
+def cast_to_another_float(message: str) -> tuple[str, str] | None:
+    """torch's dtype error where both sides are floats: the one-hot was cast, to a float that is not the weight's
+    (review O5: told "F.one_hot returns integers", and pointed at an `x` there is not)."""
+    got = re.search(r"but got: (\S+) != (\S+)", message) or re.search(r"scalar type (\S+) but found (\S+)", message)
+    if got is None or not all(name in FLOAT_NAMES for name in got.groups()):
+        return None
+    met = " and ".join(sorted({FLOAT_NAMES[name] for name in got.groups()}))
+    return (
+        f"Your one-hot was converted to a float, but not to the weight's dtype: the product met {met}, and it needs one dtype "
+        "on both sides. A dtype written into the code fits the tables of that dtype only.",
+        "Convert the one-hot to whatever dtype the weight has: `F.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight`.",
+    )
 
 
 def both_v_wide(message: str) -> bool:
@@ -371,6 +411,34 @@ def right_with_padding(fn: Callable[..., Any], probe: Probe, padding_idx: int) -
         return False
 
 
+def summed_in_half(probe: Probe, out: Any, args: tuple[Any, ...]) -> Callable[[Failure], None]:
+    """expect_then's fallback (issue 41, dtypes where they matter): the right gradient summed in float16 or
+    bfloat16 and cast back, as an accumulator or a grad_out made half "to save memory" gives, is low_precision."""
+    grad_out, ids, vocab_size, padding_idx = args
+
+    def fallback(failure: Failure) -> None:
+        shape = (vocab_size, grad_out.shape[-1])
+        if not isinstance(out, torch.Tensor) or out.shape != shape or out.device != grad_out.device:
+            return  # the shape and the device have their own findings
+        faces = {
+            half: reference.embedding_backward(grad_out.to(half), ids, vocab_size, padding_idx).to(grad_out.dtype)
+            for half in (torch.float16, torch.bfloat16)
+        }
+        # the nearer of the two: float16's tolerance would take a bfloat16 sum too
+        half, face = min(faces.items(), key=lambda item: float((out.detach() - item[1]).abs().max()))
+        eps = 4 * torch.finfo(half).eps
+        if close(out, face, rtol=eps, atol=eps * float(face.abs().max())):
+            probe.fail(
+                "low_precision",
+                f"{failure.message.split(';')[0]}: each entry is the right sum rounded to {str(half).removeprefix('torch.')}, "
+                "as a gradient summed in half precision and cast back to grad_out's dtype is.",
+                fix="Accumulate in grad_out's own dtype, `torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)`, "
+                "with no `.half()` or `.bfloat16()` on grad_out or on the accumulator.",
+            )
+
+    return fallback
+
+
 def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:
     V, d = 11, 7  # V != d: a transposed gradient cannot hide
     cases = (  # ids with repeats and the edge ids 0 and V - 1
@@ -378,7 +446,7 @@ def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:
         ("ids (3, 5) with padding_idx=0", (3, 5), 0, torch.float32),
         ("1-D ids (9,) in float64, padding_idx=V-1", (9,), V - 1, torch.float64),
     )
-    runs = []
+    runs: Runs = []
     for what, shape, padding_idx, dtype in cases:
         ids = probe.randint(V, *shape)
         ids.view(-1)[:4] = torch.tensor([0, V - 1, 3, 3], device=probe.device)  # edges and a repeat, on purpose
@@ -388,7 +456,9 @@ def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:
         weight = torch.zeros(V, d, dtype=dtype, device=probe.device, requires_grad=True)
         F.embedding(ids, weight, padding_idx=padding_idx).backward(grad_out)
         args = (grad_out, ids, V, padding_idx)
-        expect = lambda out, args=args, expected=weight.grad, what=what: probe.expect(
+        expect = lambda out, args=args, expected=weight.grad, what=what: expect_then(
+            probe,
+            summed_in_half(probe, out, args),
             out,
             expected,
             what=f"the gradient for {what}",
@@ -396,12 +466,30 @@ def backward_probes(fn: Callable[..., Any], probe: Probe) -> None:
             hint="Take the smallest case with a repeat: one id used twice, say ids = [2, 2] with grad_out rows g0 and g1. Row 2 of the gradient must be g0 + g1, every other row zero (the padding row too).",
             fix="Run your function on `ids = torch.tensor([2, 2])`, `grad_out = torch.eye(2)`, vocab_size = 4, and print the result: row 2 must be [1, 1] and rows 0, 1, 3 zero. Follow the first wrong row back through your code.",
         )
-        runs.append((args, lambda args=args: probe.call(fn, *args), expect))
+        runs.append((args, functools.partial(probe.call, fn, *args), expect))
     expect_cases(probe, runs, {"padding_row_updated": lambda args: [(*args[:3], None)] if args[3] is not None else []})
     probe.device_pass(
         lambda device: probe.call(fn, probe.randn(3, 5, d, device=device), probe.randint(V, 3, 5, device=device), V, 0)
     )
 
+
+# The contract's dtype axes, said with this chapter's argument names (review O5: a fix that cited `x`, which no
+# exercise of the chapter takes).
+ONE_HOT_DTYPE_ADVICE = {
+    "fixed_dtype": (
+        "A `.float()` or `.half()` on the one-hot, or a torch.zeros / torch.eye without dtype=, fixes one dtype; the weight may come "
+        "in float64, float16 or bfloat16, and a matrix product refuses to mix two dtypes.",
+        "Take the dtype from the weight: `.to(weight.dtype)` on the one-hot, and `dtype=weight.dtype` in every factory call.",
+    ),
+}
+BACKWARD_DTYPE_ADVICE = {  # a float32 accumulator that raises is told by the check itself (review B9)
+    "precision_lost": (
+        "A float64 grad_out asks for a float64 gradient all the way: an accumulator made in float32 (torch.zeros without dtype=, "
+        "a `.float()`) rounds every sum to 7 digits, and casting it back at the end does not bring them back.",
+        "Compute in grad_out's dtype: `torch.zeros(vocab_size, d, dtype=grad_out.dtype, device=grad_out.device)` for an accumulator, "
+        "`.to(grad_out.dtype)` for a one-hot, and no `.float()` on grad_out.",
+    ),
+}
 
 # weight (V, d) of any float dtype, ids of any shape: the rows, in weight's dtype, with the weight's gradient.
 LOOKUP_CONTRACT = Contract(
@@ -448,6 +536,7 @@ EXERCISES = [
         reference=reference.one_hot_lookup,
         check=check_one_hot_lookup,
         mistakes={"transposed_weight": transposed},
+        advice=ONE_HOT_DTYPE_ADVICE,
         forbidden=EMBEDDING_APIS,
         difficulty=1,
         importance=2,
@@ -469,6 +558,7 @@ EXERCISES = [
             "all_zeros": backward_result_dropped,
         },
         forbidden=EMBEDDING_APIS + AUTOGRAD_APIS,
+        advice=BACKWARD_DTYPE_ADVICE,
         difficulty=2,
         importance=2,
         minutes=15,

@@ -21,6 +21,7 @@ from helpers.exercises.common import (
     NO_GRADIENT_HINT,
     SCALE_MISTAKES,
     backward_reaches,
+    dense_grad,
     expect_fixed_scale,
     expect_gradient,
     fitted_scale,
@@ -205,6 +206,19 @@ def expect_gradient_per_use(probe: Probe, scaled: Scaled, every: torch.Tensor, o
     backward_reaches(probe, out, upstream, table, f"its ({vocab_size}, {d_model}) table", fix)
     flat = upstream.reshape(-1, d_model) * math.sqrt(d_model)  # d(out)/d(row) = sqrt(d) for each use of the row
     expected_grad = torch.zeros(vocab_size, d_model, device=probe.device).index_add_(0, every.flatten(), flat)
+    uses = torch.bincount(every.flatten(), minlength=vocab_size)[:, None]
+    if (uses > 1).any() and close(dense_grad(table), expected_grad / uses):
+        probe.fail(  # review S9
+            "grad_scaled_by_frequency",
+            "Your table's gradient is the right one divided by how often each token occurs in the batch: row i gets the "
+            "sum over its uses divided by their number (rows used twice get half). That is what nn.Embedding's "
+            "scale_grad_by_freq=True does.",
+            hint="The lookup's gradient is a plain sum: each use of a row sends its own gradient back. Divided by the count, "
+            "a token used ten times in a batch moves no further than one used once; the original Transformer, BERT and GPT-2 "
+            "keep the sum, and nn.Embedding's option is off by default.",
+            fix="Build the table without the option, `nn.Embedding(vocab_size, d_model)` (scale_grad_by_freq defaults to False), "
+            "or pass no scale_grad_by_freq to F.embedding.",
+        )
     expect_gradient(
         probe,
         table,
@@ -251,6 +265,15 @@ def call_head(probe: Probe, head: nn.Module, h: torch.Tensor, weight: torch.Tens
                 f"{failure.message.rstrip('.')}. The embedding weight W is stored ({vocab_size}, {d_model}): one row per token.",
                 hint="Follow the shapes: h is (..., d) and W is (V, d). A matrix product needs the inner sizes to agree, and the logits must come out (..., V).",
                 fix="Multiply by the transpose, `h @ self.weight.T`, or use `F.linear(h, self.weight)`, which transposes for you: (..., d) @ (d, V) -> (..., V).",
+            )
+        if failure.code == "raised" and "must be a matrix" in failure.message and h.dim() > 2:
+            probe.fail(  # review T13: torch.mm and torch.addmm take 2-D matrices only
+                "raised",
+                failure.message,
+                hint=f"torch.mm, Tensor.mm and torch.addmm multiply two 2-D matrices and nothing else; h here is {h.dim()}-D, "
+                f"{tuple(h.shape)}: a batch of sequences, (..., d) with any number of leading axes.",
+                fix="Use an operation that broadcasts over the leading axes: `h @ self.weight.T`, `torch.matmul(h, self.weight.T)` "
+                "or `F.linear(h, self.weight)`.",
             )
         raise
 
@@ -398,8 +421,17 @@ def shares_without_tying(probe: Probe, tied: TiedHead) -> None:
             "parameters() and state_dict() list the matrix twice; and `.to()`, `.half()` or `.cuda()` converts the two Parameters separately, after which they share nothing."
         )
     else:
+        # review T14: a detached buffer also loses the logits' gradient, half of what tying is for
+        detached = how == "buffer" and not dict(tied.head.named_buffers())[name].requires_grad
+        lost = (
+            " Worse, it does not require grad: no gradient reaches the matrix through your logits, so training "
+            "updates it from the lookup alone, and half of what tying is for is lost."
+            if detached
+            else ""
+        )
         faults = (
             "But it is no Parameter: `.to()`, `.half()` or `.cuda()` converts the embedding's Parameter and your buffer separately, after which they share nothing; and state_dict() saves the matrix twice."
+            + lost
             if how == "buffer"
             else f"But it is no Parameter: `.to()`, `.half()` or `.cuda()` converts the embedding's Parameter and never a plain attribute, so your head goes on with a stale `{name}` (the old dtype, device and numbers)."
         )

@@ -1,13 +1,7 @@
 """Chapter 03, sinusoidal encodings (Vaswani et al. 2017, §3.5): `sinusoidal_encoding`,
-`relative_shift_matrix`, `PositionalEncoding` and `TokenAndPositionEmbedding`.
-
-The mistakes of each exercise share its arguments:
-    sinusoidal_encoding        (max_len, d_model, base) -> the mistaken table
-    relative_shift_matrix      (k, d_model, base) -> the mistaken (d, d) matrix
-    PositionalEncoding         (x (B, T, d), the right table) -> the module's output in eval mode
-    TokenAndPositionEmbedding  (token table, ids, the right table, fitted scale) -> the same
-The two modules' mistakes are the table's mistakes and the scale's, seen
-through what the module adds them to (`added_to_input`, `added_to_tokens`)."""
+`relative_shift_matrix`, `PositionalEncoding` and `TokenAndPositionEmbedding`: their probes and
+declarations. Their known mistakes, and the arguments each takes, are in sinusoidal_mistakes.py;
+the table probes they share, in sinusoidal.py."""
 
 from __future__ import annotations
 
@@ -24,10 +18,7 @@ from helpers import reference
 from helpers.contracts import Arg, Contract, Result
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
-    POSITION_ADDING_MISTAKES,
-    SCALE_MISTAKES,
     TAKES_NO_TENSOR,
-    WRONG_BASE,
     angle_tolerance,
     backward_reaches,
     expect_cases,
@@ -42,8 +33,8 @@ from helpers.exercises.common import (
     module_device_pass,
     name_of,
     name_the_scale,
+    precision_first,
     refuses_past_max_len,
-    says,
     token_table,
 )
 from helpers.exercises.sinusoidal import (
@@ -51,333 +42,63 @@ from helpers.exercises.sinusoidal import (
     ROWS_READ_ATOL,
     TABLE_LAYOUT,
     StoredTable,
+    columns_sliced,
     expect_dropout_of_own_output,
     expect_table,
     expect_table_storage,
+    kept,
     right_table,
     stored_table,
     structurally,
     table_precision_first,
     table_tolerance,
 )
+from helpers.exercises.sinusoidal_mistakes import (
+    POSITIONAL_ENCODING_MISTAKES,
+    SHIFT_MISTAKES,
+    TABLE_MISTAKES,
+    TOKEN_AND_POSITION_MISTAKES,
+    base_said,
+    input_scaled,
+    mistaken_shift,
+    mistaken_table,
+    sum_scaled,
+)
 from helpers.probe import Probe, advice, close
 from helpers.registry import Exercise
 from helpers.safety import Failure
 
-# --- known mistakes: the table -----------------------------------------------------
-
-
-def mistaken_table(
-    max_len: int,
-    d_model: int,
-    base: float = 10000.0,
-    *,
-    layout: str = "interleaved",
-    exponent: str = "2i/d",
-    first: int = 0,
-) -> torch.Tensor:
-    """A sinusoidal table built with one mistake: another layout, exponent or first position."""
-    positions = torch.arange(first, first + max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
-    if exponent == "column/d":  # the column index j in the exponent: the cos partner gets (2i + 1)/d
-        j = torch.arange(d_model, dtype=torch.float64)
-        angles = positions / base ** (j / d_model)  # (max_len, d): one frequency per column
-        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-        pe[:, 0::2], pe[:, 1::2] = angles[:, 0::2].sin(), angles[:, 1::2].cos()
-        return pe.float()
-    angles = positions * frequencies(d_model, base, exponent)  # (max_len, ceil(d/2))
-    sin, cos = angles.sin(), angles.cos()[:, : d_model // 2]
-    if layout == "halves":  # sin block, then cos block
-        return torch.cat([sin[:, : d_model - d_model // 2], cos], dim=-1).float()
-    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-    if layout == "swapped":  # cos in even columns, sin in odd ones
-        pe[:, 0::2], pe[:, 1::2] = angles.cos(), angles.sin()[:, : d_model // 2]
-    else:
-        pe[:, 0::2], pe[:, 1::2] = sin, cos
-    return pe.float()
-
-
-def table_sin_cos_swapped(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """Your sin and cos columns are swapped: cos is in the even columns and
-    sin in the odd ones.
-
-    Hint: Vaswani et al. (§3.5) put sin first: PE[pos, 2i] = sin(pos /
-    base^(2i/d)) and PE[pos, 2i+1] = cos of the same angle. Row 0 is a quick
-    test: position 0 must read 0, 1, 0, 1, ...
-
-    Fix: Write sin into the even columns and cos into the odd ones:
-    `pe[:, 0::2] = torch.sin(angles)` and `pe[:, 1::2] = torch.cos(angles)`."""
-    return mistaken_table(max_len, d_model, base, layout="swapped")
-
-
-def table_concatenated_halves(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """Your table holds sin in the first half of the columns and cos in the
-    second (the fairseq/tensor2tensor layout, `torch.cat([sin, cos], dim=-1)`);
-    this exercise interleaves them.
-
-    Hint: Each wave's sin and cos sit side by side, in columns 2i and 2i+1:
-    that is what lets one 2×2 rotation per pair shift the whole table
-    (relative_shift_matrix, in this chapter).
-
-    Fix: Fill the even and the odd columns instead of concatenating:
-    `pe[:, 0::2] = torch.sin(angles)` and `pe[:, 1::2] = torch.cos(angles)`."""
-    table = mistaken_table(max_len, d_model, base, layout="halves")
-    half = d_model - d_model // 2
-    return [table, torch.cat([table[:, half:], table[:, :half]], dim=-1)]  # sin first or cos first
-
-
-@says(WRONG_BASE)
-def table_wrong_base(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    return [mistaken_table(max_len, d_model, 1000.0), mistaken_table(max_len, d_model, 10000.0)]
-
-
-def table_wrong_exponent(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """Your frequency exponent is off: the frequencies in your columns are
-    not base^(-2i/d_model), with i counting the (sin, cos) pairs. The usual
-    slips: i/d (the 2 dropped), the column index in place of 2i (so the cos
-    column gets (2i+1)/d), 4i/d, the minus sign (or the 1/) dropped, so that
-    pos is multiplied by base^(2i/d) and the pairs speed up instead of slowing
-    down, or an integer division that rounds every exponent to 0.
-
-    Hint: Columns 2i and 2i+1 share one frequency. Work out the exponents for
-    d_model = 8 by hand: 0, 0.25, 0.5, 0.75, each used by two adjacent
-    columns; then print yours.
-
-    Fix: One frequency per pair, from the even column indices, with true
-    division: `omega = base ** (-torch.arange(0, d_model, 2) / d_model)`;
-    pair i's sin and cos both use `pos * omega[i]`."""
-    return [mistaken_table(max_len, d_model, base, exponent=e) for e in ("i/d", "column/d", "4i/d", "+2i/d", "integer")]
-
-
-def table_all_zeros(max_len: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """Your table is all zeros (or its sin or its cos columns are): the values
-    were computed but never stored in it.
-
-    Hint: Some operations return a new array and leave the old one as it was:
-    JAX's .at[...].set(...), and torch's index_copy, index_put and scatter
-    (the names without a trailing underscore). What do you do with their
-    result?
-
-    Fix: Keep the result, `pe = pe.at[:, 0::2].set(...)` in JAX, or write in
-    place in torch: `pe[:, 0::2] = torch.sin(angles)` and
-    `pe[:, 1::2] = torch.cos(angles)`."""
-    table = mistaken_table(max_len, d_model, base)
-    sin_only, cos_only = table.clone(), table.clone()
-    sin_only[:, 1::2], cos_only[:, 0::2] = 0.0, 0.0  # the other half was never stored
-    return [torch.zeros(max_len, d_model), sin_only, cos_only]
-
-
-def table_position_offset(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """Your positions start at 1: row pos holds the encoding of pos + 1.
-
-    Hint: The first token is position 0, and sin 0 = 0, cos 0 = 1: your row 0
-    must read 0, 1, 0, 1, ...
-
-    Fix: Count positions from 0, `torch.arange(max_len)`, not
-    `torch.arange(1, max_len + 1)`."""
-    return mistaken_table(max_len, d_model, base, first=1)
-
-
-TABLE_MISTAKES = {
-    "sin_cos_swapped": table_sin_cos_swapped,
-    "concatenated_halves": table_concatenated_halves,
-    "wrong_base": table_wrong_base,
-    "wrong_exponent": table_wrong_exponent,
-    "all_zeros": table_all_zeros,
-    "position_offset": table_position_offset,
-}
-
-
-# --- known mistakes: the shift matrix ------------------------------------------------
-
-
-def mistaken_shift(
-    k: float, d_model: int, base: float = 10000.0, *, exponent: str = "2i/d", layout: str = "interleaved"
-) -> torch.Tensor:
-    """A block-diagonal rotation like the reference's, with one mistake."""
-    b = k * frequencies(d_model, base, exponent)  # (d/2,) the angle each pair turns by
-    i = torch.arange(d_model // 2)
-    first, second = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + d_model // 2)
-    M = torch.zeros(d_model, d_model, dtype=torch.float64)
-    M[first, first], M[first, second], M[second, first], M[second, second] = b.cos(), b.sin(), -b.sin(), b.cos()
-    return M.float()
-
-
-def shift_sin_cos_swapped(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """Each of your 2×2 blocks is the transpose of the right one: your matrix
-    maps PE[pos] to PE[pos - k], the shift the other way (it is also the
-    matrix for a table with cos in the even columns).
-
-    Hint: Take one pair, sin a in column 2i and cos a in column 2i+1, and
-    move it by b = k·ω_i with the angle-addition formulas:
-    sin(a + b) = cos b·sin a + sin b·cos a and
-    cos(a + b) = -sin b·sin a + cos b·cos a. Row 2i of M holds the
-    coefficients of the first line, row 2i+1 those of the second.
-
-    Fix: On rows and columns (2i, 2i+1) write the block
-    [[cos b, sin b], [-sin b, cos b]]: `M[2*i, 2*i+1] = torch.sin(b)` and
-    `M[2*i+1, 2*i] = -torch.sin(b)`, the cosines on the diagonal."""
-    return mistaken_shift(-k, d_model, base)
-
-
-def shift_concatenated_halves(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """Your matrix rotates column i with column i + d_model/2: that is the
-    matrix for a table laid out as two halves (sin block, cos block), and
-    this exercise's table interleaves them.
-
-    Hint: In the interleaved table each (sin, cos) pair sits in adjacent
-    columns, 2i and 2i+1, so each 2×2 rotation sits on the diagonal: M is
-    block-diagonal, zero everywhere else.
-
-    Fix: Write pair i's four entries at rows and columns 2i and 2i+1:
-    `M[2*i, 2*i]`, `M[2*i, 2*i+1]`, `M[2*i+1, 2*i]` and `M[2*i+1, 2*i+1]`,
-    not at i and i + d_model // 2."""
-    return [mistaken_shift(k, d_model, base, layout="halves"), mistaken_shift(-k, d_model, base, layout="halves")]
-
-
-@says(WRONG_BASE)
-def shift_wrong_base(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    return [mistaken_shift(k, d_model, 1000.0), mistaken_shift(k, d_model, 10000.0)]
-
-
-def shift_wrong_exponent(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """Your rotation angles have the wrong exponent: pair i does not turn by
-    k·base^(-2i/d_model), with i counting the pairs (i/d, 4i/d, or an integer
-    division that rounds every exponent to 0, are the usual slips).
-
-    Hint: The angles are the table's frequencies times k. For d_model = 8
-    the exponents must read 0, 0.25, 0.5, 0.75, one per 2×2 block.
-
-    Fix: `omega = base ** (-torch.arange(0, d_model, 2) / d_model)`, with
-    true division, and block i turns by `b = k * omega[i]`."""
-    return [mistaken_shift(k, d_model, base, exponent=e) for e in ("i/d", "4i/d", "integer")]
-
-
-def shift_all_zeros(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """Your matrix is all zeros: the blocks were computed but never stored in it.
-
-    Hint: Some operations return a new array and leave the old one as it was:
-    index_put, scatter and add (the names without a trailing underscore),
-    JAX's .at[...].set(...). What do you do with their result?
-
-    Fix: Keep the result (`M = M.index_put(...)`), or write into M in place:
-    `M[2*i, 2*i] = torch.cos(b)`, and likewise the other three entries of
-    each block."""
-    return torch.zeros(d_model, d_model)
-
-
-def shift_off_by_one(k: int, d_model: int, base: float = 10000.0) -> list[torch.Tensor]:
-    """Your matrix shifts by k + 1 or k - 1 positions instead of k.
-
-    Hint: M turns pair i by exactly k·ω_i: an offset crept in somewhere
-    between k and the angle (a range that starts at 1, a k + 1, a k - 1?).
-
-    Fix: Compute the angles from k as given, `b = k * omega`, with
-    `omega = base ** (-torch.arange(0, d_model, 2) / d_model)`."""
-    return [mistaken_shift(k + 1, d_model, base), mistaken_shift(k - 1, d_model, base)]
-
-
-# --- known mistakes: the modules -------------------------------------------------------
-
-
-def added_to_input(table_mistake: Callable) -> Callable:
-    """A table mistake as PositionalEncoding shows it: x + the mistaken table's first T rows."""
-
-    @functools.wraps(table_mistake)
-    def added(x: torch.Tensor, table: torch.Tensor) -> list[torch.Tensor]:
-        found = table_mistake(len(table), table.shape[1])
-        return [x + face.to(x.device)[: x.shape[1]] for face in (found if isinstance(found, list) else [found])]
-
-    return added
-
-
-def added_to_tokens(mistake: Callable, scale_mistake: bool) -> Callable:
-    """A mistake as TokenAndPositionEmbedding shows it: of the scale (the mistaken
-    token rows + the table) or of the table and its slicing (the scaled rows + a mistaken table)."""
-
-    @functools.wraps(mistake)
-    def added(weight: torch.Tensor, ids: torch.Tensor, table: torch.Tensor, scale: float | None) -> list[torch.Tensor]:
-        T = ids.shape[1]
-        if scale_mistake:
-            found = mistake(weight, ids, scale)
-            return [face + table[:T] for face in (found if isinstance(found, list) else [found])]
-        return mistake(reference.scaled_embedding(weight, ids), table)
-
-    return added
-
-
-def scaled_position_too(
-    weight: torch.Tensor, ids: torch.Tensor, table: torch.Tensor, scale: float | None
-) -> torch.Tensor:
-    """You multiplied the positional encoding by sqrt(d_model) too: your
-    module returns (embedding(ids) + PE) * sqrt(d_model).
-
-    Hint: Only the token vectors need the factor (chapter 02): it brings small
-    token rows up to the size of the encoding, whose entries already lie
-    between -1 and 1.
-
-    Fix: Scale first, then add: `self.embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]`,
-    with your own names for the table and the buffer."""
-    return (weight[ids] + table[: ids.shape[1]]) * weight.shape[1] ** 0.5
-
-
-def either(table_mistake: Callable, slicing_mistake: Callable) -> Callable:
-    """One code, two ways to make it: in the stored table, or in the rows added (pe[1:T+1])."""
-
-    @functools.wraps(slicing_mistake)
-    def made_either_way(x: torch.Tensor, table: torch.Tensor) -> list[torch.Tensor]:
-        return added_to_input(table_mistake)(x, table) + slicing_mistake(x, table)
-
-    return made_either_way
-
-
-def input_scaled(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """Your forward multiplies x by sqrt(d_model) before it adds the table
-    (the TensorFlow tutorial's `x *= tf.math.sqrt(d_model)`). PositionalEncoding
-    adds the table to x as it comes.
-
-    Hint: the factor sqrt(d_model) belongs to the token embedding (chapter 02's
-    ScaledEmbedding); what reaches PositionalEncoding is already scaled, and a
-    second factor here scales it again. TokenAndPositionEmbedding, the next
-    exercise, is where the two meet.
-
-    Fix: return `self.dropout(x + self.pe[:T])`, with no sqrt(d_model) in
-    PositionalEncoding."""
-    return x * math.sqrt(x.shape[-1]) + table.to(x.device)[: x.shape[1]]
-
-
-def sum_scaled(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """Your forward returns (x + PE[:T]) * sqrt(d_model): the sum is scaled, so
-    the positions are multiplied by sqrt(d_model) too, and so is x, which
-    PositionalEncoding should pass on as it comes.
-
-    Hint: only the token vectors need the factor (chapter 02), and they get it
-    in the token embedding, before they reach PositionalEncoding; the
-    encoding's entries already lie between -1 and 1.
-
-    Fix: return `self.dropout(x + self.pe[:T])`, with no sqrt(d_model) in
-    PositionalEncoding."""
-    return (x + table.to(x.device)[: x.shape[1]]) * math.sqrt(x.shape[-1])
-
-
-POSITIONAL_ENCODING_MISTAKES = {
-    **{code: added_to_input(m) for code, m in TABLE_MISTAKES.items()},
-    **POSITION_ADDING_MISTAKES,
-    "position_offset": either(table_position_offset, POSITION_ADDING_MISTAKES["position_offset"]),
-}
-TOKEN_AND_POSITION_MISTAKES = {
-    **{code: added_to_tokens(m, scale_mistake=False) for code, m in POSITIONAL_ENCODING_MISTAKES.items()},
-    **{code: added_to_tokens(m, scale_mistake=True) for code, m in SCALE_MISTAKES.items()},
-    "scaled_position_too": scaled_position_too,
-}
-
-
 # --- probes: the functions -----------------------------------------------------------
+
+# expect_cases' cases: (arguments, a call of the student's code, the probe of its output)
+Runs = list[tuple[tuple[Any, ...], Callable[[], Any], Callable[[Any], None]]]
 
 
 TABLE_DTYPE = (  # wrong_dtype: (hint, fix). sinusoidal_encoding takes no tensor to take a dtype from
     "torch.arange and torch.tensor on integers make int64, NumPy makes float64: the table's dtype is whatever its first factory made, unless you say.",
     "Build the table in float32 (`torch.zeros(max_len, d_model, dtype=torch.float32)`, a float `torch.arange`), or cast it once at the end with `.float()`.",
 )
+
+
+# A table returned (d_model, max_len) (review E7: the shape fix's "keep every batch dimension" does not apply).
+TABLE_TRANSPOSED_FIX = "Put the positions along the rows: fill `torch.zeros(max_len, d_model)` column by column, or return the transpose of the table you built."
+
+
+def name_the_base(
+    probe: Probe,
+    failure: Failure,
+    out: Any,
+    args: tuple[Any, ...],
+    made_with: Callable[..., torch.Tensor],
+    tolerance: dict[str, Any],
+) -> None:
+    """The catalogue's wrong_base said of the base the code used: 1000, or 10000 where another was asked (review E8)."""
+    if failure.code != "wrong_base" or failure.message != probe.explain("wrong_base"):
+        return  # the structural reading names the base it read itself
+    asked = (*args, 10000.0)[2]
+    used = [b for b in (1000.0, 10000.0) if b != asked and close(out, made_with(*args[:2], b), **tolerance)]
+    if used:
+        failure.message = base_said(asked, used[0])
 
 
 def check_sinusoidal_encoding(fn: Callable[..., Any], probe: Probe) -> None:
@@ -392,8 +113,8 @@ def check_sinusoidal_encoding(fn: Callable[..., Any], probe: Probe) -> None:
 def table_probes(fn: Callable[..., Any], probe: Probe) -> None:
     # A non-default base catches a hard-coded 10000; 2100 positions, float16 ones (2049 is 2048 there);
     # max_len = 1, a table of one row, the shortest there is.
-    for max_len, *args in ((50, 16), (37, 12, 500.0), (2100, 8), (1, 16)):
-        args = (probe.length(max_len), *args)
+    for max_len, *rest in ((50, 16), (37, 12, 500.0), (2100, 8), (1, 16)):
+        args = (probe.length(max_len), *rest)
         call = f"sinusoidal_encoding({', '.join(repr(a) for a in args)})"
         out = probe.call(fn, *args, what=f"`{call}`")
         expected = right_table(*args)
@@ -402,18 +123,23 @@ def table_probes(fn: Callable[..., Any], probe: Probe) -> None:
             if isinstance(out, torch.Tensor) and out.shape == expected.shape[::-1]
             else TABLE_LAYOUT
         )
-        expect_then(
-            probe,
-            table_precision_first(
-                probe, out, expected, args, structurally(probe, out, args[2] if len(args) > 2 else 10000.0)
-            ),
-            out,
-            expected,
-            what=f"the table of `{call}`",
-            mistakes=probe.known_mistakes(*args),
-            hint=hint,
-            **table_tolerance(*args),
-        )
+        try:
+            expect_then(
+                probe,
+                table_precision_first(
+                    probe, out, expected, args, structurally(probe, out, args[2] if len(args) > 2 else 10000.0)
+                ),
+                out,
+                expected,
+                what=f"the table of `{call}`",
+                mistakes=probe.known_mistakes(*args),
+                hint=hint,
+                fix=TABLE_TRANSPOSED_FIX if hint != TABLE_LAYOUT else "",
+                **table_tolerance(*args),
+            )
+        except Failure as failure:
+            name_the_base(probe, failure, out, args, mistaken_table, table_tolerance(*args))
+            raise
     # An odd d_model: ceil(d/2) sin columns, floor(d/2) cos columns, the last one a sin.
     call = "sinusoidal_encoding(20, 7)"
     try:
@@ -432,7 +158,7 @@ def table_probes(fn: Callable[..., Any], probe: Probe) -> None:
         )
 
 
-def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict:
+def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict[str, Any]:
     """Entry by entry, what float32 rounding makes of the turn k·ω_i of each 2×2 block (rows 2i, 2i+1), plus
     |k| roundings of float32: M_1 raised to the k-th power (rotations compose, §9's own argument) rounds once
     per product (review R7/R12: 1.2e-6 at k = 40, a right method, failed)."""
@@ -445,23 +171,19 @@ def shift_tolerance(k: int, d_model: int, base: float = 10000.0) -> dict:
     }
 
 
-def other_bases(args: tuple) -> list[tuple]:
+def other_bases(args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     """The arguments with the base a wrong_base mistake uses instead: 1000, or 10000 whatever base was asked."""
     k, d, base = (*args, 10000.0)[:3]
     return [(k, d, other) for other in (1000.0, 10000.0) if other != base]
 
 
 def check_relative_shift_matrix(fn: Callable[..., Any], probe: Probe) -> None:
-    runs = []
-    for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8)):
+
+    def case(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Callable[[], Any], Callable[[Any], None]]:
         call = f"relative_shift_matrix({', '.join(repr(a) for a in args)})"
-        runs.append(
-            (
-                args,
-                lambda args=args, call=call: probe.call(fn, *args, what=f"`{call}`"),
-                lambda raw, args=args, call=call: expect_shift(probe, raw, args, call),
-            )
-        )
+        return (args, lambda: probe.call(fn, *args, what=f"`{call}`"), lambda raw: expect_shift(probe, raw, args, call))
+
+    runs: Runs = [case(args) for args in ((3, 16), (-5, 12, 500.0), (0, 6), (40, 8))]
     try:
         expect_cases(probe, runs, {"wrong_base": other_bases})
     except Failure as failure:
@@ -481,11 +203,59 @@ def check_relative_shift_matrix(fn: Callable[..., Any], probe: Probe) -> None:
         raise
 
 
-def expect_shift(probe: Probe, raw: Any, args: tuple, call: str) -> None:
+def expect_shift(probe: Probe, raw: Any, args: tuple[Any, ...], call: str) -> None:
     out = float64_accepted(raw)  # the values first, in either precision: a wrong matrix is told what is wrong with it
     k = args[0]
     what = f"M = `{call}`, which must map PE[pos] to PE[pos {'+' if k >= 0 else '-'} {abs(k)}],"
-    probe.expect(
+    try:
+        expect_matrix(probe, out, args, what)
+    except Failure as failure:
+        name_the_base(probe, failure, out, args, mistaken_shift, shift_tolerance(*args))
+        raise
+    if (
+        raw.dtype != torch.float32
+    ):  # right values: M multiplies float32 tables (chapter 05's x @ M_m), so it is float32 too
+        probe.fail(
+            "wrong_dtype",
+            f"M = `{call}` has the right values but dtype {raw.dtype}; the exercise returns float32, the dtype of the tables it multiplies.",
+            hint="`@` does not promote: a float64 M times a float32 table raises 'expected m1 and m2 to have the same dtype'. The matrix must match the tables it acts on.",
+            fix="Compute in float64 if you like, then return `M.float()` (NumPy: `torch.from_numpy(M).float()`).",
+        )
+
+
+SHIFT_PRECISION_FIX = (
+    "Compute the frequencies and the angles k·ω_i in float32 (or in float64, with one `.float()` at the end): "
+    "no `.half()`, `.bfloat16()` or `dtype=torch.float16` on the way."
+)
+
+
+def shift_precision(probe: Probe, out: Any, args: tuple[Any, ...]) -> Callable[[Failure], None]:
+    """expect_then's fallback: within what one step through bfloat16 or float16 makes of the angles k·ω_i, a
+    matrix that missed is low_precision, not a wrong formula (issue 41: frequencies rounded to bfloat16)."""
+    k, d, base = (*args, 10000.0)[:3]
+    angles = k * frequencies(d, base).repeat_interleave(2)[:d, None]  # (d, 1): each row's turn
+
+    def fallback(failure: Failure) -> None:
+        precision_first(
+            probe,
+            out,
+            reference.relative_shift_matrix(*args),
+            shift_tolerance(*args)["atol"],
+            angle_tolerance(torch.bfloat16, angles, torch.ones(()), 1.0, torch.bfloat16),
+            lambda failure: None,
+            code="low_precision",
+            said="more than float32 rounding makes, and as much as one step through float16 or bfloat16 makes. "
+            "Somewhere on the way the frequencies, the angles or the matrix were held in half precision.",
+            fix=SHIFT_PRECISION_FIX,
+        )(failure)
+
+    return fallback
+
+
+def expect_matrix(probe: Probe, out: Any, args: tuple[Any, ...], what: str) -> None:
+    expect_then(
+        probe,
+        shift_precision(probe, out, args),
         out,
         reference.relative_shift_matrix(*args),
         what=what,
@@ -496,15 +266,6 @@ def expect_shift(probe: Probe, raw: Any, args: tuple, call: str) -> None:
         "Then place that block, with the angle k·ω_i, at rows and columns (2i, 2i+1) of a zero (d_model, d_model) matrix, for each pair i.",
         **shift_tolerance(*args),
     )
-    if (
-        raw.dtype != torch.float32
-    ):  # right values: M multiplies float32 tables (chapter 05's x @ M_m), so it is float32 too
-        probe.fail(
-            "wrong_dtype",
-            f"M = `{call}` has the right values but dtype {raw.dtype}; the exercise returns float32, the dtype of the tables it multiplies.",
-            hint="`@` does not promote: a float64 M times a float32 table raises 'expected m1 and m2 to have the same dtype'. The matrix must match the tables it acts on.",
-            fix="Compute in float64 if you like, then return `M.float()` (NumPy: `torch.from_numpy(M).float()`).",
-        )
 
 
 # --- probes: the modules ---------------------------------------------------------------
@@ -540,6 +301,18 @@ def rows_read(probe: Probe, built: Built, failure: Failure, added: Any, inputs: 
         expect_rows_from(probe, failure, added, found.full, found.start, found.name, inputs, ROWS_READ_ATOL)
 
 
+def call_sliced(probe: Probe, built: Built, inputs: torch.Tensor, shape: tuple[int, ...]) -> Any:
+    """The module's output for `inputs`; a call that fails as `pe[:, :T]` fails on a 2-D table is columns_sliced."""
+    try:
+        return probe.call(built.module, inputs)
+    except Failure as failure:
+        if built.found is not None:
+            name = built.found.name
+            fix = f"Slice the rows, `self.{name}[:T]` (T rows of d_model, which broadcast over the batch), or keep the table with a leading axis of 1, registered as `{name}.unsqueeze(0)`, if you mean to write `[:, :T]`."
+            columns_sliced(probe, failure, kept(built.module, name), name, shape, fix)
+        raise
+
+
 POSITIONS_ON_CPU = (
     "`{name}` makes a tensor on the CPU whatever x's device (a bare `torch.arange(T)` for the positions, a table rebuilt in forward...): on a GPU, "
     "using it with x fails with 'Expected all tensors to be on the same device'."
@@ -562,7 +335,7 @@ def encoding_values(probe: Probe, built: Built) -> None:
     own = built.own(probe.device)
     for x in (built.inputs, probe.sequence(probe.randn(3, 1, built.d), built.max_len)):
         T = x.shape[1]
-        out = probe.call(built.module, x)
+        out = call_sliced(probe, built, x, tuple(x.shape))
         expected = x + own[:T]
         expect_no_dropout_in_eval(probe, out, expected)
         what = f"the output for x of shape (3, {T}, 12) in eval mode" + (
@@ -682,7 +455,7 @@ def token_output(
     """One call's output: its shape, then its values; a wrong scale or wrong rows of the table are named."""
     T = ids.shape[1]
     try:
-        out = probe.call(built.module, ids)
+        out = call_sliced(probe, built, ids, (*ids.shape, built.d))
     except Failure as failure:
         batch_axis_as_length(probe, built, failure, ids.shape)
         raise
@@ -864,14 +637,7 @@ EXERCISES = [
         kind="function",
         reference=reference.relative_shift_matrix,
         check=check_relative_shift_matrix,
-        mistakes={
-            "shift_reversed": shift_sin_cos_swapped,  # its own code: "sin and cos swapped" is not what a student reads it as
-            "concatenated_halves": shift_concatenated_halves,
-            "wrong_base": shift_wrong_base,
-            "wrong_exponent": shift_wrong_exponent,
-            "all_zeros": shift_all_zeros,
-            "position_offset": shift_off_by_one,
-        },
+        mistakes=SHIFT_MISTAKES,
         difficulty=3,
         importance=2,
         minutes=20,

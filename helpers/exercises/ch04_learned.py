@@ -1,25 +1,20 @@
 """Chapter 04, learned positions and BERT: `LearnedPositionalEmbedding` and `BertEmbeddings`.
 
-LearnedPositionalEmbedding's mistakes are chapter 03's (common.POSITION_ADDING_MISTAKES):
-(x (B, T, d), the module's table) -> its output. BertEmbeddings' take the
-pretrained weights (the five `embeddings.*` tensors, keyed as in HF's
-state_dict), input_ids (B, T), token_type_ids (B, T) and the eps the module was
-built with, and return what the mistaken module outputs in eval mode. The
-check loads MiniLM's real weights and compares with transformers' own BertEmbeddings."""
+LearnedPositionalEmbedding's mistakes are chapter 03's (common.POSITION_ADDING_MISTAKES) and its own,
+(x (B, T, d), the module's table) -> its output; they and BertEmbeddings' are in learned_mistakes.py.
+The check loads MiniLM's real weights and compares with transformers' own BertEmbeddings."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from helpers import reference
-from helpers.contracts import Arg, Contract, Result
+from helpers.contracts import Arg, Contract, Result, default_advice
 from helpers.exercises import oracle
 from helpers.exercises.common import (
     NO_GRADIENT_HINT,
@@ -37,237 +32,14 @@ from helpers.exercises.common import (
     position_tables,
     refuses_past_max_len,
 )
+from helpers.exercises.learned_mistakes import BERT_MISTAKES, Weights, bert_norm, bert_parts, learned_input_scaled
+from helpers.exercises.meta_modes import NoRandomInit, StrictLikeCuda
+from helpers.exercises.sinusoidal import columns_sliced
 from helpers.probe import Probe, close
 from helpers.registry import Exercise
 from helpers.safety import Failure
 
-# --- known mistakes of BertEmbeddings -------------------------------------------------
-
-Weights = dict[str, torch.Tensor]  # BertEmbeddings' pretrained tensors, keyed as in HF's state_dict
-
-
-def bert_parts(
-    w: Weights, ids: torch.Tensor, types: torch.Tensor, positions: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(word, position, segment) vectors, each broadcastable to (B, T, d)."""
-    positions = torch.arange(ids.shape[1], device=ids.device) if positions is None else positions
-    return (
-        w["word_embeddings.weight"][ids],
-        w["position_embeddings.weight"][positions],
-        w["token_type_embeddings.weight"][types],
-    )
-
-
-def bert_norm(w: Weights, x: torch.Tensor, eps: float) -> torch.Tensor:
-    return F.layer_norm(x, x.shape[-1:], w["LayerNorm.weight"], w["LayerNorm.bias"], eps)
-
-
-def bert_layernorm_eps(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
-    """Your LayerNorm's eps is not the `layer_norm_eps` you were given
-    (PyTorch's default is 1e-5, BERT's 1e-12). The difference is small (with
-    MiniLM, 1e-5 moves the embeddings by about 0.1% and the final hidden
-    states by 0.05%; the mean-pooled sentence vectors keep a cosine of
-    0.99999994), but your outputs no longer match the pretrained model's
-    exactly, and an exact match is what this check asks for.
-
-    Hint: LayerNorm divides by sqrt(var + eps), so eps is part of the
-    model's definition, stored in its config next to the sizes; nn.LayerNorm
-    knows nothing of that config unless you pass the value on.
-
-    Fix: `self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)`."""
-    word, pos, seg = bert_parts(w, ids, types)
-    return [bert_norm(w, word + pos + seg, other) for other in (1e-5, 1e-6, 1e-3, 1e-12) if other != eps]
-
-
-def bert_missing_token_type(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
-    """The segment (token type) embedding is missing from your sum, or you
-    ignore the token_type_ids you are given.
-
-    Hint: BERT tells sentence A from sentence B by adding a third vector to
-    each token, looked up by its segment id (0 for A, 1 for B); when no
-    token_type_ids are given, every token is in segment 0.
-
-    Fix: Add `self.token_type_embeddings(token_type_ids)` to the word and
-    position vectors before the LayerNorm, with
-    `token_type_ids = torch.zeros_like(input_ids)` when it is None."""
-    word, pos, seg = bert_parts(w, ids, types)
-    segment_a = w["token_type_embeddings.weight"][0]
-    return [bert_norm(w, word + pos, eps), bert_norm(w, word + pos + segment_a, eps)]
-
-
-def bert_missing_layernorm(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
-    """You return the raw sum of the three embeddings: the LayerNorm is missing.
-
-    Hint: BERT normalises the sum of the word, position and segment vectors
-    before anything else sees it; the pretrained weights include that
-    LayerNorm's weight and bias.
-
-    Fix: In __init__, `self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)`;
-    in forward, `self.dropout(self.LayerNorm(words + positions + segments))`."""
-    word, pos, seg = bert_parts(w, ids, types)
-    return [word + pos + seg]
-
-
-def bert_layernorm_order(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
-    """Your LayerNorm or your dropout sees only part of the sum, or comes in
-    the wrong place (e.g. LayerNorm(word) + position + segment).
-
-    Hint: BERT's order is fixed: add the three embeddings, normalise the whole
-    sum, then apply dropout, each step to the previous one's full result.
-
-    Fix: In forward, `x = self.LayerNorm(words + positions + segments)`, then
-    `return self.dropout(x)`."""
-    word, pos, seg = bert_parts(w, ids, types)
-    return [
-        bert_norm(w, word, eps) + pos + seg,
-        bert_norm(w, word + pos, eps) + seg,
-        bert_norm(w, word + seg, eps) + pos,
-        bert_norm(w, word, eps) + bert_norm(w, pos, eps).expand_as(word) + bert_norm(w, seg, eps),
-    ]
-
-
-def bert_unbiased_variance(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
-    """Your hand-written LayerNorm divides by the unbiased variance: `x.var(-1)`
-    divides by d - 1, torch.var's default.
-
-    Hint: LayerNorm normalises with the population variance of the d entries,
-    the mean of the squared deviations: divided by d, not d - 1.
-
-    Fix: `x.var(-1, keepdim=True, unbiased=False)`, or simply
-    `nn.LayerNorm(hidden_size, eps=layer_norm_eps)`."""
-    word, pos, seg = bert_parts(w, ids, types)
-    x = word + pos + seg
-    normed = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps)
-    return [normed * w["LayerNorm.weight"] + w["LayerNorm.bias"]]
-
-
-def bert_scaled_tokens(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
-    """You multiplied the word embeddings by sqrt(hidden_size), as the
-    original Transformer does (chapter 02).
-
-    Hint: BERT does not scale: it adds the three embeddings as they are and
-    lets the LayerNorm set the scale. Its pretrained tables were trained
-    that way.
-
-    Fix: Remove the factor: `self.LayerNorm(self.word_embeddings(input_ids) + positions + segments)`."""
-    word, pos, seg = bert_parts(w, ids, types)
-    root = math.sqrt(word.shape[-1])
-    return [bert_norm(w, word * root + pos + seg, eps), bert_norm(w, (word + pos + seg) * root, eps)]
-
-
-def bert_same_row(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
-    """Every token got the same position vector: you looked up one position
-    id for all of them.
-
-    Hint: Token t of a sequence is at position t: the ids to look up run
-    0, 1, ..., T-1, one per token, the same for every sequence in the batch.
-
-    Fix: `self.position_embeddings(torch.arange(T, device=input_ids.device))`,
-    with T = input_ids.size(1)."""
-    zeros = torch.zeros(ids.shape[1], dtype=torch.long, device=ids.device)
-    word, pos, seg = bert_parts(w, ids, types, positions=zeros)
-    return [bert_norm(w, word + pos + seg, eps)]
-
-
-def bert_batch_seq_confusion(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
-    """You counted positions along the batch axis: input_ids.size(0) is the
-    batch size B, not the sequence length.
-
-    Hint: BERT's input_ids are (B, T), batch first: the positions run along the
-    second axis, and every sequence of the batch gets the same T rows.
-
-    Fix: Take `T = input_ids.size(1)` and look up
-    `self.position_embeddings(torch.arange(T, device=input_ids.device))`."""
-    word, _, seg = bert_parts(w, ids, types)
-    pos = w["position_embeddings.weight"][: ids.shape[0]].unsqueeze(1)  # (B, 1, d)
-    return [bert_norm(w, word + pos + seg, eps)]
-
-
-def bert_position_offset(w: Weights, ids: torch.Tensor, types: torch.Tensor, eps: float) -> list[torch.Tensor]:
-    """Your positions start at 1 (or at 2, RoBERTa's padding_idx + 1), not at 0.
-
-    Hint: BERT's first token, [CLS], takes row 0 of position_embeddings; the
-    offset of 2 belongs to RoBERTa's checkpoints, not BERT's.
-
-    Fix: Look up `torch.arange(T, device=input_ids.device)`, not
-    `torch.arange(1, T + 1)` or positions shifted by padding_idx + 1."""
-    T = ids.shape[1]
-    faces = []
-    for k in (1, 2):
-        if k + T > len(w["position_embeddings.weight"]):
-            continue
-        word, pos, seg = bert_parts(w, ids, types, positions=torch.arange(k, k + T, device=ids.device))
-        faces.append(bert_norm(w, word + pos + seg, eps))
-    return faces
-
-
-BERT_MISTAKES = {
-    "layernorm_eps": bert_layernorm_eps,
-    "missing_token_type": bert_missing_token_type,
-    "missing_layernorm": bert_missing_layernorm,
-    "layernorm_order": bert_layernorm_order,
-    "layernorm_unbiased_var": bert_unbiased_variance,
-    "unexpected_scale": bert_scaled_tokens,
-    "same_row_every_position": bert_same_row,
-    "batch_seq_confusion": bert_batch_seq_confusion,
-    "position_offset": bert_position_offset,
-}
-
-
 # --- probes ------------------------------------------------------------------------------
-
-
-class StrictLikeCuda(torch.overrides.TorchFunctionMode):
-    """Makes the meta device as strict as CUDA about mixing devices.
-
-    Meta kernels accept a CPU index: `embedding(torch.arange(T))` with a meta
-    weight quietly returns a meta tensor, so on a CPU-only machine the classic
-    bug (position ids built on the CPU) would go unseen. CUDA refuses such a
-    mix, except for indexing with a CPU tensor, copies and 0-dim CPU scalars;
-    this mode does the same, so the meta pass fails where a GPU would."""
-
-    ALLOWED = frozenset({"__getitem__", "__setitem__", "to", "copy_", "type_as", "cpu", "cuda"})
-
-    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", str(func))
-        if name not in self.ALLOWED:
-            devices = {
-                t.device.type
-                for t in torch.utils._pytree.tree_leaves((args, kwargs))
-                if isinstance(t, torch.Tensor) and t.dim() > 0
-            }
-            if {"meta", "cpu"} <= devices:
-                raise RuntimeError(
-                    f"Expected all tensors to be on the same device, but found at least two devices, meta and cpu (in {name}; on a GPU: cuda:0 and cpu)"
-                )
-        return func(*args, **kwargs)
-
-
-class NoRandomInit(torch.overrides.TorchFunctionMode):
-    """While a module whose every parameter pretrained weights will overwrite is built, its random
-    initialisation fills zeros instead (as transformers skips init before loading a checkpoint):
-    MiniLM's 30522 × 384 normal draws were half the time of BertEmbeddings' check."""
-
-    RANDOM = frozenset(
-        {
-            "normal_",
-            "uniform_",
-            "trunc_normal_",
-            "kaiming_uniform_",
-            "kaiming_normal_",
-            "xavier_uniform_",
-            "xavier_normal_",
-        }
-    )
-
-    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        target = args[0] if args else kwargs.get("tensor")  # Tensor.normal_(...) or nn.init.normal_(tensor=...)
-        if getattr(func, "__name__", "") in self.RANDOM and isinstance(target, torch.Tensor):
-            with torch.no_grad():
-                return target.zero_()
-        return func(*args, **kwargs)
 
 
 TRAINABLE_HINT = "Learned positions are weights like the token table: the optimizer updates only the module's Parameters with requires_grad=True, and .to(device) moves only registered tensors."
@@ -332,7 +104,18 @@ def learned_values(probe: Probe, setup: Learned) -> None:
     probe.call(setup.module.train)
     for x_T in (setup.x, probe.sequence(probe.randn(3, 1, D), MAX_LEN)):
         T = x_T.shape[1]
-        out = probe.call(setup.module, x_T)
+        try:
+            out = probe.call(setup.module, x_T)
+        except Failure as failure:
+            embedding = setup.name.removesuffix(".weight")
+            look_up = (
+                f", or look them up: `self.{embedding}(torch.arange(T, device=x.device))`"
+                if embedding != setup.name
+                else ""
+            )
+            fix = f"Take the first T rows, `self.{setup.name}[:T]`{look_up}."
+            columns_sliced(probe, failure, setup.param, setup.name, tuple(x_T.shape), fix)
+            raise
         expected = x_T + setup.table[:T]
         try:
             probe.expect(
@@ -368,7 +151,10 @@ def learned_length(probe: Probe, cls: type[nn.Module], setup: Learned) -> None:
     with torch.no_grad():
         cpu_param.copy_(setup.param.detach().cpu())
     probe.call(on_cpu.eval)
-    longer = lambda T: probe.sequence(probe.randn(2, T, D, device="cpu"), MAX_LEN)
+
+    def longer(T: int) -> torch.Tensor:
+        return probe.sequence(probe.randn(2, T, D, device="cpu"), MAX_LEN)
+
     out = refuses_past_max_len(probe, lambda T: probe.call(on_cpu, setup.cpu_x if T == MAX_LEN else longer(T)), MAX_LEN)
     table_cpu = setup.table.cpu()
     probe.expect(
@@ -470,7 +256,15 @@ def check_learned_positions(cls: type[nn.Module], probe: Probe) -> None:
 # A small config with non-default values everywhere: hard-coded sizes, eps,
 # dropout or padding id show up. Tiny weights make the summed embeddings'
 # variance ~3e-6, so an eps of 1e-5 (or 1e-12 where 1e-7 was asked) is plain.
-BERT_SMALL = {
+class SmallConfig(TypedDict):
+    max_position_embeddings: int
+    type_vocab_size: int
+    layer_norm_eps: float
+    hidden_dropout_prob: float
+    pad_token_id: int
+
+
+BERT_SMALL: SmallConfig = {
     "max_position_embeddings": 16,
     "type_vocab_size": 3,
     "layer_norm_eps": 1e-7,
@@ -636,12 +430,21 @@ def expect_bert(
 
 
 def call_bert(probe: Probe, module: nn.Module, ids: torch.Tensor, types: torch.Tensor | None) -> torch.Tensor:
-    if types is not None:
-        return probe.call(module, ids, types)
     try:
-        return probe.call(module, ids)
+        return probe.call(module, ids) if types is None else probe.call(module, ids, types)
     except Failure as failure:
-        if failure.code == "raised":
+        if failure.code != "raised":
+            raise
+        one_hot_too_narrow(probe, failure, ids, torch.zeros_like(ids) if types is None else types)
+        if "Boolean value of Tensor" in failure.message and types is not None:
+            probe.fail(  # review BE5: `token_type_ids or torch.zeros_like(input_ids)`
+                "raised",
+                f"{failure.message} (called with token_type_ids given, a tensor of shape {tuple(types.shape)})",
+                hint="`a or b`, `if token_type_ids:` and `not token_type_ids` ask a tensor for one truth value, and a tensor of "
+                "more than one entry has none. Only None means 'no segments given'.",
+                fix="Test for None explicitly: `if token_type_ids is None: token_type_ids = torch.zeros_like(input_ids)`.",
+            )
+        if types is None:
             probe.fail(
                 "raised",
                 f"{failure.message} (called with token_type_ids=None, which must mean all zeros: one segment)",
@@ -649,6 +452,25 @@ def call_bert(probe: Probe, module: nn.Module, ids: torch.Tensor, types: torch.T
                 fix="At the start of forward: `if token_type_ids is None: token_type_ids = torch.zeros_like(input_ids)`.",
             )
         raise
+
+
+def one_hot_too_narrow(probe: Probe, failure: Failure, ids: torch.Tensor, types: torch.Tensor) -> None:
+    """ "(N x K and R x d) cannot be multiplied" with K < R: a one-hot as wide as the largest id + 1, met by a table
+    of R rows (google-research/bert's one-hot lookup ported without its depth=)."""
+    shapes = re.search(r"cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", failure.message)
+    read_off_ids = {int(ids.max()) + 1, int(types.max()) + 1}  # what F.one_hot(ids) makes its width
+    if shapes is None or not int(shapes.group(2)) < int(shapes.group(3)) or int(shapes.group(2)) not in read_off_ids:
+        return
+    width, rows = shapes.group(2), shapes.group(3)
+    probe.fail(
+        "size_from_ids",
+        f"{failure.message}: a one-hot {width} wide met a table of {rows} rows. F.one_hot without num_classes makes "
+        "its width the largest id + 1, so it fits the table only when the ids happen to hold its last row.",
+        hint="A table's height is fixed by the config (vocab_size, type_vocab_size), and one batch of ids rarely uses its "
+        "last row: a single sentence has segment 0 only, and the last ids of a vocabulary are rare.",
+        fix="Give the one-hot the table's height, `F.one_hot(ids, num_classes=self.token_type_embeddings.num_embeddings)` "
+        "(likewise for the words), or look the rows up: `self.token_type_embeddings(token_type_ids)`.",
+    )
 
 
 BERT_GRADIENT_FIX = "Compute the output from the submodules themselves, `self.word_embeddings(input_ids)` and the others, with no .detach() or torch.no_grad() on the way."
@@ -700,7 +522,7 @@ def bert_device(probe: Probe, cls: type[nn.Module]) -> None:
         cls,
         BERT_SMALL_SIZES,
         lambda device: (probe.ids(BERT_SMALL_SIZES[0], 4, 11, device=device),),
-        kwargs=BERT_SMALL,
+        kwargs=dict(BERT_SMALL),
         mode=StrictLikeCuda,
         code="positions_on_cpu",
         message=f"`{probe.name}` builds position ids (or the default token_type_ids) on the CPU whatever input_ids' device: on a GPU the lookup then fails with "
@@ -718,7 +540,7 @@ def bert_values_minilm(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -
     on_cpu = probe.call(cls, *BERT_SMALL_SIZES, **BERT_SMALL, what=f"`{probe.name}(...)`")
     probe.call(on_cpu.eval)
     load_pretrained(probe, on_cpu, inputs.cpu_weights)
-    probe.call(on_cpu, inputs.cpu_ids, inputs.cpu_types)
+    call_bert(probe, on_cpu, inputs.cpu_ids, inputs.cpu_types)
     call_bert(probe, on_cpu, inputs.cpu_ids, None)
     from helpers import models
 
@@ -797,6 +619,28 @@ def bert_gradients(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> No
     expect_bert_gradients(probe, module, inputs.reference_module, inputs.ids, inputs.types)
 
 
+def bert_padding_default(probe: Probe, cls: type[nn.Module], inputs: BertInputs) -> None:
+    """Built without pad_token_id, [PAD] is id 0 (BERT's and the exercise's default): its word row gets no gradient.
+    The contract's defaults axis compares shapes, outputs and dropout, which padding_idx leaves alike."""
+    if not all(probe.passed(aspect) for aspect in ("values_minilm", "values_small", "gradients")):
+        return  # wrong values, or a [PAD] row trained whatever the module is told: those aspects said so
+    given = {k: v for k, v in BERT_SMALL.items() if k != "pad_token_id"}
+    module = probe.build(cls, *BERT_SMALL_SIZES, **given)
+    ids = inputs.ids.clone()
+    ids[:, -3:] = 0  # the [PAD] columns, with the default's id
+    out = probe.call(module, ids, inputs.types)
+    probe.call(lambda: out.sum().backward(), what=f"backward through `{probe.name}`")
+    grad = dense_grad(dict(module.named_parameters())["word_embeddings.weight"])  # the gradients aspect found it
+    if grad is not None and bool(grad[0].abs().max() > 0):
+        default = BERT_CONTRACT.init["pad_token_id"]
+        probe.fail(
+            "default_changed",
+            f"Built without `pad_token_id`, `{probe.name}` gives row 0 of word_embeddings a gradient: its default "
+            "pad_token_id is not 0, the [PAD] id of BERT's vocabulary and the default the exercise gives.",
+            **default_advice("pad_token_id", default),
+        )
+
+
 def check_bert_embeddings(cls: type[nn.Module], probe: Probe) -> None:
     """Independent aspects, so that a class with several mistakes (seed 002's: no segment, eps written
     into the code, a bare nn.Dropout(), positions on the CPU) meets them all in one run."""
@@ -807,6 +651,7 @@ def check_bert_embeddings(cls: type[nn.Module], probe: Probe) -> None:
         dropout=lambda: bert_dropout(probe, cls, inputs),
         device=lambda: bert_device(probe, cls),
         gradients=lambda: bert_gradients(probe, cls, inputs),
+        padding_default=lambda: bert_padding_default(probe, cls, inputs),
     )
 
 
@@ -890,15 +735,20 @@ def bert_expected(
     return right(input_ids, token_type_ids)
 
 
+def learned_expected(probe: Probe, module: nn.Module, max_len: int, d_model: int, x: torch.Tensor) -> torch.Tensor:
+    """x + the first T rows of the module's own table (found by its shape, as its own probes find it)."""
+    rows = oriented(learned_table(probe, module, max_len, d_model)[1], max_len, d_model)
+    assert rows is not None  # learned_table found it by this shape
+    return x + rows[: x.shape[1]]
+
+
 LEARNED_CONTRACT = Contract(
     init={"max_len": Arg("size", "L"), "d_model": Arg("size", "d")},
     args={"x": Arg("activations", "B T d", grad=True)},
     result=Result("B T d", dtype="x"),
     sizes={"L": MAX_LEN, "d": D, "B": 3, "T": 7},
     ones="B T",
-    expected=lambda probe, module, max_len, d_model, x: (
-        x + oriented(learned_table(probe, module, max_len, d_model)[1], max_len, d_model)[: x.shape[1]]
-    ),
+    expected=learned_expected,
 )
 BERT_CONTRACT = Contract(
     init={
@@ -926,7 +776,7 @@ EXERCISES = [
         reference=reference.LearnedPositionalEmbedding,
         check=check_learned_positions,
         oracle=oracle.positions_in_gpt2,
-        mistakes=POSITION_ADDING_MISTAKES,
+        mistakes={**POSITION_ADDING_MISTAKES, "input_scaled": learned_input_scaled},  # review LP8
         difficulty=1,
         importance=3,
         minutes=10,

@@ -124,8 +124,8 @@ def skipped(probe: Probe, family: Family, why: Any) -> None:
 def inside(
     probe: Probe,
     family: Family,
-    make_step: Callable[[torch.nn.Module], Callable],
-    reference_step: Callable[[torch.nn.Module], Callable],
+    make_step: Callable[[torch.nn.Module], Callable[..., Any]],
+    reference_step: Callable[[torch.nn.Module], Callable[..., Any]],
     *,
     what: str,
     hint: str,
@@ -180,7 +180,7 @@ def inside(
         )
 
 
-def called(probe: Probe, fn: Callable, what: str) -> Callable:
+def called(probe: Probe, fn: Callable[..., Any], what: str) -> Callable[..., Any]:
     """fn, called through probe.call: the student's exceptions become Failures that name it."""
     return lambda *args: probe.call(fn, *args, what=what)
 
@@ -206,7 +206,7 @@ def rope_tables(model: nn.Module, width: int) -> tuple[torch.Tensor, torch.Tenso
 def rotary_module_in_llama(probe: Probe, cls: type[nn.Module]) -> None:
     """RotaryEmbedding(head_dim, max_position_embeddings, rope_theta) as every layer's rotary step."""
 
-    def make_step(model: nn.Module) -> Callable:
+    def make_step(model: nn.Module) -> Callable[..., Any]:
         config = model.config
         module = probe.call(
             cls,
@@ -217,7 +217,7 @@ def rotary_module_in_llama(probe: Probe, cls: type[nn.Module]) -> None:
         )
         return called(probe, module, f"`{probe.name}` (the module)")
 
-    def reference_step(model: nn.Module) -> Callable:
+    def reference_step(model: nn.Module) -> Callable[..., Any]:
         return reference.RotaryEmbedding(
             library.llama_head_dim(model), model.config.max_position_embeddings, library.rope_base(model.config)
         )
@@ -225,10 +225,10 @@ def rotary_module_in_llama(probe: Probe, cls: type[nn.Module]) -> None:
     inside(probe, LLAMA, make_step, reference_step, what="your module", hint=ROPE_HINT, fix=ROPE_FIX)
 
 
-def with_tables(rotate: Callable, width: Callable[[torch.nn.Module], int]) -> Callable:
+def with_tables(rotate: Callable[..., Any], width: Callable[[torch.nn.Module], int]) -> Callable[..., Any]:
     """make_step for apply_rope-like code: rotate(q, k, cos, sin, position_ids), the course's tables width(model) wide."""
 
-    def make_step(model: nn.Module) -> Callable:
+    def make_step(model: nn.Module) -> Callable[..., Any]:
         cos, sin = rope_tables(model, width(model))
         return lambda q, k, positions: rotate(q, k, cos, sin, positions)
 
@@ -313,16 +313,16 @@ def positions_in_gpt2(probe: Probe, cls: type[nn.Module]) -> None:
     """cls(n_positions, n_embd) with GPT-2's wpe copied into the rows of positions 0.. of the table
     found by its role (common.position_tables), in place of wte + wpe."""
 
-    def make_step(model: nn.Module) -> Callable:
+    def make_step(model: nn.Module) -> Callable[..., Any]:
         _, wpe, _ = library.gpt2_tables(model)
-        module = probe.call(cls, *wpe.weight.shape, what=f"`{probe.name}(...)`")
-        tables = [t for _, t, _, how in position_tables(module, *wpe.weight.shape) if how != "plain"]
+        max_len, d = wpe.weight.shape
+        module = probe.call(cls, max_len, d, what=f"`{probe.name}(...)`")
+        tables = [t for _, t, _, how in position_tables(module, max_len, d) if how != "plain"]
         table = (
-            tables[0]
-            if tables
-            else find_table(probe, module, *wpe.weight.shape, "the position table (max_len, d_model)")[1]
+            tables[0] if tables else find_table(probe, module, max_len, d, "the position table (max_len, d_model)")[1]
         )
-        rows = oriented(table, *wpe.weight.shape)
+        rows = oriented(table, max_len, d)
+        assert rows is not None  # found by its shape just above
         with torch.no_grad():
             rows[: len(wpe.weight)].copy_(wpe.weight)
         probe.call(module.eval, what=f"`{probe.name}.eval()`")
@@ -335,7 +335,7 @@ def positions_in_gpt2(probe: Probe, cls: type[nn.Module]) -> None:
                     rows.T[: len(wpe.weight)].copy_(wpe.weight)
         return called(probe, module, f"`{probe.name}` (the module)")
 
-    def reference_step(model: nn.Module) -> Callable:
+    def reference_step(model: nn.Module) -> Callable[..., Any]:
         _, wpe, _ = library.gpt2_tables(model)
         learned = reference.LearnedPositionalEmbedding(*wpe.weight.shape)
         learned.load_state_dict({"position_embeddings.weight": wpe.weight})
@@ -347,7 +347,7 @@ def positions_in_gpt2(probe: Probe, cls: type[nn.Module]) -> None:
 def head_in_gpt2(probe: Probe, cls: type[nn.Module]) -> None:
     """cls(wte) as GPT-2's lm_head; built on a copy of wte, so nothing the student's code does reaches the cached model."""
 
-    def make_step(model: nn.Module) -> Callable:
+    def make_step(model: nn.Module) -> Callable[..., Any]:
         wte = copy.deepcopy(library.gpt2_tables(model)[0])
         head = probe.call(cls, wte, what=f"`{probe.name}(wte)`")
         return called(probe, head, f"`{probe.name}` (the head)")

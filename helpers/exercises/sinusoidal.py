@@ -3,8 +3,9 @@
 * the right table, its angles and its tolerance, entry by entry (`right_table`, `table_angles`,
   `table_tolerance`), and the readings of a wrong table: half precision on the way
   (`table_precision_first`) or what its layout and frequencies show (`structurally`);
-* where a module keeps its table (`stored_table`, `expect_table_storage`, `expect_table`), and
-  its dropout (`expect_trained_dropout`, `expect_dropout_of_own_output`).
+* where a module keeps its table (`stored_table`, `expect_table_storage`, `expect_table`), how it
+  slices it (`columns_sliced`, chapter 04's learned table too), and its dropout
+  (`expect_trained_dropout`, `expect_dropout_of_own_output`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def table_angles(max_len: int, d_model: int, base: float = 10000.0) -> tuple[tor
     return torch.arange(max_len, dtype=torch.float64)[:, None] * omega, omega
 
 
-def table_tolerance(max_len: int, d_model: int, base: float = 10000.0, rtol: float = 0.0) -> dict:
+def table_tolerance(max_len: int, d_model: int, base: float = 10000.0, rtol: float = 0.0) -> dict[str, Any]:
     """Entry by entry, what float32 rounding makes of a right table's angle (common.angle_tolerance):
     2e-7 at position 0, up to 5e-5 at 50 and 2e-3 at 2000. Measured on the right tables in
     tests/submissions (pow, exp-log, matmul, loop, float64 then cast): at most a quarter of it; a
@@ -75,7 +76,7 @@ TABLE_PRECISION_FIX = (
 
 
 def table_precision_first(
-    probe: Probe, out: Any, expected: torch.Tensor, args: tuple, then: Callable[[Failure], None]
+    probe: Probe, out: Any, expected: torch.Tensor, args: tuple[Any, ...], then: Callable[[Failure], None]
 ) -> Callable[[Failure], None]:
     """common.precision_first for a table (`args` = max_len, d_model[, base]): within what one step
     through bfloat16 or float16 makes (of the positions, the frequencies, the angles or the table)
@@ -158,8 +159,8 @@ def expect_table_storage(
     its values, by the module's output."""
     if found is None:
         parts = position_tables(module, max_len, None, exclude)
-        found = next((part for part in parts if part[3] != "buffer"), parts[0] if parts else None)
-        found = None if found is None else StoredTable(found[0], found[2], found[3])
+        part = next((part for part in parts if part[3] != "buffer"), parts[0] if parts else None)
+        found = None if part is None else StoredTable(part[0], part[2], part[3])
     if found is not None and found.how == "plain":
         name = found.name
         probe.fail(
@@ -178,6 +179,7 @@ def expect_table_storage(
             "and kept with the module, which moves it with .to(device) and saves it in the state_dict.",
             fix="In __init__, build the (max_len, d_model) table and register it, `self.register_buffer('pe', table)`; in forward, add its first T rows: `x + self.pe[:T]`.",
         )
+    assert found is not None  # probe.fail raised
     name, how = found.name, found.how
     frozen = how == "parameter" and not module.get_parameter(name).requires_grad
     if frozen:  # nothing trains it today: what is wrong is what a Parameter is
@@ -215,7 +217,7 @@ def expect_table_storage(
 
 
 def expect_table(
-    probe: Probe, table: torch.Tensor | None, what: str, mistakes: Callable[[torch.Tensor], Callable]
+    probe: Probe, table: torch.Tensor | None, what: str, mistakes: Callable[[torch.Tensor], Callable[..., Any]]
 ) -> None:
     """The stored table against the reference. `mistakes(right_table)` runs the
     module's mistakes on an input of zeros: what they add is the mistaken table.
@@ -238,6 +240,36 @@ def expect_table(
     )
 
 
+def kept(module: nn.Module, name: str) -> Any:
+    """The tensor a module keeps under a dotted name (a parameter, a buffer or a plain attribute)."""
+    return functools.reduce(getattr, name.split("."), module)
+
+
+def columns_sliced(probe: Probe, failure: Failure, table: Any, name: str, shape: tuple[int, ...], fix: str) -> None:
+    """A call that raised as `x + table[:, :T]` raises, x of `shape` (B, T, d), with `table` kept 2-D: the slice
+    of a (1, max_len, d) buffer (the Annotated Transformer's) kept for a (max_len, d) table (review P1)."""
+    if failure.code != "raised" or not isinstance(table, torch.Tensor) or table.dim() != 2:
+        return
+    T = shape[1]
+    sliced, x = table.detach()[:, :T], torch.zeros(shape, dtype=table.dtype, device=table.device)
+    said = set()
+    for a, b in ((x, sliced), (sliced, x)):
+        try:
+            a + b
+        except RuntimeError as error:
+            said.add(str(error))
+    if any(words in failure.message for words in said):
+        probe.fail(
+            "columns_sliced",
+            f"{failure.message.rstrip('.')}. Your table `{name}` is 2-D, {tuple(table.shape)}: `[:, :T]` takes its first "
+            f"T = {T} columns, shape {tuple(sliced.shape)}, not its first {T} rows.",
+            hint="`pe[:, :T]` slices positions only in a table with a leading axis of 1, (1, max_len, d_model), as the Annotated "
+            "Transformer keeps its buffer. In a 2-D (max_len, d_model) table the positions run along the first axis, and a "
+            "second index cuts the columns.",
+            fix=fix,
+        )
+
+
 def expect_trained_dropout(probe: Probe, out: Any, expected: torch.Tensor, p: float, what: str, total: str) -> None:
     """`total` is the module's sum before dropout, as code (the fix shows it)."""
     where = f"Keep `self.dropout = nn.Dropout(dropout)` from __init__ and apply it last, to the whole sum: `return self.dropout({total})`."
@@ -253,7 +285,7 @@ def expect_trained_dropout(probe: Probe, out: Any, expected: torch.Tensor, p: fl
 
 
 def expect_dropout_of_own_output(
-    probe: Probe, module: nn.Module, inputs: tuple, p: float, what: str, total: str
+    probe: Probe, module: nn.Module, inputs: tuple[Any, ...], p: float, what: str, total: str
 ) -> None:
     """In training mode the output is dropout of the module's own eval-mode output, right or
     wrong (its values are another probe's business). An eval-mode output with dropped
@@ -264,4 +296,27 @@ def expect_dropout_of_own_output(
     if drops_in_eval(eval_out, p):
         return
     probe.call(module.train)
-    expect_trained_dropout(probe, probe.call(module, *inputs), eval_out.detach(), p, what, total)
+    try:
+        expect_trained_dropout(probe, probe.call(module, *inputs), eval_out.detach(), p, what, total)
+    except Failure as failure:
+        if failure.code == "dropout_rate_ignored":
+            rate_not_passed_on(probe, failure, module, p)
+        raise
+
+
+def rate_not_passed_on(probe: Probe, failure: Failure, module: nn.Module, p: float) -> None:
+    """The dropout at the wrong rate belongs to a module built inside this one, without the rate (review Q3:
+    told of `nn.Dropout()` or a fixed 0.1 that the code did not hold)."""
+    inner = [(name, m) for name, m in module.named_modules() if isinstance(m, nn.Dropout) and "." in name and m.p != p]
+    if not inner:
+        return
+    name, dropout = inner[0]
+    owner = name.rsplit(".", 1)[0]
+    kind = type(module.get_submodule(owner)).__name__
+    probe.fail(
+        "dropout_rate_ignored",
+        failure.message,
+        hint=f"The dropout that runs is `{name}`, inside your `{owner}` ({kind}), and it has p = {dropout.p:g}: the rate "
+        f"this module was given never reached `{owner}`, so it kept a rate of its own (its default?).",
+        fix=f"Pass the rate on where you build the inner module: `self.{owner} = {kind}(..., dropout=dropout)`.",
+    )

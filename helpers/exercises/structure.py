@@ -173,7 +173,10 @@ def rope_findings(cos: torch.Tensor, sin: torch.Tensor, base: float) -> list[tup
     ):
         return []
     max_len, d = c.shape
-    same = lambda a, b: bool(((a - b).abs() < TOLERANCE).all())
+
+    def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+        return bool(((a - b).abs() < TOLERANCE).all())
+
     findings = []
     if same(c[:, : d // 2], c[:, d // 2 :]):
         angles_in = torch.arange(d // 2)

@@ -691,3 +691,62 @@ WRONG += [
     ("embedding_backward", "padding_row_updated", backward_positive_padding),
     ("embedding_backward", "raised", backward_float32_zeros),
 ]
+
+
+# --- the blind review of 2026-11-27 (shared/reviews/teaching-2026-11-27.md): messages made true ---------
+
+
+def lookup_flattened_with_view(weight, ids):
+    """L4: the rows of a flattened batch, never reshaped back: (B*T, d)."""
+    return weight[ids.view(-1)]
+
+
+def lookup_squeezes_a_batch_of_one(weight, ids):
+    """L5: `torch.squeeze` "to tidy up" drops the batch axis of a (1, T) batch."""
+    return torch.squeeze(weight.index_select(0, ids.reshape(-1)).reshape(*ids.shape, -1))
+
+
+def one_hot_in_half(weight, ids):
+    """O5: a one-hot cast to float16 "to save memory", whatever the table's dtype."""
+    return F.one_hot(ids, weight.shape[0]).half() @ weight
+
+
+def one_hot_in_bfloat16_by_einsum(weight, ids):
+    one_hot = F.one_hot(ids, num_classes=weight.shape[0]).to(torch.bfloat16)
+    return torch.einsum("...v,vd->...d", one_hot, weight)
+
+
+WRONG += [
+    ("lookup", "wrong_shape", lookup_flattened_with_view),
+    ("lookup", "wrong_shape", lookup_squeezes_a_batch_of_one),
+    ("one_hot_lookup", "raised", one_hot_in_half),
+    ("one_hot_lookup", "raised", one_hot_in_bfloat16_by_einsum),
+]
+
+
+# --- issue 41, dtypes where they matter: a gradient summed in half precision ------------------------------
+
+
+def backward_float16_accumulator(grad_out, ids, vocab_size, padding_idx=None):
+    """An accumulator made in float16 "to save memory" (as in a half model), cast back at the end."""
+    d = grad_out.shape[-1]
+    grad = torch.zeros(vocab_size, d, dtype=torch.float16, device=grad_out.device)
+    grad.index_add_(0, ids.reshape(-1), grad_out.reshape(-1, d).half())
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad.to(grad_out.dtype)
+
+
+def backward_bfloat16_one_hot(grad_out, ids, vocab_size, padding_idx=None):
+    """The one-hot form, under a bfloat16 autocast habit: one_hot.T @ grad_out in bfloat16."""
+    one_hot = F.one_hot(ids.reshape(-1), vocab_size).to(torch.bfloat16)
+    grad = (one_hot.T @ grad_out.reshape(-1, grad_out.shape[-1]).to(torch.bfloat16)).to(grad_out.dtype)
+    if padding_idx is not None:
+        grad[padding_idx] = 0
+    return grad
+
+
+WRONG += [
+    ("embedding_backward", "low_precision", backward_float16_accumulator),
+    ("embedding_backward", "low_precision", backward_bfloat16_one_hot),
+]

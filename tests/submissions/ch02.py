@@ -955,3 +955,59 @@ WRONG += [
     ("TiedLMHead", "contiguity_assumed", TiedHeadFlattensWithView),
     ("ScaledEmbedding", "contiguity_assumed", ScaledEmbeddingViewsIds),
 ]
+
+
+# --- the blind review of 2026-11-27: messages made true ------------------------------------------------
+
+
+class TiedHeadTorchMm(TiedHeadFLinear):
+    """T13: torch.mm, which takes 2-D matrices only, on a (B, T, d) batch."""
+
+    def forward(self, h):
+        return torch.mm(h, self.weight.t())
+
+
+class TiedHeadAddmm(TiedHeadFLinear):
+    """torch.addmm with a zero bias, as a fused Linear is sometimes written: 2-D only too."""
+
+    def forward(self, h):
+        return torch.addmm(torch.zeros(self.weight.shape[0], device=h.device), h, self.weight.T)
+
+
+class TiedHeadDetachedBuffer(nn.Module):
+    """T14: the matrix kept as a detached buffer: no gradient reaches it through the logits."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        self.register_buffer("w", embedding.weight.detach())
+
+    def forward(self, h):
+        return h @ self.w.T
+
+
+class ScaledEmbeddingFreqScaled(ScaledEmbeddingPlain):
+    """S9: word2vec's habit, nn.Embedding(scale_grad_by_freq=True): a token's gradient is divided by its count."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__(vocab_size, d_model)
+        self.emb = nn.Embedding(vocab_size, d_model, scale_grad_by_freq=True)
+
+
+class ScaledEmbeddingFunctionalFreqScaled(nn.Module):
+    """The same option through F.embedding, on a bare Parameter."""
+
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(vocab_size, d_model) / math.sqrt(d_model))
+
+    def forward(self, ids):
+        return F.embedding(ids, self.weight, scale_grad_by_freq=True) * self.weight.shape[1] ** 0.5
+
+
+WRONG += [
+    ("ScaledEmbedding", "grad_scaled_by_frequency", ScaledEmbeddingFreqScaled),
+    ("ScaledEmbedding", "grad_scaled_by_frequency", ScaledEmbeddingFunctionalFreqScaled),
+    ("TiedLMHead", "raised", TiedHeadTorchMm),
+    ("TiedLMHead", "raised", TiedHeadAddmm),
+    ("TiedLMHead", "copy_not_tied", TiedHeadDetachedBuffer),
+]

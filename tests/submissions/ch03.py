@@ -1485,3 +1485,97 @@ def shift_by_matrix_power(k, d_model, base=10000.0):
 
 
 RIGHT["relative_shift_matrix"].append(shift_by_matrix_power)
+
+
+# --- the blind review of 2026-11-27: messages made true ------------------------------------------------
+
+
+def table_tf_tutorial_numpy(max_len, d_model, base=10000.0):
+    """E8: the TensorFlow tutorial's NumPy angle rates, 10000 written in: the base argument is never read."""
+    i = np.arange(d_model)[np.newaxis, :]
+    angle_rates = 1 / np.power(10000, (2 * (i // 2)) / np.float32(d_model))
+    angles = np.arange(max_len)[:, np.newaxis] * angle_rates
+    angles[:, 0::2], angles[:, 1::2] = np.sin(angles[:, 0::2]), np.cos(angles[:, 1::2])
+    return torch.tensor(angles, dtype=torch.float32)
+
+
+def shift_hard_coded_base(k, d_model, base=10000.0):
+    """E8 for the shift matrix: the frequencies from 10000, whatever base is passed."""
+    return shift_blocks(k, d_model)
+
+
+class PositionalEncoding2DSliced(nn.Module):
+    """P1 (rzadrzi/mytransformers): the Annotated Transformer's `pe[:, :T]` kept for a 2-D (max_len, d) buffer."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.1):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        self.max_len = max_len
+        self.register_buffer("pe", table_exp_log(max_len, d_model))
+
+    def forward(self, x):
+        if x.size(1) > self.max_len:
+            raise ValueError(f"sequence length {x.size(1)} > max_len {self.max_len}")
+        return self.dropout(x + self.pe[:, : x.size(1)])
+
+
+class TokenAndPosition2DSliced(_TokenAndPosition):
+    """P1 in the combined module: the positions taken as `self.pe[:, :T]` from a 2-D buffer."""
+
+    def forward(self, ids):
+        T = ids.size(1)
+        if T > self.max_len:
+            raise ValueError("sequence longer than max_len")
+        return self.dropout(self.combine(self.embedding(ids), self.pe[:, :T]))
+
+
+class TokenAndPositionReusesEncoding(nn.Module):
+    """Q3: the PositionalEncoding of the exercise before reused inside, built without the dropout argument."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, d_model)
+        self.positions = PositionalEncodingAnnotated(d_model, max_len)
+        self.d_model = d_model
+
+    def forward(self, ids):
+        return self.positions(self.tokens(ids) * math.sqrt(self.d_model))
+
+
+class TokenAndPositionReusesEncodingFixedRate(TokenAndPositionReusesEncoding):
+    """Q3 with the rate written in: the inner module gets 0.1 whatever the outer one was given."""
+
+    def __init__(self, vocab_size, d_model, max_len, dropout=0.1):
+        super().__init__(vocab_size, d_model, max_len, dropout)
+        self.positions = PositionalEncodingAnnotated(d_model, max_len, 0.1)
+
+
+def shift_bfloat16_frequencies(k, d_model, base=10000.0):
+    """Issue 41, dtypes at scale: the frequencies made in bfloat16 (as a bf16 model's buffer holds them), then used."""
+    omega = (base ** (-torch.arange(0, d_model, 2).float() / d_model)).to(torch.bfloat16).float()
+    c, s = torch.cos(k * omega), torch.sin(k * omega)
+    return torch.block_diag(
+        *[torch.stack([torch.stack([c[i], s[i]]), torch.stack([-s[i], c[i]])]) for i in range(d_model // 2)]
+    )
+
+
+def shift_half_angles(k, d_model, base=10000.0):
+    """The angles k·ω_i held in float16 before the sine and cosine."""
+    M = torch.zeros(d_model, d_model)
+    angles = (k / base ** (torch.arange(0, d_model, 2) / d_model)).half().float()
+    i = torch.arange(d_model // 2)
+    M[2 * i, 2 * i], M[2 * i, 2 * i + 1] = angles.cos(), angles.sin()
+    M[2 * i + 1, 2 * i], M[2 * i + 1, 2 * i + 1] = -angles.sin(), angles.cos()
+    return M
+
+
+WRONG += [
+    ("relative_shift_matrix", "low_precision", shift_bfloat16_frequencies),
+    ("relative_shift_matrix", "low_precision", shift_half_angles),
+    ("TokenAndPositionEmbedding", "dropout_rate_ignored", TokenAndPositionReusesEncoding),
+    ("TokenAndPositionEmbedding", "dropout_rate_ignored", TokenAndPositionReusesEncodingFixedRate),
+    ("sinusoidal_encoding", "wrong_base", table_tf_tutorial_numpy),
+    ("relative_shift_matrix", "wrong_base", shift_hard_coded_base),
+    ("PositionalEncoding", "columns_sliced", PositionalEncoding2DSliced),
+    ("TokenAndPositionEmbedding", "columns_sliced", TokenAndPosition2DSliced),
+]

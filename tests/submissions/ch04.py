@@ -1351,3 +1351,157 @@ WRONG += [
     ("BertEmbeddings", "contiguity_assumed", BertViewsTheIds),
     ("BertEmbeddings", "default_changed", BertNoDropoutByDefault),
 ]
+
+
+# --- the blind review of 2026-11-27: messages made true ------------------------------------------------
+
+
+class LearnedScalesInput(LearnedEmbeddingLookup):
+    """LP8: the TensorFlow tutorial's `x *= sqrt(d_model)` before the positions are added."""
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        return x * math.sqrt(self.pos.embedding_dim) + self.pos(torch.arange(T, device=x.device))
+
+
+class LearnedParameterScalesInput(LearnedParameterSlice):
+    """LP8, GPT-2 style: the factor written as d ** 0.5 on a sliced Parameter."""
+
+    def forward(self, x):
+        B, T, C = x.shape
+        if T > self.wpe.shape[0]:
+            raise ValueError(f"Cannot forward sequence of length {T}, max_len is only {self.wpe.shape[0]}")
+        return x * C**0.5 + self.wpe[:T]
+
+
+class LearnedWeightColumns(LearnedEmbeddingLookup):
+    """P1 with a learned table: `weight[:, :T]`, the slice of a (1, max_len, d) table, on an nn.Embedding's 2-D weight."""
+
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} > max_len {self.max_len}")
+        return x + self.pos.weight[:, :T]
+
+
+class AnnotatedLayerNorm(nn.Module):
+    """The Annotated Transformer's LayerNorm, its a_2 / b_2 renamed to load HF's weights, population std."""
+
+    def __init__(self, features, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(features))
+        self.bias = nn.Parameter(torch.zeros(features))
+        self.eps = eps
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        std = x.std(-1, keepdim=True, unbiased=False)
+        return self.weight * (x - mean) / (std + self.eps) + self.bias
+
+
+class BertEpsOnTheStd(BertPlain):
+    """BE1: a hand-written LayerNorm with eps outside the square root."""
+
+    def __init__(self, vocab_size, hidden_size, *args, **kwargs):
+        super().__init__(vocab_size, hidden_size, *args, **kwargs)
+        self.LayerNorm = AnnotatedLayerNorm(hidden_size, eps=self.LayerNorm.eps)
+
+
+class BertInlineNormEpsOnTheStd(BertPlain):
+    """BE1 inline: the variance's square root taken first, eps added after."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
+        centred = x - x.mean(-1, keepdim=True)
+        x = centred / (centred.pow(2).mean(-1, keepdim=True).sqrt() + self.LayerNorm.eps)
+        return self.dropout(x * self.LayerNorm.weight + self.LayerNorm.bias)
+
+
+class BertTypesOrZeros(BertPlain):
+    """BE5: `token_type_ids or ...` asks a tensor for one truth value."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        token_type_ids = token_type_ids or torch.zeros_like(input_ids)
+        return super().forward(input_ids, token_type_ids)
+
+
+class BertTypesIfNot(BertPlain):
+    def forward(self, input_ids, token_type_ids=None):
+        if not token_type_ids:
+            token_type_ids = torch.zeros_like(input_ids)
+        return super().forward(input_ids, token_type_ids)
+
+
+class BertOneHotSegments(BertPlain):
+    """google-research/bert's use_one_hot_embeddings path for the segments, ported without depth=type_vocab_size:
+    the one-hot is as wide as the largest segment id + 1 (1 for a single sentence)."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        table = self.token_type_embeddings.weight
+        segments = F.one_hot(token_type_ids).to(table.dtype) @ table
+        positions = self.position_embeddings(torch.arange(input_ids.shape[1], device=input_ids.device))
+        return self.dropout(self.LayerNorm(self.word_embeddings(input_ids) + positions + segments))
+
+
+class BertOneHotWords(BertPlain):
+    """The same port for the words: `tf.one_hot(input_ids)` without depth=vocab_size."""
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        words = torch.matmul(F.one_hot(input_ids).float(), self.word_embeddings.weight)
+        positions = self.position_embeddings(torch.arange(input_ids.shape[1], device=input_ids.device))
+        return self.dropout(self.LayerNorm(words + positions + self.token_type_embeddings(token_type_ids)))
+
+
+class BertNoPadByDefault(BertPlain):
+    """A GPT-2-style config, whose vocabulary has no [PAD]: pad_token_id=None by default, so row 0 trains."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, hidden_dropout_prob=0.1, pad_token_id=None):  # fmt: skip
+        super().__init__(vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_dropout_prob, pad_token_id)  # fmt: skip
+
+
+class BertRobertaPadDefault(nn.Module):
+    """RoBERTa's config default, pad_token_id=1, in a BERT module written with keyword arguments."""
+
+    def __init__(self, vocab_size, hidden_size, **config):
+        super().__init__()
+        config = {"max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_dropout_prob": 0.1, "pad_token_id": 1, **config}  # fmt: skip
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=config["pad_token_id"])
+        self.position_embeddings = nn.Embedding(config["max_position_embeddings"], hidden_size)
+        self.token_type_embeddings = nn.Embedding(config["type_vocab_size"], hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=config["layer_norm_eps"])
+        self.dropout = nn.Dropout(config["hidden_dropout_prob"])
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = self.position_embeddings(torch.arange(input_ids.size(1), device=input_ids.device))
+        words, segments = self.word_embeddings(input_ids), self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(words + positions + segments))
+
+
+WRONG += [
+    ("BertEmbeddings", "default_changed", BertNoPadByDefault),
+    ("BertEmbeddings", "default_changed", BertRobertaPadDefault),
+    ("BertEmbeddings", "size_from_ids", BertOneHotSegments),
+    ("BertEmbeddings", "size_from_ids", BertOneHotWords),
+    ("LearnedPositionalEmbedding", "input_scaled", LearnedScalesInput),
+    ("LearnedPositionalEmbedding", "input_scaled", LearnedParameterScalesInput),
+    ("LearnedPositionalEmbedding", "columns_sliced", LearnedWeightColumns),
+    ("BertEmbeddings", "layernorm_eps_outside_sqrt", BertEpsOnTheStd),
+    ("BertEmbeddings", "layernorm_eps_outside_sqrt", BertInlineNormEpsOnTheStd),
+    ("BertEmbeddings", "raised", BertTypesOrZeros),
+    ("BertEmbeddings", "raised", BertTypesIfNot),
+]
