@@ -6,6 +6,7 @@
     python -m helpers.bench --grading        # only grading: its overhead and the sandbox's cost
     python -m helpers.bench stalls --runs 3 --load 4 --out stalls.json   # issue 24: does any tool stall under load?
     python -m helpers.bench --json class.json class --chapter 03 --copies 6 --rounds 3   # the grade command vs nbclient, nbgrader
+    python -m helpers.bench time -- CI=true bash .ci/run   # any command: wall seconds and its process tree's CPU-seconds
 
 Measures: `import helpers` beyond torch; the median time of one check() of a
 correct submission per exercise (the reference, compiled again as a student's
@@ -247,15 +248,24 @@ class ProcessTree:
         return sum(self.cpu.values())
 
 
-def timed_command(command: list[str], cwd: Path) -> dict[str, Any]:
+def timed_command(
+    command: list[str], cwd: Path, env: dict[str, str] | None = None, show: bool = False
+) -> dict[str, Any]:
     """A command as an instructor runs it (its own start included): wall seconds, the CPU-seconds of its whole
-    process tree, the load average when it started, and its exit status."""
+    process tree, the load average when it started, and its exit status. `env`: tool_env() unless given;
+    its output shown, or kept out of sight (the end of what it printed on stderr shown if it fails)."""
     with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: nbgrader's log would fill a pipe and block it
         load, start = os.getloadavg()[0], time.perf_counter()
-        process = subprocess.Popen(command, cwd=cwd, env=tool_env(), stdout=subprocess.DEVNULL, stderr=stderr)
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env or tool_env(),
+            stdout=None if show else subprocess.DEVNULL,
+            stderr=None if show else stderr,
+        )
         cpu = ProcessTree(process.pid).follow(process)
         wall = time.perf_counter() - start
-        if process.returncode:
+        if process.returncode and not show:
             stderr.seek(0)
             said = stderr.read().decode(errors="replace").strip()[-400:]
             print(f"  {Path(command[0]).name} exited {process.returncode}: {said}", flush=True)
@@ -619,7 +629,18 @@ def main(argv: list[str] | None = None) -> int:
     by_class.add_argument("--chapter", default="03")
     by_class.add_argument("--copies", type=int, default=6)
     by_class.add_argument("--rounds", type=int, default=3)
+    any_command = commands.add_parser("time", help="any command: wall seconds and its process tree's CPU-seconds")
+    any_command.add_argument(
+        "words", nargs="+", help="the command after --, NAME=value words first set its environment"
+    )
     args = parser.parse_args(argv)
+    if args.command == "time":
+        settings = list(itertools.takewhile(lambda word: "=" in word and not word.startswith("-"), args.words))
+        env = os.environ | dict(word.split("=", 1) for word in settings)
+        figures = timed_command(args.words[len(settings) :], Path.cwd(), env, show=True)
+        figures["load_at_end"] = round(os.getloadavg()[0], 2)
+        print(json.dumps(figures))
+        return int(figures["returncode"])
     if args.command == "stalls":
         return stalls_main(args)
     if args.command == "class":
