@@ -293,13 +293,7 @@ def class_timing(chapter: str = "03", copies: int = 6, rounds: int = 3) -> dict[
     folder.mkdir()
     [assignment] = export.write_nbgrader_course(course, [chapter])
     name = assignment.stem
-    subprocess.run(
-        [str(BIN / "nbgrader"), "generate_assignment", name],
-        cwd=course,
-        env=tool_env(),
-        check=True,
-        capture_output=True,
-    )
+    generate_assignment(course, name)
     for i in range(copies):
         shutil.copy(source, folder / f"student{i}.ipynb")
         (course / "submitted" / f"student{i}" / name).mkdir(parents=True)
@@ -393,6 +387,17 @@ BUSY_LOOP = "import os, time\nparent, end = os.getppid(), time.monotonic() + {se
 BIN = Path(sys.executable).parent  # jupyter, papermill and nbgrader of this environment
 
 
+def generate_assignment(course: Path, name: str) -> None:
+    """nbgrader's release copy of one assignment of an exported course (what students receive)."""
+    subprocess.run(
+        [str(BIN / "nbgrader"), "generate_assignment", name],
+        cwd=course,
+        env=tool_env(),
+        check=True,
+        capture_output=True,
+    )
+
+
 def tool_env() -> dict[str, str]:
     """Offline, no progress file, this checkout's helpers importable, this environment's tools first."""
     from helpers.grading.kernel import kernel_env
@@ -478,13 +483,7 @@ def prepare_nbgrader(course: Path, notebooks: list[Path]) -> None:
     export.write_nbgrader_course(course, chapters)
     for source in sorted((course / "source").glob("*/*.ipynb")):
         name = source.stem
-        subprocess.run(
-            [str(BIN / "nbgrader"), "generate_assignment", name],
-            cwd=course,
-            env=tool_env(),
-            check=True,
-            capture_output=True,
-        )
+        generate_assignment(course, name)
         for student, notebook in (("unfilled", course / "release" / name / f"{name}.ipynb"), ("solved", source)):
             (course / "submitted" / student / name).mkdir(parents=True, exist_ok=True)
             shutil.copy(notebook, course / "submitted" / student / name / f"{name}.ipynb")

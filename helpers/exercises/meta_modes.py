@@ -4,10 +4,11 @@ weights will overwrite every parameter (`NoRandomInit`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from helpers.safety import Args, Function, Kwargs, Types
 
 
 class StrictLikeCuda(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
@@ -21,13 +22,7 @@ class StrictLikeCuda(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
 
     ALLOWED = frozenset({"__getitem__", "__setitem__", "to", "copy_", "type_as", "cpu", "cuda"})
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[Any, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
+    def __torch_function__(self, func: Function, types: Types, args: Args = (), kwargs: Kwargs = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
         if name not in self.ALLOWED:
@@ -60,13 +55,7 @@ class NoRandomInit(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
         }
     )
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: tuple[Any, ...],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
+    def __torch_function__(self, func: Function, types: Types, args: Args = (), kwargs: Kwargs = None) -> Any:
         kwargs = kwargs or {}
         target = args[0] if args else kwargs.get("tensor")  # Tensor.normal_(...) or nn.init.normal_(tensor=...)
         if getattr(func, "__name__", "") in self.RANDOM and isinstance(target, torch.Tensor):
