@@ -323,9 +323,40 @@ def memory_cap(extra_mb: int, device: torch.device) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
 
 
+MATRIX_PRODUCTS = frozenset(
+    {  # the names torch gives a product of two matrices
+        "matmul",
+        "__matmul__",
+        "__rmatmul__",
+        "mm",
+        "bmm",
+        "mv",
+        "einsum",
+        "tensordot",
+        "linear",
+        "addmm",
+        "baddbmm",
+        "inner",
+        "_sparse_mm",
+        "smm",
+        "hspmm",
+    }
+)
+
+
+def square_matrix_product() -> None:
+    """Stands in `Watch.seen` for a matrix product with a square matrix (..., n, n), n >= 2, among its
+    operands: a rotation or a shift applied to vectors, where any product would also count an outer
+    product that only builds angles, (T, 1) @ (1, d/2) or einsum("t,i->ti")."""
+
+
+def is_square_matrix(operand: object) -> bool:
+    return isinstance(operand, torch.Tensor) and operand.dim() >= 2 and operand.shape[-1] == operand.shape[-2] >= 2
+
+
 class Watch(TorchFunctionMode):
     """Sees every torch function the student's code calls: refuses the
-    forbidden ones and remembers the rest (e.g. "was there a matmul?")."""
+    forbidden ones and remembers the rest (e.g. "was there a matmul?", "with a square matrix?")."""
 
     def __init__(self, forbidden: tuple[Callable[..., Any], ...]):
         super().__init__()
@@ -335,6 +366,10 @@ class Watch(TorchFunctionMode):
         if func in self.forbidden:
             raise ForbiddenCall(_qualified_name(func))
         self.seen.add(func)
+        if getattr(func, "__name__", "") in MATRIX_PRODUCTS:
+            operands = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else (arg,))]  # einsum's list
+            if any(map(is_square_matrix, operands)):
+                self.seen.add(square_matrix_product)
         return func(*args, **(kwargs or {}))
 
 

@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from helpers import reference
 from helpers.contracts import FLOATS, Arg, Contract, Result
 from helpers.exercises.common import (
-    MATRIX_PRODUCTS,
     NO_GRADIENT_HINT,
     backward_reaches,
     calls_of,
@@ -26,7 +25,7 @@ from helpers.exercises.common import (
 )
 from helpers.probe import Probe, close
 from helpers.registry import Exercise
-from helpers.safety import Failure
+from helpers.safety import MATRIX_PRODUCTS, Failure
 
 # Every way to get an embedding without writing one: the functional API, torch's own
 # functions, and the same kernels reached through torch.ops (a packet or an overload).

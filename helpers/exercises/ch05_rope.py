@@ -17,7 +17,6 @@ from helpers import reference
 from helpers.contracts import FLOATS, Arg, Contract, Draw, Result
 from helpers.exercises import oracle, partial_rope, rope, rope_axes
 from helpers.exercises.common import (
-    MATRIX_PRODUCTS,
     TAKES_NO_TENSOR,
     calls_of,
     expect_cases,
@@ -73,7 +72,7 @@ from helpers.exercises.rope_mistakes import (
 )
 from helpers.probe import Probe, close
 from helpers.registry import Exercise
-from helpers.safety import Failure
+from helpers.safety import MATRIX_PRODUCTS, Failure, square_matrix_product
 
 # --- advice and checks (the probes they are made of: helpers.exercises.rope) ---------------
 
@@ -299,11 +298,18 @@ def check_rope_from_shift_matrix(fn: Callable, probe: Probe) -> None:
             )
         raise
     seen = calls_of(probe, fn, probe.randn(2, 3, 5, 8))
-    if not seen & MATRIX_PRODUCTS:
+    if square_matrix_product.__name__ not in seen:
+        products = sorted(seen & MATRIX_PRODUCTS)
+        how = (
+            f"its matrix products ({', '.join(products)}) have no (d, d) matrix among their operands: they build angles or "
+            "tables, and the pairs are turned some other way"
+            if products
+            else "it turns the pairs some other way (your rope_interleaved, complex numbers, cos/sin arithmetic)"
+        )
         probe.fail(
             "method_not_used",
-            f"`{probe.name}` gives interleaved RoPE, but never multiplies x by a matrix: it turns the pairs some other way "
-            "(your rope_interleaved, complex numbers, cos/sin arithmetic), not with chapter 03's relative_shift_matrix.",
+            f"`{probe.name}` gives interleaved RoPE, but never multiplies x by a (d, d) matrix: {how}, not with chapter "
+            "03's relative_shift_matrix.",
             hint="The exercise is the identity itself: at position m, RoPE is x @ M_m, with M_m = relative_shift_matrix(m, d, base). "
             "Building it that way is what shows that chapter 03's shift and RoPE are one rotation.",
             fix="Stack one matrix per position, `M = torch.stack([relative_shift_matrix(int(m), d, base) for m in positions])` (T, d, d), "

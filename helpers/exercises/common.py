@@ -72,24 +72,6 @@ def frequencies(
 # How a result was made: the torch calls of one call into student code
 # ---------------------------------------------------------------------------
 
-MATRIX_PRODUCTS = {  # the names torch gives a product of two matrices
-    "matmul",
-    "__matmul__",
-    "__rmatmul__",
-    "mm",
-    "bmm",
-    "mv",
-    "einsum",
-    "tensordot",
-    "linear",
-    "addmm",
-    "baddbmm",
-    "inner",
-    "_sparse_mm",
-    "smm",
-    "hspmm",
-}
-
 
 def calls_of(probe: Probe, fn: Callable, *args: Any) -> set[str]:
     """The names of the torch functions one call of `fn` ran: a call of its own, because

@@ -1836,7 +1836,31 @@ def shift_rope_base_not_passed(x, positions=None, base=10000.0):
     return torch.einsum("...ti,tij->...tj", x.float(), M).to(x.dtype)
 
 
+def shift_rope_einsum_angles(x, positions=None, base=10000.0):
+    """lucidrains' and old NeoX's idiom (review S7): the angles by an einsum outer product, the pairs turned by
+    cos/sin arithmetic; relative_shift_matrix never called, yet an einsum ran."""
+    d = x.shape[-1]
+    positions = torch.arange(x.shape[-2], device=x.device) if positions is None else positions
+    theta = 1.0 / base ** (torch.arange(0, d, 2, device=x.device).float() / d)
+    angles = torch.einsum("t,i->ti", positions.float(), theta)
+    cos, sin = angles.cos(), angles.sin()
+    even, odd = x[..., 0::2].float(), x[..., 1::2].float()
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2).to(x.dtype)
+
+
+def shift_rope_outer_by_matmul(x, positions=None, base=10000.0):
+    """The angles as a (T, 1) @ (1, d/2) product, then GPT-J's tables: a matmul, but no rotation matrix."""
+    d = x.shape[-1]
+    positions = torch.arange(x.shape[-2], device=x.device) if positions is None else positions
+    inv_freq = 1.0 / base ** (torch.arange(0, d, 2, device=x.device).float() / d)
+    angles = positions.float()[:, None] @ inv_freq[None, :]
+    sin, cos = (torch.repeat_interleave(f(angles), 2, -1) for f in (torch.sin, torch.cos))
+    return (x.float() * cos + rotate_every_two_gptj(x.float()) * sin).to(x.dtype)
+
+
 WRONG += [
+    ("rope_from_shift_matrix", "method_not_used", shift_rope_einsum_angles),
+    ("rope_from_shift_matrix", "method_not_used", shift_rope_outer_by_matmul),
     ("rope_from_shift_matrix", "method_not_used", shift_rope_through_interleaved),
     ("rope_from_shift_matrix", "wrong_base", shift_rope_base_not_passed),
 ]
