@@ -393,7 +393,7 @@ class Probe:
         if out.shape != expected.shape:
             self.fail(
                 "wrong_shape",
-                f"{what} has shape {tuple(out.shape)}; expected {tuple(expected.shape)}.",
+                f"{what}: shape {tuple(out.shape)}, expected {tuple(expected.shape)}.",
                 hint=hint,
                 fix=fix or self._own_advice("wrong_shape") or _shape_fix(out.shape, expected.shape),
             )
@@ -404,7 +404,7 @@ class Probe:
             )
             self.fail(
                 "wrong_dtype",
-                f"{what} has dtype {out.dtype}; expected {expected.dtype}.",
+                f"{what}: dtype {out.dtype}, expected {expected.dtype}.",
                 fix=self._own_advice("wrong_dtype") or (module_fix if self.exercise.kind == "module" else ""),
             )
         if out.device != expected.device:
