@@ -9,7 +9,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))
-from run_on_gpu import notebook_failed  # noqa: E402
+from run_on_gpu import notebook_failed, transcript  # noqa: E402
 
 
 def test_a_training_chapter_that_trained_on_the_cpu_fails_the_gpu_run():
@@ -35,3 +35,22 @@ def test_without_a_gpu_it_says_so_and_runs_nothing():
         },  # an override is ignored: the command tests the real device
     )
     assert done.returncode == 2 and "No GPU: check_device() answered cpu" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_transcript_keeps_what_each_cell_printed_and_leaves_pictures_out():
+    cells = [
+        {"cell_type": "markdown", "source": "# A title"},
+        {"cell_type": "code", "source": "x = 1", "outputs": []},
+        {
+            "cell_type": "code",
+            "source": "if gpu:\n    print(table)",
+            "outputs": [
+                {"output_type": "stream", "name": "stdout", "text": "plain RoPE  9.1  40.2\n"},
+                {"output_type": "display_data", "data": {"image/png": "iVBORw0", "text/plain": "<Figure>"}},
+            ],
+        },
+    ]
+    text = transcript("07_long_context.ipynb", cells)
+    assert text.startswith("## 07_long_context.ipynb")
+    assert "### `if gpu:`\n```\nplain RoPE  9.1  40.2\n<Figure>\n```" in text
+    assert "x = 1" not in text and "iVBORw0" not in text and "A title" not in text

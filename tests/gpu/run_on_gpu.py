@@ -4,7 +4,8 @@ its models and checks on the GPU. `python3 course.py gpu` runs it on a machine w
 
 It prints the versions and the device, pytest's summary, one line per notebook (time, first error) with the
 lines it printed that name a device, and a verdict: every notebook ran, every training chapter trained on the
-GPU, the suites passed. Exit status 0 only then; 2 where there is no GPU to test."""
+GPU, the suites passed. Exit status 0 only then; 2 where there is no GPU to test. With --outputs FILE it also
+writes what every notebook printed, cell by cell (the GPU-only cells' results among it), to read there."""
 
 from __future__ import annotations
 
@@ -30,8 +31,27 @@ DEVICE_LINE = re.compile(r"\b(cuda|mps|cpu|GPU)\b|trained on|device")
 TRAINING_LINE = re.compile(r"\b(trained|fine-tuned)\b.*\bon (cpu|cuda|mps)\b")  # "18 models trained on cuda in 8 s"
 
 
-def run_notebook(path: Path, timeout: int) -> tuple[float, str, list[str]]:
-    """Execute one notebook in a fresh kernel: seconds, its first error ('' if none), its lines naming a device."""
+def printed(cell: dict) -> str:
+    """What one executed code cell printed: its streams and plain-text results (pictures left out)."""
+    return "".join(
+        "".join(output.get("text", "") or output.get("data", {}).get("text/plain", ""))
+        for output in cell.get("outputs", [])
+    )
+
+
+def transcript(name: str, cells: list[dict]) -> str:
+    """A notebook's printed text as markdown: each code cell that printed, by its first line, then what it printed."""
+    parts = [f"## {name}\n"]
+    for cell in cells:
+        if cell.get("cell_type") == "code" and printed(cell).strip():
+            first = "".join(cell.get("source", "")).strip().splitlines()[0]
+            parts.append(f"### `{first[:100]}`\n```\n{printed(cell).rstrip()}\n```\n")
+    return "\n".join(parts)
+
+
+def run_notebook(path: Path, timeout: int) -> tuple[float, str, list[str], str]:
+    """Execute one notebook in a fresh kernel: seconds, its first error ('' if none), its lines naming a device,
+    and its transcript."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -42,14 +62,8 @@ def run_notebook(path: Path, timeout: int) -> tuple[float, str, list[str]]:
         ).execute()
     except Exception as exc:  # nbclient raises at the first failing cell: report it, go on with the next notebook
         error = f"{type(exc).__name__}: {str(exc)[-800:]}"
-    lines = [
-        line
-        for cell in notebook.cells
-        for output in cell.get("outputs", [])
-        for line in str(output.get("text", "") or "".join(output.get("data", {}).get("text/plain", ""))).splitlines()
-        if DEVICE_LINE.search(line)
-    ]
-    return time.perf_counter() - start, error, lines
+    lines = [line for cell in notebook.cells for line in printed(cell).splitlines() if DEVICE_LINE.search(line)]
+    return time.perf_counter() - start, error, lines, transcript(path.name, notebook.cells)
 
 
 def notebook_failed(error: str, lines: list[str], device_type: str) -> bool:
@@ -62,6 +76,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for the check suites")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per notebook cell")
     parser.add_argument("--notebooks", type=int, default=1, help="notebooks run at once, beside the check suites")
+    parser.add_argument("--outputs", type=Path, help="write what every notebook printed to this markdown file")
     parser.add_argument("pytest_args", nargs="*", help="what pytest runs instead of the check suites")
     args = parser.parse_args()
     os.environ.pop("COURSE_DEVICE", None)  # the device the course would choose for a student
@@ -84,7 +99,9 @@ def main() -> int:
     with ProcessPoolExecutor(args.notebooks, mp_context=multiprocessing.get_context("spawn")) as pool:
         results = list(pool.map(run_notebook, paths, [args.timeout] * len(paths)))
     failed = []
-    for path, (seconds, error, lines) in zip(paths, results):
+    if args.outputs:
+        args.outputs.write_text("\n".join(text for *_, text in results))
+    for path, (seconds, error, lines, _) in zip(paths, results):
         if notebook_failed(error, lines, device.type):
             failed.append(path.name)
         print(f"== {path.name}: {seconds:.1f} s, {'ERROR ' + error if error else 'ok'}", flush=True)
