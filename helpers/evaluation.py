@@ -61,7 +61,7 @@ def _cache_kwarg(model: torch.nn.Module) -> str:
 def _rotate_keys(keys: torch.Tensor, shift: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
     """Keys (B, H, K, D) already rotated at their positions, moved by shift (K,) positions: RoPE's rotations
     compose, R(p + s) k = R(s) R(p) k. Llama's half-split layout: dimension j pairs with j + D/2."""
-    angle = shift[:, None].to(inv_freq.dtype) * inv_freq  # (K, D/2)
+    angle = shift[:, None].to(inv_freq) * inv_freq  # (K, D/2) on the model's device (shift is bookkeeping, on the CPU)
     cos, sin = torch.cat([angle, angle], -1).cos(), torch.cat([angle, angle], -1).sin()  # (K, D)
     first, second = keys.chunk(2, dim=-1)
     return keys * cos.to(keys.dtype) + torch.cat([-second, first], -1) * sin.to(keys.dtype)
@@ -98,7 +98,7 @@ def _stream(
                 layer.values = layer.values[:, :, rows]
         out = model(
             ids[:, new],
-            position_ids=slots[-c:].expand(ids.shape[0], c),
+            position_ids=slots[-c:].expand(ids.shape[0], c).to(ids.device),  # the bookkeeping stays on the CPU
             use_cache=True,
             **({from_cache: cache} if cache is not None else {}),
         )

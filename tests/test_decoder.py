@@ -167,6 +167,15 @@ def test_the_streaming_cache_keeps_keys_computed_in_their_own_context(tiny):
     torch.testing.assert_close(never_full, evaluation.nll_by_position(tiny, IDS), atol=1e-5, rtol=0)
 
 
+def test_the_cache_helpers_run_where_the_model_is(tiny):
+    """On a GPU (chapter 07's 32,768 tokens) the model and ids are there while the cache's bookkeeping stays on the
+    CPU. On the meta device a tensor left on the CPU meets the activations and raises, as it would on a GPU."""
+    meta, ids = copy.deepcopy(tiny).to("meta"), IDS.to("meta")
+    assert evaluation.nll_by_position(meta, ids, chunk=5).shape == (2, 13)
+    streamed = evaluation.streaming_nll(meta, ids, 2, 4, chunk=3)  # evictions: kept keys rotated to their new slots
+    assert streamed.is_meta and streamed.shape == (2, 13)
+
+
 def test_the_streaming_cache_follows_the_positions_it_is_given(one_layer):
     """A student's streaming_positions drives it: a rule that puts every token at its index in the stream
     (no slots) is the rule whose positions grow without bound."""

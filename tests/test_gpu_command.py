@@ -9,7 +9,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))
-from run_on_gpu import notebook_failed, transcript  # noqa: E402
+from run_on_gpu import notebook_failed, run_notebook, transcript  # noqa: E402
 
 
 def test_a_training_chapter_that_trained_on_the_cpu_fails_the_gpu_run():
@@ -54,3 +54,15 @@ def test_the_transcript_keeps_what_each_cell_printed_and_leaves_pictures_out():
     assert text.startswith("## 07_long_context.ipynb")
     assert "### `if gpu:`\n```\nplain RoPE  9.1  40.2\n<Figure>\n```" in text
     assert "x = 1" not in text and "iVBORw0" not in text and "A title" not in text
+
+
+def test_a_failing_cell_is_reported_and_the_cells_after_it_still_run(tmp_path):
+    """One run on a lent machine must show every failure: nbclient goes on past a cell that raised."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(code) for code in ("1 / 0", "raise KeyError('x')", "print('after')")]
+    nbformat.write(notebook, tmp_path / "99_errors.ipynb")
+    _, error, _, text = run_notebook(tmp_path / "99_errors.ipynb", timeout=60)
+    assert error == "2 cells raised; the first, `1 / 0`: ZeroDivisionError: division by zero", error
+    assert "### `print('after')`\n```\nafter\n```" in text
