@@ -6,7 +6,7 @@ affords (chapters 07 and 08, on helpers.models.decoder()):
     perplexity(nll, bucket=None)                    exp(mean loss), overall or by consecutive bucket of positions
     first_token_attention(model, ids)               the share of attention on the first token, by layer and head
     passkey_prompt(tokenizer, n_tokens, depth, key) Mohtashami & Jaggi's passkey prompt, the key at a depth
-    passkey_margin(model, prompts, answers)         by how much greedy decoding writes the key (> 0) or not
+    passkey_margin(model, prompts, answers, chunk)  by how much greedy decoding writes the key (> 0) or not
 
 `nll[..., i]` is always the loss on token i + 1: -log p(ids[i + 1] | what the model saw of ids[: i + 1]).
 The loss functions take ids (T,) or a batch (B, T) and return the same leading shape. Everything runs in
@@ -257,20 +257,34 @@ def passkey_prompt(tokenizer: Any, n_tokens: int, depth: float, key: int) -> tup
 
 
 @_no_grad
-def passkey_margin(model: torch.nn.Module, prompts: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+def passkey_margin(
+    model: torch.nn.Module, prompts: torch.Tensor, answers: torch.Tensor, chunk: int | None = None
+) -> torch.Tensor:
     """prompts (B, T), answers (B, k) -> (B,) float32: over the answer's k tokens, the smallest lead of the
     answer's token over the model's best other token, in logits, each predicted from the prompt and the
     answer's tokens before it (teacher forcing: one forward pass). Positive exactly when greedy decoding
     writes the whole answer; its size says how far rounding is from changing that verdict. Only the last k
-    positions' logits are computed (`logits_to_keep`): the vocabulary projection of a long prompt is not."""
+    positions' logits are computed (`logits_to_keep`): the vocabulary projection of a long prompt is not.
+
+    chunk=C: the prompt is fed C tokens at a time through a KV cache, as a server prefills a long prompt, so
+    that attention holds (B, heads, C, T) scores, not (B, heads, T, T): 32,768 tokens in one pass need more
+    than an 80 GB GPU. The same margins up to float rounding (a "dynamic" RoPE rescales by each call's length)."""
     if prompts.dim() != 2 or answers.dim() != 2 or len(prompts) != len(answers):
         raise ValueError(
             f"prompts (B, T) and answers (B, k) please, not {tuple(prompts.shape)}, {tuple(answers.shape)}"
         )
     model.eval()
     k = answers.shape[1]
-    fed = torch.cat([prompts, answers[:, :-1]], 1)
-    logits = model(fed, use_cache=False, logits_to_keep=k).logits.float()  # (B, k, V)
+    fed, cached = torch.cat([prompts, answers[:, :-1]], 1), dict[str, object]()  # the cache, once there is one
+    if chunk is not None:  # all but the last k tokens into the cache; those k, whose logits are read, after them
+        from_cache = _cache_kwarg(model)
+        for start in range(0, fed.shape[1] - k, chunk):
+            out = model(
+                fed[:, start : min(start + chunk, fed.shape[1] - k)], use_cache=True, logits_to_keep=1, **cached
+            )
+            cached = {from_cache: getattr(out, from_cache)}
+        fed = fed[:, -k:]
+    logits = model(fed, use_cache=chunk is not None, logits_to_keep=k, **cached).logits.float()  # (B, k, V)
     right = logits.gather(-1, answers[..., None])[..., 0]
     best_other = logits.scatter(-1, answers[..., None], float("-inf")).amax(-1)
     return (right - best_other).amin(-1)

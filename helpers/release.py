@@ -64,8 +64,12 @@ def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> n
 
     for key, value in EXECUTION_ENV.items():
         os.environ.setdefault(key, value)  # inherited by the kernel
-    client = nbclient.NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    client = nbclient.NotebookClient(  # streams merged: how a busy machine splits a cell's prints never shows
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        coalesce_streams=True,
+        resources={"metadata": {"path": str(cwd)}},
     )
     client.execute()
     for cell in notebook.cells:  # no timestamps or run counters in the diff

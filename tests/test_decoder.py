@@ -174,6 +174,7 @@ def test_the_cache_helpers_run_where_the_model_is(tiny):
     assert evaluation.nll_by_position(meta, ids, chunk=5).shape == (2, 13)
     streamed = evaluation.streaming_nll(meta, ids, 2, 4, chunk=3)  # evictions: kept keys rotated to their new slots
     assert streamed.is_meta and streamed.shape == (2, 13)
+    assert evaluation.passkey_margin(meta, ids[:, :10], ids[:, 10:13], chunk=4).shape == (2,)
 
 
 def test_the_streaming_cache_follows_the_positions_it_is_given(one_layer):
@@ -291,6 +292,8 @@ def test_the_passkey_margin_is_the_answers_lead_over_every_other_token(tiny):
     margin = evaluation.passkey_margin(tiny, prompts, answers)
     assert margin.shape == (2,) and margin.dtype == torch.float32
     torch.testing.assert_close(margin, torch.stack(hand), atol=1e-5, rtol=0)
+    for chunk in (3, 4):  # the prompt prefilled through the cache in pieces, the last one shorter: the same margins
+        torch.testing.assert_close(evaluation.passkey_margin(tiny, prompts, answers, chunk), margin, atol=1e-5, rtol=0)
     assert (margin < 0).all()  # random tokens: not what a random model writes
     # positive exactly when greedy decoding writes the answer
     greedy = tiny.generate(prompts, max_new_tokens=3, do_sample=False)[:, 10:]

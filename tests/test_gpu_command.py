@@ -66,3 +66,4 @@ def test_a_failing_cell_is_reported_and_the_cells_after_it_still_run(tmp_path):
     _, error, _, text = run_notebook(tmp_path / "99_errors.ipynb", timeout=60)
     assert error == "2 cells raised; the first, `1 / 0`: ZeroDivisionError: division by zero", error
     assert "### `print('after')`\n```\nafter\n```" in text
+    assert "ZeroDivisionError: division by zero\n```" in text and "\x1b[" not in text  # the traceback's end, plain

@@ -31,10 +31,15 @@ DEVICE_LINE = re.compile(r"\b(cuda|mps|cpu|GPU)\b|trained on|device")
 TRAINING_LINE = re.compile(r"\b(trained|fine-tuned)\b.*\bon (cpu|cuda|mps)\b")  # "18 models trained on cuda in 8 s"
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def printed(cell: dict) -> str:
-    """What one executed code cell printed: its streams and plain-text results (pictures left out)."""
+    """What one executed code cell printed: its streams, plain-text results and the end of its traceback if it
+    raised (colours dropped), pictures left out."""
     return "".join(
         "".join(output.get("text", "") or output.get("data", {}).get("text/plain", ""))
+        + ANSI.sub("", "\n".join(output.get("traceback", [])[-3:]))
         for output in cell.get("outputs", [])
     )
 
