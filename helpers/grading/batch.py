@@ -239,13 +239,13 @@ async def grade_many(
             if not queue:  # another lane took the last one meanwhile
                 return
             index, (found, name) = queue.popleft()
-            turn = asyncio.Event()  # set once it executes (or is done): then the next one starts
-            tasks[index] = asyncio.ensure_future(one(found, name, cpus, executing, turn))
+            went = asyncio.Event()  # set once it executes (or is done): then the next one starts
+            tasks[index] = asyncio.ensure_future(one(found, name, cpus, executing, went))
             tasks[index].add_done_callback(lambda _: alive.release())
-            await turn.wait()
+            await went.wait()
 
     async def one(
-        found: Found, name: str, cpus: list[int] | None, executing: asyncio.Lock, turn: asyncio.Event
+        found: Found, name: str, cpus: list[int] | None, executing: asyncio.Lock, went: asyncio.Event
     ) -> Report:
         holding = False
 
@@ -253,7 +253,7 @@ async def grade_many(
             nonlocal holding
             await executing.acquire()
             holding = True
-            turn.set()
+            went.set()
 
         def give() -> None:
             nonlocal holding
@@ -285,7 +285,7 @@ async def grade_many(
             )
         finally:
             give()
-            turn.set()
+            went.set()
         if report is None:  # the worker was stopped: the submission scores nothing, the batch goes on
             started = time.monotonic() - seconds
             report = not_graded(
