@@ -30,9 +30,6 @@ from helpers.grading.reports import RENDER, for_students, summarize, summary_csv
 from helpers.grading.submission import ExerciseInfo, Submission, exercise_table
 from helpers.grading.worker import Pace, deadline, graded_apart
 
-# A lane's workers alive at once: one whose checks run, one executing, and the next, whose kernel starts meanwhile.
-LANE_WORKERS = 3
-
 
 def cpu_share(slot: int, jobs: int) -> list[int] | None:
     """The cores of the `slot`-th of `jobs` sandboxes: the machine's cores dealt out evenly
@@ -46,6 +43,17 @@ def cpu_share(slot: int, jobs: int) -> list[int] | None:
     share = max(1, len(cores) // jobs)
     start = (slot * share) % len(cores)
     return cores[start : start + share]
+
+
+def lane_count(jobs: int) -> int:
+    """How many sandboxes the batch keeps alive at once, one per lane, each on cores no other has (`cpu_share`):
+    `jobs` execute, and where the machine has the cores as many more start their kernel or are checked meanwhile;
+    never fewer than `jobs` (with fewer cores than that, sandboxes share them, as they must)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return jobs
+    return max(jobs, min(2 * jobs, cores))
 
 
 class Paced(Submission):
@@ -197,10 +205,11 @@ async def grade_many(
     skipped: list[Skipped] | None = None,
     progress: bool = True,
 ) -> list[Report]:
-    """Grade `submissions` (as `collect` found them) in `jobs` lanes, each in its own kernel; write each report
-    as soon as its sandbox is gone, and the class summary at the end. A lane executes one notebook at a time, on
-    cores of its own: the next one's worker and kernel start while it executes, and its checks run while the
-    next executes (at most LANE_WORKERS alive), so that no notebook but a lane's first waits for a kernel."""
+    """Grade `submissions` (as `collect` found them), each in its own kernel, `jobs` executing at once; write each
+    report as soon as its sandbox is gone, and the class summary at the end. Notebooks overlap in lanes
+    (`lane_count`): a lane grades one notebook at a time, on cores of its own, so that while a notebook
+    executes, other lanes start the next one's kernel or check the one before it, and no two sandboxes alive at
+    once share a core: a busy loop slows only its own notebook."""
     from tqdm import tqdm
 
     out.mkdir(parents=True, exist_ok=True)
@@ -210,13 +219,14 @@ async def grade_many(
     names = report_names([s.path for s in submissions])
     suffix, render = RENDER[fmt]
     single_gradescope = fmt == "gradescope" and len(submissions) == 1  # what a Gradescope autograder expects
-    lanes = max(1, jobs)
+    jobs = max(1, jobs)
+    lanes, executing = lane_count(jobs), asyncio.Semaphore(jobs)
     queue = collections.deque(enumerate(zip(submissions, names)))
-    tasks: dict[int, asyncio.Task[Report]] = {}
+    reports: dict[int, Report] = {}
     cwd = Path.cwd()
     # The first wave of workers is forked cold (each warms up while its kernel boots); the grader warms up as soon
     # as they are, and every later worker is forked from it warm: its seconds of CPU no longer come before any kernel.
-    first_wave, warmed, forks = min(len(submissions), lanes), asyncio.Event(), [0]
+    first_wave, warmed, forks = min(len(submissions), jobs), asyncio.Event(), [0]
 
     def warm() -> None:
         warm_up()
@@ -232,28 +242,17 @@ async def grade_many(
         return path_text(absolute.relative_to(cwd) if absolute.is_relative_to(cwd) else path)
 
     async def lane(cpus: list[int] | None) -> None:
-        """Each sandbox gets its lane's cores: a busy loop slows only its own lane."""
-        executing, alive = asyncio.Lock(), asyncio.Semaphore(LANE_WORKERS)
         while queue:
-            await alive.acquire()
-            if not queue:  # another lane took the last one meanwhile
-                return
             index, (found, name) = queue.popleft()
-            went = asyncio.Event()  # set once it executes (or is done): then the next one starts
-            tasks[index] = asyncio.ensure_future(one(found, name, cpus, executing, went))
-            tasks[index].add_done_callback(lambda _: alive.release())
-            await went.wait()
+            reports[index] = await one(found, name, cpus)
 
-    async def one(
-        found: Found, name: str, cpus: list[int] | None, executing: asyncio.Lock, went: asyncio.Event
-    ) -> Report:
+    async def one(found: Found, name: str, cpus: list[int] | None) -> Report:
         holding = False
 
-        async def take() -> None:
+        async def take() -> None:  # its kernel is up: it executes once fewer than `jobs` do
             nonlocal holding
             await executing.acquire()
             holding = True
-            went.set()
 
         def give() -> None:
             nonlocal holding
@@ -285,7 +284,6 @@ async def grade_many(
             )
         finally:
             give()
-            went.set()
         if report is None:  # the worker was stopped: the submission scores nothing, the batch goes on
             started = time.monotonic() - seconds
             report = not_graded(
@@ -313,10 +311,9 @@ async def grade_many(
 
     with tqdm(total=len(submissions), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:
         await asyncio.gather(*(lane(cpu_share(slot, lanes)) for slot in range(lanes)))
-        await asyncio.gather(*tasks.values())
-    reports = [tasks[index].result() for index in range(len(submissions))]  # in the order given
-    summary = summarize(reports, skipped)
+    ordered = [reports[index] for index in range(len(submissions))]  # in the order given
+    summary = summarize(ordered, skipped)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(summary), encoding="utf-8")
     (out / "summary.csv").write_text(summary_csv(summary), encoding="utf-8")
-    return reports
+    return ordered
