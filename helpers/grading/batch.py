@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import os
 import re
@@ -24,10 +25,10 @@ from helpers.grading.collect import (
 from helpers.grading.escape import path_text, plain
 from helpers.grading.kernel import warm_up
 from helpers.grading.limits import CELL_TIMEOUT, NOTEBOOK_TIMEOUT
-from helpers.grading.records import Note, Report, Skipped
+from helpers.grading.records import Note, Report, Skipped, Verdict
 from helpers.grading.reports import RENDER, for_students, summarize, summary_csv, summary_markdown
 from helpers.grading.submission import ExerciseInfo, Submission, exercise_table
-from helpers.grading.worker import deadline, graded_apart
+from helpers.grading.worker import Pace, deadline, graded_apart
 
 
 def cpu_share(slot: int, jobs: int) -> list[int] | None:
@@ -44,6 +45,37 @@ def cpu_share(slot: int, jobs: int) -> list[int] | None:
     return cores[start : start + share]
 
 
+def lane_count(jobs: int) -> int:
+    """How many sandboxes the batch keeps alive at once, one per lane, each on cores no other has (`cpu_share`):
+    `jobs` execute, and where the machine has the cores as many more start their kernel or are checked meanwhile;
+    never fewer than `jobs` (with fewer cores than that, sandboxes share them, as they must)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return jobs
+    return max(jobs, min(2 * jobs, cores))
+
+
+class Paced(Submission):
+    """A Submission that keeps its batch's pace: its first kernel starts before its turn to execute comes
+    (a restart is part of its turn), and it says when its cells are done, before its checks."""
+
+    def __init__(self, *args: Any, pace: Pace | None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.pace, self.waiting = pace, pace is not None
+
+    async def new_kernel(self) -> None:
+        await super().new_kernel()
+        if self.pace is not None and self.waiting:
+            self.waiting = False
+            await self.pace.turn()
+
+    async def grade(self) -> list[Verdict]:
+        if self.pace is not None:
+            self.pace.executed()
+        return await super().grade()
+
+
 async def grade_notebook_async(
     path: str | Path,
     *,
@@ -56,9 +88,11 @@ async def grade_notebook_async(
     sandbox: bool = True,
     found: Found | None = None,
     cpus: list[int] | None = None,
+    pace: Pace | None = None,
 ) -> Report:
     """Execute and grade one notebook; the report as a dict (see `report_json`).
-    `found` is the submission as `collect` read it; without it, `path` is read here."""
+    `found` is the submission as `collect` read it; without it, `path` is read here.
+    `pace`: its worker's (helpers.grading.worker), whose turn it waits for once its kernel is up."""
     path = Path(path)
     found = found or read_submission(path)
     exercises = exercises if exercises is not None else exercise_table()
@@ -81,7 +115,7 @@ async def grade_notebook_async(
     copy = (re.sub(r"[^A-Za-z0-9._-]+", "_", path.name).lstrip(".")[-100:] or "submission") + (
         "" if path.name.endswith(".ipynb") else ".ipynb"
     )
-    submission = Submission(
+    submission = Paced(
         cells,
         selected,
         cell_timeout=cell_timeout,
@@ -91,6 +125,7 @@ async def grade_notebook_async(
         notebook_name=copy,
         data=found.data or b"",
         cpus=cpus,
+        pace=pace,
     )
     graded = True
     try:
@@ -101,6 +136,9 @@ async def grade_notebook_async(
         results = [
             Submission.verdict(e, False, "raised", "Not graded: the grader failed (see the errors).") for e in selected
         ]
+    waited = pace.waited if pace is not None else 0.0  # for its turn, its kernel up: not its own time
+    if "start" in submission.timings:
+        submission.timings["start"] -= waited
     return {
         "submission": name or path_text(path),
         "score": sum(r["score"] for r in results),
@@ -111,8 +149,8 @@ async def grade_notebook_async(
         "flag": None,
         "chapters": sorted(wanted),
         "graded": graded,
-        "seconds": round(time.monotonic() - started, 2),
-        "timings": {k: round(v, 2) for k, v in submission.timings.items()},
+        "seconds": round(time.monotonic() - started - waited, 2),
+        "timings": {k: round(v, 2) for k, v in submission.timings.items()} | {"waited": round(waited, 2)},
     }
 
 
@@ -167,8 +205,11 @@ async def grade_many(
     skipped: list[Skipped] | None = None,
     progress: bool = True,
 ) -> list[Report]:
-    """Grade `submissions` (as `collect` found them), N at a time, each in its own kernel; write
-    each report as soon as its sandbox is gone, and the class summary at the end."""
+    """Grade `submissions` (as `collect` found them), each in its own kernel, `jobs` executing at once; write each
+    report as soon as its sandbox is gone, and the class summary at the end. Notebooks overlap in lanes
+    (`lane_count`): a lane grades one notebook at a time, on cores of its own, so that while a notebook
+    executes, other lanes start the next one's kernel or check the one before it, and no two sandboxes alive at
+    once share a core: a busy loop slows only its own notebook."""
     from tqdm import tqdm
 
     out.mkdir(parents=True, exist_ok=True)
@@ -178,15 +219,14 @@ async def grade_many(
     names = report_names([s.path for s in submissions])
     suffix, render = RENDER[fmt]
     single_gradescope = fmt == "gradescope" and len(submissions) == 1  # what a Gradescope autograder expects
-    slots: asyncio.Queue[list[int] | None] = (
-        asyncio.Queue()
-    )  # each sandbox gets cores of its own: a busy loop slows only its own notebook
-    for slot in range(max(1, jobs)):
-        slots.put_nowait(cpu_share(slot, max(1, jobs)))
+    jobs = max(1, jobs)
+    lanes, executing = lane_count(jobs), asyncio.Semaphore(jobs)
+    queue = collections.deque(enumerate(zip(submissions, names)))
+    reports: dict[int, Report] = {}
     cwd = Path.cwd()
     # The first wave of workers is forked cold (each warms up while its kernel boots); the grader warms up as soon
     # as they are, and every later worker is forked from it warm: its seconds of CPU no longer come before any kernel.
-    first_wave, warmed, forks = min(len(submissions), max(1, jobs)), asyncio.Event(), [0]
+    first_wave, warmed, forks = min(len(submissions), jobs), asyncio.Event(), [0]
 
     def warm() -> None:
         warm_up()
@@ -201,16 +241,36 @@ async def grade_many(
         absolute = Path(os.path.abspath(path))
         return path_text(absolute.relative_to(cwd) if absolute.is_relative_to(cwd) else path)
 
-    async def one(found: Found, name: str) -> Report:
-        cpus = await slots.get()
-        if forks[0] >= first_wave:
-            await warmed.wait()
-        name_shown, seconds = shown(found.path), deadline(notebook_timeout)
+    async def lane(cpus: list[int] | None) -> None:
+        while queue:
+            index, (found, name) = queue.popleft()
+            reports[index] = await one(found, name, cpus)
+
+    async def one(found: Found, name: str, cpus: list[int] | None) -> Report:
+        holding = False
+
+        async def take() -> None:  # its kernel is up: it executes once fewer than `jobs` do
+            nonlocal holding
+            await executing.acquire()
+            holding = True
+
+        def give() -> None:
+            nonlocal holding
+            if holding:
+                holding = False
+                executing.release()
+
+        seconds = deadline(notebook_timeout)
         try:
+            name_shown = shown(found.path)
+            if forks[0] >= first_wave:
+                await warmed.wait()
             report, why = await graded_apart(
                 seconds,
                 grade_notebook_async,
                 forked=forked,
+                turn=take,
+                executed=give,
                 path=found.path,
                 name=name_shown,
                 chapters=chapters,
@@ -223,7 +283,7 @@ async def grade_many(
                 memory_mb=memory_mb,
             )
         finally:
-            slots.put_nowait(cpus)
+            give()
         if report is None:  # the worker was stopped: the submission scores nothing, the batch goes on
             started = time.monotonic() - seconds
             report = not_graded(
@@ -243,19 +303,17 @@ async def grade_many(
             report["errors"].append(
                 {"cell": None, "type": "ReportNotWritten", "message": plain(f"{target.name}: {error}", 500)}
             )
+        bar.set_postfix_str(
+            f"{plain(Path(report['submission']).name, 40)}: {report['score']:g}/{report['max_score']:g}"
+        )
+        bar.update()
         return report
 
-    tasks = [asyncio.ensure_future(one(s, n)) for s, n in zip(submissions, names)]
-    with tqdm(total=len(tasks), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:
-        for finished in asyncio.as_completed(tasks):
-            report = await finished
-            bar.set_postfix_str(
-                f"{plain(Path(report['submission']).name, 40)}: {report['score']:g}/{report['max_score']:g}"
-            )
-            bar.update()
-    reports = [t.result() for t in tasks]  # in the order given
-    summary = summarize(reports, skipped)
+    with tqdm(total=len(submissions), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:
+        await asyncio.gather(*(lane(cpu_share(slot, lanes)) for slot in range(lanes)))
+    ordered = [reports[index] for index in range(len(submissions))]  # in the order given
+    summary = summarize(ordered, skipped)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(summary), encoding="utf-8")
     (out / "summary.csv").write_text(summary_csv(summary), encoding="utf-8")
-    return reports
+    return ordered
