@@ -120,9 +120,9 @@ class Session(Mirroring):
         fix = "Leave the parameters and the inputs as they are during the call: compute the result from them."
         return dataclasses.replace(result, passed=False, diagnosis="mutated_input", message=message, score=0, fix=fix)
 
-    def student_modules(self) -> list[str]:
-        """The classes of the student's modules this check mirrored: what they hold is their kernel's word."""
-        return [type(local).__name__ for local in self.local.values() if isinstance(local, Mirror)]
+    def mirrored_a_module(self) -> bool:
+        """Whether this check mirrored a module of the student's: which tensors it holds is its kernel's word."""
+        return any(isinstance(local, Mirror) for local in self.local.values())
 
     def take_changed(self) -> list[str]:
         changed, self.changed = self.changed, []

@@ -44,7 +44,7 @@ SEEN_IN_KERNEL = {
 FORBIDDEN_NONE_SEEN = "that it calls none of the torch functions this exercise forbids"
 AUTOGRAD_SEEN = "that its outputs are tied to autograd, and the gradients autograd gave"
 ATTRIBUTES_SEEN = "its module's Python attributes ({}), which only its kernel reports"
-MODULES_SEEN = "the parameters, buffers and submodules its {} holds, which only its kernel lists"
+MODULES_SEEN = "what its modules hold (their parameters, buffers and submodules), which only its kernel lists"
 BEST_EFFORT = "{}: seen inside the student's kernel, which the student controls (values, shapes, dtypes and devices are compared by the grader)"
 # Code that switches off what sees torch calls in the kernel (torch's function dispatch and its modes).
 DISPATCH_OFF = re.compile(
@@ -363,10 +363,8 @@ class Submission:
             result = self.verdict(
                 exercise, False, outcome.diagnosis, outcome.message, outcome.hint, outcome.fix, list(outcome.also)
             )
-        said = self.kernel_said(
-            exercise, result, session.autograd, list(session.attributes_read), session.student_modules()
-        )
-        return said, None
+        attributes = list(session.attributes_read)
+        return self.kernel_said(exercise, result, session.autograd, attributes, session.mirrored_a_module()), None
 
     def kernel_said(
         self,
@@ -374,12 +372,12 @@ class Submission:
         result: Verdict,
         autograd: int,
         attributes: list[str] | None = None,
-        modules: list[str] | None = None,
+        modules: bool = False,
     ) -> Verdict:
         """`result`, with what its verdict takes on the kernel's word (`best_effort`): a diagnosis
         only the kernel sees; for a pass, that no forbidden function was seen, the gradients, the
-        module's Python attributes the check read, what the student's modules hold (`modules`, their classes:
-        a module whose kernel hides a bias Parameter from its record passes `has_bias`). A pass that needs no
+        module's Python attributes the check read, what the student's modules hold (`modules`: a module whose
+        kernel hides a bias Parameter from its record passes `has_bias`). A pass that needs no
         forbidden call seen, in a notebook whose code switches off what sees them, scores nothing: the grader
         cannot tell; nor does a pass that read attributes or a student's module, in a notebook whose code
         reaches the grader's machinery in its kernel (which reports them)."""
@@ -387,10 +385,7 @@ class Submission:
         if result["passed"]:
             forbidden = bool(get(exercise.id).forbidden)
             named = ", ".join(f"`{name}`" for name in (attributes or [])[:5])
-            classes = " and ".join(f"`{name}`" for name in dict.fromkeys(modules or []))
-            kernel_word = [ATTRIBUTES_SEEN.format(named)] * bool(attributes) + [MODULES_SEEN.format(classes)] * bool(
-                modules
-            )
+            kernel_word = [ATTRIBUTES_SEEN.format(named)] * bool(attributes) + [MODULES_SEEN] * modules
             observed += [FORBIDDEN_NONE_SEEN] * forbidden + [AUTOGRAD_SEEN] * (autograd > 0) + kernel_word
             hidden = next((index for index, code in self.code if DISPATCH_OFF.search(code)), None)
             reaches = next((index for index, code in self.code if reaches_grader(code)), None)
@@ -402,7 +397,7 @@ class Submission:
                 result = self.verdict(exercise, False, "forbidden_api", message)
                 observed = [FORBIDDEN_NONE_SEEN]
             elif kernel_word and reaches is not None:
-                what = " and ".join([named] * bool(attributes) + [f"what {classes} holds"] * bool(modules))
+                what = " and ".join([named] * bool(attributes) + ["what its modules hold"] * modules)
                 message = (
                     f"Not counted: cell {reaches} reaches into the grader's machinery in the kernel (helpers.grading), "
                     f"which reports {what} to the grader, and this exercise's verdict reads them."
