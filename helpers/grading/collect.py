@@ -191,6 +191,9 @@ def collect(arguments: list[str], exclude: Path | None = None) -> tuple[list[Fou
         if not top.is_dir() or top.is_symlink() and top.suffix == ".ipynb":
             found.setdefault(os.path.abspath(top), Found(top))
             continue
+        # Several folders named (`submissions/*`): each is a student's, one vote for all it holds, loose files included;
+        # one folder named is the class, each folder in it a student's and each loose file its own.
+        student = os.path.abspath(top) if len(arguments) > 1 else None
         for folder, subfolders, files in os.walk(top):  # never into a linked folder
             keep = []
             for name in sorted(subfolders):
@@ -210,7 +213,7 @@ def collect(arguments: list[str], exclude: Path | None = None) -> tuple[list[Fou
             for name in sorted(files):
                 if name.endswith(".ipynb"):
                     parts = Path(folder, name).relative_to(top).parts
-                    owner = os.path.abspath(top / parts[0]) if len(parts) > 1 else None
+                    owner = os.path.abspath(top / parts[0]) if len(parts) > 1 else student
                     found.setdefault(os.path.abspath(Path(folder, name)), Found(Path(folder, name), owner=owner))
     submissions = [read_submission(item.path, item.owner) for item in found.values()]
     flag_shared_files(submissions)
