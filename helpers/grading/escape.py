@@ -49,10 +49,11 @@ def path_text(path: Path | str) -> str:
 
 
 def markdown(text: object) -> str:
-    """A Markdown table cell: one line, HTML escaped; backslashes, pipes, backticks and brackets neutral (no
-    `a\\|b` that ends the cell, no link or image a student wrote: `![x](https://...)` fetches a URL when shown)."""
-    escaped = html.escape(plain(text)).replace("\\", "\\\\").replace("|", "\\|").replace("`", "&#96;")
-    return escaped.replace("[", "\\[").replace("]", "\\]")
+    """A Markdown table cell: one line, HTML escaped; pipes, backticks, brackets and a backslash before punctuation
+    neutral (no `a\\|b` that ends the cell, no link or image a student wrote: `![x](https://...)` fetches a URL when
+    shown; `caf\\xe9`, a file name's byte, stays as it is)."""
+    escaped = re.sub(r"\\(?=[!-/:-@[-`{-~])", r"\\\\", html.escape(plain(text)))
+    return escaped.replace("|", "\\|").replace("`", "&#96;").replace("[", "\\[").replace("]", "\\]")
 
 
 def csv_field(text: object) -> object:
