@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import check, grade
+from helpers.grading import wire
 from helpers.grading.code import code_only, reaches_grader
 from helpers.grading.escape import clean, csv_field, markdown, plain
 from helpers.grading.reports import report_gradescope, report_markdown
@@ -314,3 +315,13 @@ def test_aten_s_own_embedding_backward_is_forbidden():
         return torch.ops.aten.embedding_dense_backward(grad_out, ids, vocab_size, pad, False)
 
     assert not check("embedding_backward", embedding_backward).passed
+
+
+def test_a_reply_naming_many_types_makes_few_classes():
+    """200,000 objects of distinct type names (or namedtuples) in one reply: a class each would cost the grader
+    tens of seconds per reply; past MAX_KINDS classes they are plain Opaque objects and tuples."""
+    tree = {"list": [{"list": [{"object": f"T{i}_{j}"} for i in range(9_000)]} for j in range(3)]}
+    tree["list"].append({"list": [{"named": f"N{i}", "fields": ["a"], "values": [i]} for i in range(2_000)]})
+    decoded = wire.Decoder({}, {"cpu"}, [wire.Budget(2**30)], {}).value(tree, lambda e: None, lambda e, d: None)
+    assert type(decoded[2][-1]) is wire.Opaque and decoded[3][-1] == (1999,)
+    assert len({type(v) for part in decoded[:3] for v in part}) <= wire.MAX_KINDS + 1

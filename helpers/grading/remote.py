@@ -30,7 +30,7 @@ from helpers.checking import CheckResult
 from helpers.grading import wire
 from helpers.grading.mirror import Mirroring
 from helpers.grading.stand_in import Mirror, RemoteClassMeta, RemoteFunction, RemoteObject
-from helpers.grading.wire import Opaque, identifier, state_key
+from helpers.grading.wire import identifier, state_key
 from helpers.safety import TorchState
 
 MISSING = object()  # the notebook does not define the name
@@ -174,7 +174,7 @@ class Session(Mirroring):
             return RemoteClassMeta(
                 label, (base,), {"_course_target": {"name": name}, "_course_session": self, "__init_params__": params}
             )
-        return type(identifier(found.type_name, "object"), (Opaque,), {})()
+        return wire.opaque(found.type_name)
 
     # ---- calls -------------------------------------------------------------
     def call_in_kernel(self, target: dict[str, str], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
