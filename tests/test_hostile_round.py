@@ -50,6 +50,21 @@ def lookup(weight, ids):
     f"{held.__setitem__(0, torch._C.DisableTorchFunction())}"
     with held[0]:
         return F.embedding(ids, weight)"""
+# The mode that watches torch calls, fetched and exited around a forbidden call (no switch named).
+MODE_EXITED = """\
+import torch
+import torch.nn.functional as F
+
+
+def lookup(weight, ids):
+    mode = torch.overrides._get_current_function_mode()
+    if mode is None:
+        return F.embedding(ids, weight)
+    mode.__exit__(None, None, None)
+    try:
+        return F.embedding(ids, weight)
+    finally:
+        mode.__enter__()"""
 # Wrong ScaledEmbeddings (tanh) whose tables the grader must own whatever they claim: kept in bfloat16; frozen at
 # zeros and one subnormal when built, unfrozen in forward.
 BF16_TABLE = """\
@@ -156,7 +171,7 @@ NOTEBOOKS = {
     "aliased": [HEAD, RIGHT_LOOKUP, RIGHT_ONE_HOT, RIGHT_BACKWARD, ALIASED_SCALE, ALIASED_HEAD],
     "fullwidth_switch": [HEAD, FULLWIDTH_SWITCH, RIGHT_ONE_HOT, BF16_TABLE],
     "fstring_switch": [HEAD, FSTRING_SWITCH, RIGHT_ONE_HOT, FROZEN_THEN_THAWED],
-    "hidden_bias": [HEAD, RIGHT_LOOKUP, RAISES_HOSTILE, BIAS_HEAD, HIDE_THE_BIAS, f'raise ValueError("{HOSTILE}")'],
+    "hidden_bias": [HEAD, MODE_EXITED, RAISES_HOSTILE, BIAS_HEAD, HIDE_THE_BIAS, f'raise ValueError("{HOSTILE}")'],
 }
 
 
@@ -197,12 +212,13 @@ def test_the_batch_finishes_and_the_honest_score_full_marks(batch):
         ("fullwidth_switch", "ScaledEmbedding", "wrong_values"),  # the grader's draws, whatever dtype the table has
         ("fstring_switch", "ScaledEmbedding", "no_gradient"),  # frozen when first seen: not the grader's to draw
         ("hidden_bias", "TiedLMHead", "forbidden_api"),  # without the server hook: has_bias, 0
+        ("hidden_bias", "lookup", "forbidden_api"),
     ],
 )
 def test_no_attack_gains(batch, name, exercise, diagnosis):
     result = by_id(batch["reports"][name])[exercise]
     assert (result["passed"], result["score"], result["diagnosis"]) == (False, 0, diagnosis), result
-    if name == "hidden_bias":
+    if exercise == "TiedLMHead":
         assert "reaches into the grader's machinery" in result["message"]
         assert "what its modules hold" in result["best_effort"]
     elif diagnosis == "forbidden_api":
@@ -249,6 +265,8 @@ INNOCENT = [
 SWITCHES = [
     "torch._C.\uff24isableTorchFunction()",
     'f"{torch._C.DisableTorchFunction().__enter__()}"',
+    MODE_EXITED,
+    "with torch._C._ExcludeDispatchKeyGuard(keys):\n    pass",
 ]
 
 

@@ -46,10 +46,13 @@ AUTOGRAD_SEEN = "that its outputs are tied to autograd, and the gradients autogr
 ATTRIBUTES_SEEN = "its module's Python attributes ({}), which only its kernel reports"
 MODULES_SEEN = "what its modules hold (their parameters, buffers and submodules), which only its kernel lists"
 BEST_EFFORT = "{}: seen inside the student's kernel, which the student controls (values, shapes, dtypes and devices are compared by the grader)"
-# Code that switches off what sees torch calls in the kernel (torch's function dispatch and its modes).
+# Code that switches off what sees torch calls in the kernel (torch's function dispatch and its modes): by name, or
+# by fetching the current mode (to call its __exit__), or by leaving the Python dispatch key out.
 DISPATCH_OFF = re.compile(
     r"DisableTorchFunction|_DisableTorchDispatch|_disabled_torch_function_impl|_pop_(torch_function_)?mode"
     r"|_pop_torch_function_stack|_set_torch_function_mode|_len_torch_function_stack|_unset_\w*mode"
+    r"|_get_current_(function|dispatch)_mode|_get_(function|dispatch)_stack_at|_disable_current_modes"
+    r"|(Exclude|Force)DispatchKeyGuard|\.\s*__exit__\s*\("
 )
 NOT_DEFINED = "`{}` is not defined in the notebook: the cell that defines it was deleted or renamed, or did not run (see the errors above it)."
 
