@@ -15,6 +15,7 @@ import pytest
 from helpers import check, grade
 from helpers.grading import wire
 from helpers.grading.code import code_only, reaches_grader
+from helpers.grading.collect import suspicious
 from helpers.grading.escape import clean, csv_field, markdown, plain
 from helpers.grading.reports import report_gradescope, report_markdown
 from helpers.grading.submission import DISPATCH_OFF
@@ -343,3 +344,9 @@ def test_a_reply_naming_many_types_makes_few_classes():
     decoded = wire.Decoder({}, {"cpu"}, [wire.Budget(2**30)], {}).value(tree, lambda e: None, lambda e, d: None)
     assert type(decoded[2][-1]) is wire.Opaque and decoded[3][-1] == (1999,)
     assert len({type(v) for part in decoded[:3] for v in part}) <= wire.MAX_KINDS + 1
+
+
+def test_the_cells_for_a_person_to_look_at_read_code_as_python_does():
+    notes = suspicious([(1, "from helpers import (\n    grading,\n)"), (2, "m = importlib.import_module(name)")])
+    assert [n["cell"] for n in notes] == [1, 2], notes
+    assert not suspicious([(3, "model.eval()\nfast = torch.compile(model)  # eval(...)")])

@@ -9,10 +9,11 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers.grading.code import code_only
+from helpers.grading.code import code_only, reaches_grader
 from helpers.grading.escape import file_stem, path_text
 from helpers.grading.limits import SUBMISSION_MB
 from helpers.grading.records import Note, Skipped
@@ -47,6 +48,15 @@ SUSPICIOUS = [
     ),
     (re.compile(r"_course_grader"), "reaches for the grader's records in the kernel"),
     (DISPATCH_OFF, "switches off torch's function dispatch (what sees the torch functions a check forbids)"),
+    (
+        re.compile(r"\bimportlib\b|(?<![.\w])(__import__|exec|eval|compile)\s*\("),
+        "imports or runs code built at run time",
+    ),
+]
+# Each rule: what finds it in a cell's code (a pattern's search, or grading.code's reading), and what it says.
+RULES: list[tuple[Callable[[str], object], str]] = [
+    *((pattern.search, what) for pattern, what in SUSPICIOUS),
+    (reaches_grader, "reaches into the grader's machinery in the kernel (an import of `grading`, `.grading`)"),
 ]
 
 
@@ -125,8 +135,8 @@ def suspicious(cells: list[tuple[int, str]]) -> list[Note]:
     return [
         {"cell": index, "message": f"this cell {what}; that earns nothing in grading, but look at it by hand"}
         for index, source in code
-        for pattern, what in SUSPICIOUS
-        if pattern.search(source)
+        for found, what in RULES
+        if found(source)
     ]
 
 
