@@ -7,12 +7,13 @@ every export of what the attacks wrote is clean for where it is shown.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from helpers import check, grade
+from helpers import check, export, grade
 from helpers.grading import wire
 from helpers.grading.code import code_only, reaches_grader
 from helpers.grading.collect import suspicious
@@ -350,3 +351,19 @@ def test_the_cells_for_a_person_to_look_at_read_code_as_python_does():
     notes = suspicious([(1, "from helpers import (\n    grading,\n)"), (2, "m = importlib.import_module(name)")])
     assert [n["cell"] for n in notes] == [1, 2], notes
     assert not suspicious([(3, "model.eval()\nfast = torch.compile(model)  # eval(...)")])
+
+
+def test_gradescope_names_the_graded_notebook_escaped(tmp_path, monkeypatch):
+    """Several notebooks uploaded: the output names the one graded, as plain text."""
+    (tmp_path / "submission").mkdir()
+    for name in ("a\u202eevil\x1b[2J.ipynb", "z.ipynb"):
+        write_notebook(tmp_path / "submission" / name, [HEAD])
+
+    def graded(command, **kwargs):  # what helpers.grade writes, without a kernel
+        (tmp_path / "results" / "results.json").write_text(json.dumps({"score": 0, "output": "ran", "tests": []}))
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(export.subprocess, "run", graded)
+    monkeypatch.setattr(export, "sandbox_works", lambda: True)
+    output = export.run_autograder(tmp_path, ["01"])["output"]
+    assert output.startswith("Graded a evil [2J.ipynb;") and "\x1b" not in output and "\u202e" not in output
