@@ -367,3 +367,30 @@ def test_gradescope_names_the_graded_notebook_escaped(tmp_path, monkeypatch):
     monkeypatch.setattr(export, "sandbox_works", lambda: True)
     output = export.run_autograder(tmp_path, ["01"])["output"]
     assert output.startswith("Graded a evil [2J.ipynb;") and "\x1b" not in output and "\u202e" not in output
+
+
+DECOY_PRODUCT = """\
+def rope_from_shift_matrix(x, positions=None, base=10000.0):
+    d, T = x.shape[-1], x.shape[-2]
+    torch.eye(d, device=x.device) @ torch.eye(d, device=x.device)  # a decoy (d, d) product, its result unused
+    positions = torch.arange(T, device=x.device) if positions is None else positions
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    angles = positions.to(torch.float64)[:, None] * theta
+    cos, sin = angles.cos().float(), angles.sin().float()
+    x1, x2 = x.float()[..., 0::2], x.float()[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2).to(x.dtype)"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="helpers/exercises/ch05_rope.py and helpers/safety.py (not the grader's files): 'uses the shift matrix' "
+    "is any (d, d) matrix product during the call, so a decoy eye(d) @ eye(d) beside cos/sin arithmetic passes; the "
+    "Watch should mark a product one of whose operands is derived from x, and such a pass is the kernel's word "
+    "(submission.kernel_said marks no best_effort on it: the registry does not say the verdict reads the calls)",
+)
+def test_a_decoy_matrix_product_is_not_the_shift_matrix():
+    import torch
+
+    namespace = {"torch": torch}
+    exec(DECOY_PRODUCT, namespace)
+    assert not check("rope_from_shift_matrix", namespace["rope_from_shift_matrix"]).passed
