@@ -348,8 +348,13 @@ def test_a_reply_naming_many_types_makes_few_classes():
 
 
 def test_the_cells_for_a_person_to_look_at_read_code_as_python_does():
-    notes = suspicious([(1, "from helpers import (\n    grading,\n)"), (2, "m = importlib.import_module(name)")])
-    assert [n["cell"] for n in notes] == [1, 2], notes
+    cells = [
+        "from helpers import (\n    grading,\n)",
+        "m = importlib.import_module(name)",
+        "f = inspect.currentframe().f_back",
+    ]
+    notes = suspicious(list(enumerate(cells, 1)))
+    assert [n["cell"] for n in notes] == [1, 2, 3], notes
     assert not suspicious([(3, "model.eval()\nfast = torch.compile(model)  # eval(...)")])
 
 

@@ -52,6 +52,12 @@ SUSPICIOUS = [
         re.compile(r"\bimportlib\b|(?<![.\w])(__import__|exec|eval|compile)\s*\("),
         "imports or runs code built at run time",
     ),
+    (
+        re.compile(
+            r"\binspect\s*\.\s*(currentframe|stack|getouterframes)\b|\b(f_back|f_globals|f_locals|tb_frame|gi_frame)\b"
+        ),
+        "reads the frames of its callers (the grader's server calls the student's code)",
+    ),
 ]
 # Each rule: what finds it in a cell's code (a pattern's search, or grading.code's reading), and what it says.
 RULES: list[tuple[Callable[[str], object], str]] = [
