@@ -40,19 +40,7 @@ def code_only(source: str) -> str:
     return re.sub(r"\\[ \t]*\r?\n", " ", code)
 
 
-def statements(code: str) -> list[str]:
-    """`code` (code_only's) as one line per statement: the line breaks inside brackets made spaces, `;` a break."""
-    out, depth = [], 0
-    for char in code:
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth = max(depth - 1, 0)
-        out.append(" " if char == "\n" and depth else "\n" if char == ";" else char)
-    return "".join(out).split("\n")
-
-
-_IMPORT = re.compile(r"[ \t]*(?:from\b.*\bimport\b|import\b)")
+_IMPORTED = re.compile(r"\bimport\s*(\([^)]*|[^\n;]*)")  # what an import statement names, brackets included
 _GRADING = re.compile(r"\bgrading\b")
 _GRADER_NAMES = re.compile(r"\.\s*grading\b|\bcourse_answer\b")
 
@@ -63,7 +51,10 @@ def reaches_grader(code: str) -> bool:
     an attribute `.grading` (`h.grading`, whatever `h` is called), or the server's hook, `course_answer`.
     A verdict that rests on what that machinery reports of the kernel (a module's parameters and Python
     attributes) is not counted there. Reached through built strings (getattr, importlib, sys.modules), it
-    is not seen: that reach is obfuscated, and the verdict says it is best effort."""
+    is not seen: that reach is obfuscated, and the verdict says it is best effort. Linear in the code, and
+    a substring search where neither name appears (a large blank cell)."""
+    if "grading" not in code and "course_answer" not in code:
+        return False
     if _GRADER_NAMES.search(code):
         return True
-    return any(_IMPORT.match(line) and _GRADING.search(line) for line in statements(code))
+    return any(_GRADING.search(imported[1]) for imported in _IMPORTED.finditer(code))

@@ -8,6 +8,7 @@ nothing it sends is more than data (helpers.grading.wire).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import secrets
@@ -369,6 +370,16 @@ class Submission:
         attributes = list(session.attributes_read)
         return self.kernel_said(exercise, result, session.autograd, attributes, session.mirrored_a_module()), None
 
+    @functools.cached_property
+    def switches_off(self) -> int | None:
+        """The first cell whose code switches off what sees torch calls (read once: a cell may be 60 MB)."""
+        return next((index for index, code in self.code if DISPATCH_OFF.search(code)), None)
+
+    @functools.cached_property
+    def reaches_grader(self) -> int | None:
+        """The first cell whose code reaches the grader's machinery in the kernel (grading.code)."""
+        return next((index for index, code in self.code if reaches_grader(code)), None)
+
     def kernel_said(
         self,
         exercise: ExerciseInfo,
@@ -390,8 +401,7 @@ class Submission:
             named = ", ".join(f"`{name}`" for name in (attributes or [])[:5])
             kernel_word = [ATTRIBUTES_SEEN.format(named)] * bool(attributes) + [MODULES_SEEN] * modules
             observed += [FORBIDDEN_NONE_SEEN] * forbidden + [AUTOGRAD_SEEN] * (autograd > 0) + kernel_word
-            hidden = next((index for index, code in self.code if DISPATCH_OFF.search(code)), None)
-            reaches = next((index for index, code in self.code if reaches_grader(code)), None)
+            hidden, reaches = self.switches_off, self.reaches_grader
             if forbidden and hidden is not None:
                 message = (
                     f"Not counted: cell {hidden} switches off torch's function dispatch, which hides from the grader "
