@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from helpers import release
 from helpers.exercises import get
+from helpers.grading.escape import plain
 from helpers.grading.records import GradescopeResults
 
 if TYPE_CHECKING:  # imported where a notebook is read, not by `import helpers`
@@ -218,7 +219,8 @@ def run_autograder(root: Path, chapters: list[str] | None = None) -> GradescopeR
         else:
             report = json.loads(path.read_text(encoding="utf-8"))
         if len(notebooks) > 1:
-            report["output"] = f"Graded {notebooks[0].name}; your other notebooks were not graded.\n" + report["output"]
+            graded = plain(notebooks[0].name, 200)  # a student's file name: no escape or bidi override reaches the page
+            report["output"] = f"Graded {graded}; your other notebooks were not graded.\n" + report["output"]
     report.setdefault("visibility", "visible")
     for test in report["tests"]:
         test.setdefault("visibility", "visible")  # each exercise's message, as students see it in the course

@@ -9,10 +9,11 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers.grading.code import code_only
+from helpers.grading.code import code_only, reaches_grader
 from helpers.grading.escape import file_stem, path_text
 from helpers.grading.limits import SUBMISSION_MB
 from helpers.grading.records import Note, Skipped
@@ -47,6 +48,21 @@ SUSPICIOUS = [
     ),
     (re.compile(r"_course_grader"), "reaches for the grader's records in the kernel"),
     (DISPATCH_OFF, "switches off torch's function dispatch (what sees the torch functions a check forbids)"),
+    (
+        re.compile(r"\bimportlib\b|(?<![.\w])(__import__|exec|eval|compile)\s*\("),
+        "imports or runs code built at run time",
+    ),
+    (
+        re.compile(
+            r"\binspect\s*\.\s*(currentframe|stack|getouterframes)\b|\b(f_back|f_globals|f_locals|tb_frame|gi_frame)\b"
+        ),
+        "reads the frames of its callers (the grader's server calls the student's code)",
+    ),
+]
+# Each rule: what finds it in a cell's code (a pattern's search, or grading.code's reading), and what it says.
+RULES: list[tuple[Callable[[str], object], str]] = [
+    *((pattern.search, what) for pattern, what in SUSPICIOUS),
+    (reaches_grader, "reaches into the grader's machinery in the kernel (an import of `grading`, `.grading`)"),
 ]
 
 
@@ -125,8 +141,8 @@ def suspicious(cells: list[tuple[int, str]]) -> list[Note]:
     return [
         {"cell": index, "message": f"this cell {what}; that earns nothing in grading, but look at it by hand"}
         for index, source in code
-        for pattern, what in SUSPICIOUS
-        if pattern.search(source)
+        for found, what in RULES
+        if found(source)
     ]
 
 
@@ -191,6 +207,9 @@ def collect(arguments: list[str], exclude: Path | None = None) -> tuple[list[Fou
         if not top.is_dir() or top.is_symlink() and top.suffix == ".ipynb":
             found.setdefault(os.path.abspath(top), Found(top))
             continue
+        # Several folders named (`submissions/*`): each is a student's, one vote for all it holds, loose files included;
+        # one folder named is the class, each folder in it a student's and each loose file its own.
+        student = os.path.abspath(top) if len(arguments) > 1 else None
         for folder, subfolders, files in os.walk(top):  # never into a linked folder
             keep = []
             for name in sorted(subfolders):
@@ -210,7 +229,7 @@ def collect(arguments: list[str], exclude: Path | None = None) -> tuple[list[Fou
             for name in sorted(files):
                 if name.endswith(".ipynb"):
                     parts = Path(folder, name).relative_to(top).parts
-                    owner = os.path.abspath(top / parts[0]) if len(parts) > 1 else None
+                    owner = os.path.abspath(top / parts[0]) if len(parts) > 1 else student
                     found.setdefault(os.path.abspath(Path(folder, name)), Found(Path(folder, name), owner=owner))
     submissions = [read_submission(item.path, item.owner) for item in found.values()]
     flag_shared_files(submissions)

@@ -10,18 +10,38 @@ import os
 import re
 from pathlib import Path
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# What no export shows: C0 and C1 control characters (terminal escapes), line and paragraph separators, every
+# bidirectional control (Trojan Source's embeddings, overrides and isolates, and the marks LRM, RLM and ALM), and
+# the invisible format characters (zero-width ones, word joiners, BOM, interlinear annotations, the tag characters
+# that carry hidden text).
+INVISIBLE = "\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f"
+CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f{INVISIBLE}]")
+CONTROL_BUT_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{INVISIBLE}]")  # tabs and line breaks kept
+SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_NAME = 200  # characters of a submission's name as shown
 
 
-def plain(text: object, limit: int = 4000) -> str:
-    """One line of printable text: control characters (C0, C1, bidirectional overrides) become
-    spaces, undecodable bytes of a file name show as \\xNN, and it is cut at `limit`."""
+def _valid(text: object) -> str:
+    """`text` as valid Unicode: a file name's undecodable bytes (os.fsdecode's surrogates) shown as \\xNN, any other
+    lone surrogate (a kernel's JSON may carry one: "\\ud800") as U+FFFD, so that every export can encode it."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "backslashreplace")
-    text = str("" if text is None else text).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    text = " ".join(CONTROL.sub(" ", text).split())
+    return SURROGATE.sub(
+        lambda m: f"\\x{ord(m[0]) - 0xDC00:02x}" if 0xDC80 <= ord(m[0]) <= 0xDCFF else "\ufffd",
+        str("" if text is None else text),
+    )
+
+
+def plain(text: object, limit: int = 4000) -> str:
+    """One line of printable text: control and invisible characters (C0, C1, bidirectional controls) become
+    spaces, undecodable bytes of a file name show as \\xNN, and it is cut at `limit`."""
+    text = " ".join(CONTROL.sub(" ", _valid(text)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def clean(text: object) -> str:
+    """A report's text as data (JSON): as `plain`, but its tabs and line breaks kept and its length its own."""
+    return CONTROL_BUT_LINES.sub(" ", _valid(text))
 
 
 def path_text(path: Path | str) -> str:
@@ -29,8 +49,11 @@ def path_text(path: Path | str) -> str:
 
 
 def markdown(text: object) -> str:
-    """A Markdown table cell: one line, HTML escaped, pipes and backticks neutral."""
-    return html.escape(plain(text)).replace("|", "\\|").replace("`", "&#96;")
+    """A Markdown table cell: one line, HTML escaped; pipes, backticks, brackets and a backslash before punctuation
+    neutral (no `a\\|b` that ends the cell, no link or image a student wrote: `![x](https://...)` fetches a URL when
+    shown; `caf\\xe9`, a file name's byte, stays as it is)."""
+    escaped = re.sub(r"\\(?=[!-/:-@[-`{-~])", r"\\\\", html.escape(plain(text)))
+    return escaped.replace("|", "\\|").replace("`", "&#96;").replace("[", "\\[").replace("]", "\\]")
 
 
 def csv_field(text: object) -> object:

@@ -30,7 +30,7 @@ from helpers.checking import CheckResult
 from helpers.grading import wire
 from helpers.grading.mirror import Mirroring
 from helpers.grading.stand_in import Mirror, RemoteClassMeta, RemoteFunction, RemoteObject
-from helpers.grading.wire import Opaque, identifier, state_key
+from helpers.grading.wire import identifier, state_key
 from helpers.safety import TorchState
 
 MISSING = object()  # the notebook does not define the name
@@ -120,6 +120,10 @@ class Session(Mirroring):
         fix = "Leave the parameters and the inputs as they are during the call: compute the result from them."
         return dataclasses.replace(result, passed=False, diagnosis="mutated_input", message=message, score=0, fix=fix)
 
+    def mirrored_a_module(self) -> bool:
+        """Whether this check mirrored a module of the student's: which tensors it holds is its kernel's word."""
+        return any(isinstance(local, Mirror) for local in self.local.values())
+
     def take_changed(self) -> list[str]:
         changed, self.changed = self.changed, []
         return changed
@@ -170,7 +174,7 @@ class Session(Mirroring):
             return RemoteClassMeta(
                 label, (base,), {"_course_target": {"name": name}, "_course_session": self, "__init_params__": params}
             )
-        return type(identifier(found.type_name, "object"), (Opaque,), {})()
+        return wire.opaque(found.type_name)
 
     # ---- calls -------------------------------------------------------------
     def call_in_kernel(self, target: dict[str, str], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -9,7 +9,7 @@ import io
 import json
 from typing import Any, cast
 
-from helpers.grading.escape import csv_field, markdown, plain
+from helpers.grading.escape import clean, csv_field, markdown, plain
 from helpers.grading.records import (
     CellError,
     ExerciseLine,
@@ -39,17 +39,22 @@ TEXTS = ("message", "hint", "fix", "best_effort")  # a verdict's texts
 
 
 def bounded(report: Report) -> Report:
-    """`report` with every text and list of texts cut to the limits above (what a cut dropped is said); each
-    export escapes them for where it shows them."""
+    """`report` with every text and list of texts cut to the limits above (what a cut dropped is said), each text
+    valid Unicode with no control or invisible character (`escape.clean`: a student's exception message or its
+    class's name may carry terminal escapes, bidirectional overrides or a lone surrogate that no export could
+    encode); each export escapes them further for where it shows them."""
 
     def text(value: Any) -> Any:
-        return value[: MAX_MESSAGE - 1] + "…" if isinstance(value, str) and len(value) > MAX_MESSAGE else value
+        if not isinstance(value, str):
+            return value
+        value = clean(value)
+        return value[: MAX_MESSAGE - 1] + "…" if len(value) > MAX_MESSAGE else value
 
     def cut(entries: list[Any], what: Any) -> list[Any]:
         return entries if len(entries) <= MAX_NOTES else [*entries[:MAX_NOTES], what(len(entries) - MAX_NOTES)]
 
     def note(entry: Note | CellError) -> Note:
-        return cast(Note, {**entry, "message": text(entry["message"])})
+        return cast(Note, {k: text(v) for k, v in entry.items()})  # the message, and an error's type (a class's name)
 
     exercises = []
     for ex in report["exercises"]:

@@ -8,6 +8,7 @@ nothing it sends is more than data (helpers.grading.wire).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import secrets
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from helpers import checking
 from helpers.exercises import get
 from helpers.grading import wire
-from helpers.grading.code import REACHES_GRADER, code_only
+from helpers.grading.code import code_only, reaches_grader
 from helpers.grading.escape import plain
 from helpers.grading.kernel import STOPPED, GraderError, Kernel, OutOfTime, last_line
 from helpers.grading.limits import (
@@ -44,11 +45,15 @@ SEEN_IN_KERNEL = {
 FORBIDDEN_NONE_SEEN = "that it calls none of the torch functions this exercise forbids"
 AUTOGRAD_SEEN = "that its outputs are tied to autograd, and the gradients autograd gave"
 ATTRIBUTES_SEEN = "its module's Python attributes ({}), which only its kernel reports"
+MODULES_SEEN = "what its modules hold (their parameters, buffers and submodules), which only its kernel lists"
 BEST_EFFORT = "{}: seen inside the student's kernel, which the student controls (values, shapes, dtypes and devices are compared by the grader)"
-# Code that switches off what sees torch calls in the kernel (torch's function dispatch and its modes).
+# Code that switches off what sees torch calls in the kernel (torch's function dispatch and its modes): by name, or
+# by fetching the current mode (to call its __exit__), or by leaving the Python dispatch key out.
 DISPATCH_OFF = re.compile(
     r"DisableTorchFunction|_DisableTorchDispatch|_disabled_torch_function_impl|_pop_(torch_function_)?mode"
     r"|_pop_torch_function_stack|_set_torch_function_mode|_len_torch_function_stack|_unset_\w*mode"
+    r"|_get_current_(function|dispatch)_mode|_get_(function|dispatch)_stack_at|_disable_current_modes"
+    r"|(Exclude|Force)DispatchKeyGuard|\.\s*__exit__\s*\("
 )
 NOT_DEFINED = "`{}` is not defined in the notebook: the cell that defines it was deleted or renamed, or did not run (see the errors above it)."
 
@@ -362,25 +367,41 @@ class Submission:
             result = self.verdict(
                 exercise, False, outcome.diagnosis, outcome.message, outcome.hint, outcome.fix, list(outcome.also)
             )
-        return self.kernel_said(exercise, result, session.autograd, list(session.attributes_read)), None
+        attributes = list(session.attributes_read)
+        return self.kernel_said(exercise, result, session.autograd, attributes, session.mirrored_a_module()), None
+
+    @functools.cached_property
+    def switches_off(self) -> int | None:
+        """The first cell whose code switches off what sees torch calls (read once: a cell may be 60 MB)."""
+        return next((index for index, code in self.code if DISPATCH_OFF.search(code)), None)
+
+    @functools.cached_property
+    def reaches_grader(self) -> int | None:
+        """The first cell whose code reaches the grader's machinery in the kernel (grading.code)."""
+        return next((index for index, code in self.code if reaches_grader(code)), None)
 
     def kernel_said(
-        self, exercise: ExerciseInfo, result: Verdict, autograd: int, attributes: list[str] | None = None
+        self,
+        exercise: ExerciseInfo,
+        result: Verdict,
+        autograd: int,
+        attributes: list[str] | None = None,
+        modules: bool = False,
     ) -> Verdict:
         """`result`, with what its verdict takes on the kernel's word (`best_effort`): a diagnosis
         only the kernel sees; for a pass, that no forbidden function was seen, the gradients, the
-        module's Python attributes the check read. A pass that needs no forbidden call seen, in a
-        notebook whose code switches off what sees them, scores nothing: the grader cannot tell; nor
-        does a pass that read attributes, in a notebook whose code reaches the grader's machinery
-        in its kernel (which reports them)."""
+        module's Python attributes the check read, what the student's modules hold (`modules`: a module whose
+        kernel hides a bias Parameter from its record passes `has_bias`). A pass that needs no
+        forbidden call seen, in a notebook whose code switches off what sees them, scores nothing: the grader
+        cannot tell; nor does a pass that read attributes or a student's module, in a notebook whose code
+        reaches the grader's machinery in its kernel (which reports them)."""
         observed = [SEEN_IN_KERNEL[result["diagnosis"]]] if result["diagnosis"] in SEEN_IN_KERNEL else []
         if result["passed"]:
             forbidden = bool(get(exercise.id).forbidden)
             named = ", ".join(f"`{name}`" for name in (attributes or [])[:5])
-            observed += [FORBIDDEN_NONE_SEEN] * forbidden + [AUTOGRAD_SEEN] * (autograd > 0)
-            observed += [ATTRIBUTES_SEEN.format(named)] * bool(attributes)
-            hidden = next((index for index, code in self.code if DISPATCH_OFF.search(code)), None)
-            reaches = next((index for index, code in self.code if REACHES_GRADER.search(code)), None)
+            kernel_word = [ATTRIBUTES_SEEN.format(named)] * bool(attributes) + [MODULES_SEEN] * modules
+            observed += [FORBIDDEN_NONE_SEEN] * forbidden + [AUTOGRAD_SEEN] * (autograd > 0) + kernel_word
+            hidden, reaches = self.switches_off, self.reaches_grader
             if forbidden and hidden is not None:
                 message = (
                     f"Not counted: cell {hidden} switches off torch's function dispatch, which hides from the grader "
@@ -388,13 +409,14 @@ class Submission:
                 )
                 result = self.verdict(exercise, False, "forbidden_api", message)
                 observed = [FORBIDDEN_NONE_SEEN]
-            elif attributes and reaches is not None:
+            elif kernel_word and reaches is not None:
+                what = " and ".join([named] * bool(attributes) + ["what its modules hold"] * modules)
                 message = (
                     f"Not counted: cell {reaches} reaches into the grader's machinery in the kernel (helpers.grading), "
-                    f"which reports {named} to the grader, and this exercise's verdict reads them."
+                    f"which reports {what} to the grader, and this exercise's verdict reads them."
                 )
                 result = self.verdict(exercise, False, "forbidden_api", message)
-                observed = [ATTRIBUTES_SEEN.format(named)]
+                observed = kernel_word
         if observed:
             result["best_effort"] = BEST_EFFORT.format("; ".join(observed))
         return result

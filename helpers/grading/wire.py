@@ -567,9 +567,11 @@ class Decoder:
         if "named" in tree:
             names = [identifier(f, f"field{i}") for i, f in enumerate(items(tree["fields"]))]
             values = [inner(v) for v in items(tree["values"])]
-            if len(values) != len(names):
+            if len(values) != len(names) or len(names) > MAX_FIELDS:
                 return tuple(values)
-            return _named(identifier(tree["named"], "result"), tuple(names))(*values)
+            name = identifier(tree["named"], "result")
+            made = _kind(("named", name, *names), lambda: namedtuple(name, names, rename=True), tuple)
+            return tuple(values) if made is tuple else made(*values)
         if "dict" in tree:
             pairs = [items(pair) for pair in items(tree["dict"])]
             if any(len(pair) != 2 for pair in pairs):
@@ -582,20 +584,32 @@ class Decoder:
         if "size" in tree:
             return torch.Size(shape(tree["size"]))
         if "object" in tree:
-            return type(identifier(tree["object"], "object"), (Opaque,), {})()
+            return opaque(tree["object"])
         raise ProtocolError("an unknown kind of value")
 
 
-_NAMED: dict[tuple[str, tuple[str, ...]], type] = {}
+MAX_KINDS = (
+    1000  # classes the grader makes for the kernel's type names (namedtuples, Opaque ones): past these, plain ones
+)
+MAX_FIELDS = 256  # of a namedtuple the kernel sends: a larger one is a plain tuple
+_KINDS: dict[tuple[str, ...], type] = {}
 
 
-def _named(name: str, fields: tuple[str, ...]) -> type:
-    """One namedtuple class per (name, fields): making a class is slow, and a reply may name many."""
-    if (name, fields) not in _NAMED:
-        if len(_NAMED) > 1000:
-            _NAMED.clear()
-        _NAMED[name, fields] = namedtuple(name, fields, rename=True)
-    return _NAMED[name, fields]
+def _kind(key: tuple[str, ...], make: Callable[[], type], plain: type) -> type:
+    """One class per key, made once; past MAX_KINDS of them, `plain`. Making a class takes tens of microseconds: a
+    reply naming 100,000 types would otherwise cost the grader seconds (and a class each) per 6 MB it sends."""
+    made = _KINDS.get(key)
+    if made is None:
+        if len(_KINDS) >= MAX_KINDS:
+            return plain
+        made = _KINDS[key] = make()
+    return made
+
+
+def opaque(name: Any) -> Opaque:
+    """An object of the notebook's type `name`, in the grader: a class of that name (or, past MAX_KINDS, Opaque)."""
+    name = identifier(name, "object")
+    return _kind(("object", name), lambda: type(name, (Opaque,), {}), Opaque)()
 
 
 def _hashable(key: Any) -> Any:
