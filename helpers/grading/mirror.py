@@ -104,9 +104,11 @@ class Mirroring:
         subnormal would make the draws zeros, which any function of the table reproduces), so that every
         check computes with values no submission chose. They go to the kernel with the next request
         (Session.sync)."""
-        drawn = torch.randn(parameter.shape, generator=self.draws, dtype=torch.float64).mul_(DRAW_SCALE)  # no copy
+        # float32 weights drawn in float32 (a table of MiniLM's size: 0.07 s, against 0.3 s drawn in float64 and cast)
+        kind = torch.float32 if parameter.dtype in (torch.float32, torch.complex64) else torch.float64
+        drawn = torch.randn(parameter.shape, generator=self.draws, dtype=kind).mul_(DRAW_SCALE)
         if parameter.is_complex():
-            drawn = torch.complex(drawn, torch.randn(parameter.shape, generator=self.draws, dtype=torch.float64))
+            drawn = torch.complex(drawn, torch.randn(parameter.shape, generator=self.draws, dtype=kind))
         put(parameter, drawn.to(parameter.dtype).to(parameter.device))
         self.owned[token] = parameter.detach().clone()
 
