@@ -1,4 +1,5 @@
 import importlib
+import os
 import pkgutil
 
 import pytest
@@ -38,3 +39,44 @@ def checked_with(monkeypatch, exercise_id: str, submission, probe_class=None):
         patch.setattr(checking, "Probe", Kept)
         result = check(exercise_id, submission)
     return probes[0], result
+
+
+# The modules whose few tests take longest (CPU-seconds, each file run alone, 2026-11-27, load 2-5): a batch of
+# graded notebooks, a model, a chapter or a notebook tool run end to end. The grader's three batches count as one:
+# each grades with two jobs, so that two of them at once would crowd the other worker's timed tests. Not here:
+# test_widget_stall.py, whose busy loops load every core on purpose, and stays at the end, away from the batches.
+SLOWEST = {
+    ("test_forgery.py", "test_grade.py", "test_sandbox.py"): 290,
+    ("test_decoder.py",): 52,
+    ("test_export_nbgrader.py", "test_export_gradescope.py"): 50,
+    ("test_papermill.py",): 25,
+    ("test_types.py",): 20,  # mypy over helpers/, without its cache on a fresh clone
+    ("test_positions_in_practice.py",): 11,
+    ("test_progress.py",): 9,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist's worksteal, each of n workers first gets a contiguous nth of the tests, and an idle
+    worker then takes over the end of the longest queue. So each share starts with its part of the slowest
+    modules (the least loaded share takes the next) and ends on short tests, so that no long test is left to
+    one worker at the end while the other waits. A module's tests stay together, in their order."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers < 2:
+        return
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.path.name, []).append(item)
+    shares: list[list] = [[] for _ in range(workers)]
+    loads = [0] * workers
+    for names, seconds in sorted(SLOWEST.items(), key=lambda entry: -entry[1]):
+        least = loads.index(min(loads))
+        loads[least] += seconds
+        shares[least] += [item for name in names for item in modules.pop(name, [])]
+    rest = [item for group in modules.values() for item in group]
+    ordered: list = []
+    for index, share in enumerate(shares):  # xdist's first shares: len(pending) // workers left, in turn
+        size = max(len(share), (len(items) - len(ordered)) // (workers - index))
+        ordered += share + rest[: size - len(share)]
+        del rest[: size - len(share)]
+    items[:] = ordered + rest
