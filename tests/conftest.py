@@ -46,7 +46,8 @@ def checked_with(monkeypatch, exercise_id: str, submission, probe_class=None):
 # each grades with two jobs, so that two of them at once would crowd the other worker's timed tests. Not here:
 # test_widget_stall.py, whose busy loops load every core on purpose, and stays at the end, away from the batches.
 SLOWEST = {
-    ("test_forgery.py", "test_grade.py", "test_sandbox.py"): 290,
+    ("test_forgery.py", "test_grade.py", "test_sandbox.py", "test_hostile_round.py"): 330,
+    ("test_grade_overlap.py",): 10,  # mostly sleeps: a worker it waits on does the rest
     ("test_decoder.py",): 52,
     ("test_export_nbgrader.py", "test_export_gradescope.py"): 50,
     ("test_papermill.py",): 25,

@@ -322,20 +322,16 @@ def test_several_folders_named_are_one_vote_each(tmp_path):
     assert grade.class_chapters(found, grade.exercise_table()) == {2}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="helpers/exercises (not the grader's files): embedding_backward forbids F.embedding, autograd and "
-    "torch.ops.aten.embedding but not aten's own backward, aten.embedding_dense_backward (nor aten.embedding_backward)",
-)
 def test_aten_s_own_embedding_backward_is_forbidden():
-    """`torch.ops.aten.embedding_dense_backward(grad_out, ids, V, -1, False)` passes the check today (measured with
-    check(); stated here without running it, so that this test costs nothing)."""
+    """`torch.ops.aten.embedding_dense_backward(grad_out, ids, V, -1, False)` is the answer, not an implementation."""
     import torch
 
-    from helpers.exercises import get
+    def aten_backward(grad_out, ids, vocab_size, padding_idx=None):
+        pad = -1 if padding_idx is None else padding_idx
+        return torch.ops.aten.embedding_dense_backward(grad_out, ids, vocab_size, pad, False)
 
-    forbidden = get("embedding_backward").forbidden
-    assert torch.ops.aten.embedding_dense_backward in forbidden and torch.ops.aten.embedding_backward in forbidden
+    result = check("embedding_backward", aten_backward)
+    assert not result.passed and result.diagnosis == "forbidden_api", result
 
 
 def test_a_reply_naming_many_types_makes_few_classes():

@@ -336,6 +336,8 @@ def backward_transposed(
 
 # Autograd would compute the gradient for the student: this exercise is to write its rule.
 AUTOGRAD_APIS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+# aten's own backward of the lookup: the exercise's answer in one call (the hostile round of issue 45)
+BACKWARD_APIS = (torch.ops.aten.embedding_dense_backward, torch.ops.aten.embedding_backward)
 
 
 def backward_result_dropped(
@@ -556,7 +558,7 @@ EXERCISES = [
             "transposed_weight": backward_transposed,
             "all_zeros": backward_result_dropped,
         },
-        forbidden=EMBEDDING_APIS + AUTOGRAD_APIS,
+        forbidden=EMBEDDING_APIS + AUTOGRAD_APIS + BACKWARD_APIS,
         advice=BACKWARD_DTYPE_ADVICE,
         difficulty=2,
         importance=2,

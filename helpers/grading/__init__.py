@@ -13,7 +13,7 @@
    read-only, without the course's reference and exercise catalogue (stand-ins take their
    place), a private size-capped scratch folder and /tmp, its own PID namespace, no network,
    hard limits on processes, open files, file size and memory, only named environment
-   variables, and, with --jobs > 1, cores of its own.
+   variables, and cores of its own (on a machine with 2 or more cores, at any --jobs).
 2. Execute (submission, kernel). Cells run one by one, errors allowed; a cell past its time
    limit is interrupted, then killed; a cell that kills the kernel is skipped and the cells
    before it are re-run in a new kernel. --notebook-timeout bounds it all.

@@ -52,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"seconds for a whole notebook, cells and checks (default: {NOTEBOOK_TIMEOUT:g})",
     )
     parser.add_argument(
-        "--jobs", type=int, default=1, help="notebooks graded in parallel, one kernel each (default: 1)"
+        "--jobs",
+        type=int,
+        default=1,
+        help="notebooks executing at once (default: 1); up to 2N sandboxes alive, each on cores of its own, "
+        "the next one starting while one executes",
     )
     parser.add_argument(
         "--chapter",
