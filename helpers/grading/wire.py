@@ -471,6 +471,7 @@ class Decoder:
         self.tensors, self.devices, self.budgets, self.held = tensors, devices, budgets, held
         self.used: set[tuple[str, str]] = set()  # ("values", a key of `tensors`) or ("same_as", a token of `held`)
         self.nodes = 0
+        self.new_kinds = [MAX_KINDS]  # classes this reply may still have made for type names the grader has not met
 
     def spend(self, count: int, what: str) -> None:
         for budget in self.budgets:
@@ -570,7 +571,7 @@ class Decoder:
             if len(values) != len(names) or len(names) > MAX_FIELDS:
                 return tuple(values)
             name = identifier(tree["named"], "result")
-            made = _kind(("named", name, *names), lambda: namedtuple(name, names, rename=True), tuple)
+            made = _kind(("named", name, *names), lambda: namedtuple(name, names, rename=True), tuple, self.new_kinds)
             return tuple(values) if made is tuple else made(*values)
         if "dict" in tree:
             pairs = [items(pair) for pair in items(tree["dict"])]
@@ -584,32 +585,37 @@ class Decoder:
         if "size" in tree:
             return torch.Size(shape(tree["size"]))
         if "object" in tree:
-            return opaque(tree["object"])
+            return opaque(tree["object"], self.new_kinds)
         raise ProtocolError("an unknown kind of value")
 
 
-MAX_KINDS = (
-    1000  # classes the grader makes for the kernel's type names (namedtuples, Opaque ones): past these, plain ones
-)
+MAX_KINDS = 1000  # new classes one reply may have made for the kernel's type names: past these, plain ones
 MAX_FIELDS = 256  # of a namedtuple the kernel sends: a larger one is a plain tuple
-_KINDS: dict[tuple[str, ...], type] = {}
+_KINDS: dict[tuple[str, ...], type] = {}  # the classes made, at most 4 * MAX_KINDS, the oldest forgotten first
 
 
-def _kind(key: tuple[str, ...], make: Callable[[], type], plain: type) -> type:
-    """One class per key, made once; past MAX_KINDS of them, `plain`. Making a class takes tens of microseconds: a
-    reply naming 100,000 types would otherwise cost the grader seconds (and a class each) per 6 MB it sends."""
+def _kind(key: tuple[str, ...], make: Callable[[], type], plain: type, new_kinds: list[int] | None = None) -> type:
+    """One class per key, made once, while the reply's allowance `new_kinds` lasts; past it, `plain`. Making a
+    class takes tens of microseconds: a reply naming 100,000 types would otherwise cost the grader seconds (and a
+    class each) per 6 MB it sends. The allowance is each reply's, so no reply changes what another one reads
+    (a type name a classmate's reply used up is still its own class in the next one)."""
     made = _KINDS.get(key)
     if made is None:
-        if len(_KINDS) >= MAX_KINDS:
-            return plain
+        if new_kinds is not None:
+            if new_kinds[0] <= 0:
+                return plain
+            new_kinds[0] -= 1
         made = _KINDS[key] = make()
+        if len(_KINDS) > 4 * MAX_KINDS:
+            del _KINDS[next(iter(_KINDS))]
     return made
 
 
-def opaque(name: Any) -> Opaque:
-    """An object of the notebook's type `name`, in the grader: a class of that name (or, past MAX_KINDS, Opaque)."""
+def opaque(name: Any, new_kinds: list[int] | None = None) -> Opaque:
+    """An object of the notebook's type `name`, in the grader: a class of that name (or, past the reply's
+    allowance of new classes, Opaque)."""
     name = identifier(name, "object")
-    return _kind(("object", name), lambda: type(name, (Opaque,), {}), Opaque)()
+    return _kind(("object", name), lambda: type(name, (Opaque,), {}), Opaque, new_kinds)()
 
 
 def _hashable(key: Any) -> Any:
