@@ -21,6 +21,7 @@ from helpers.grading.escape import clean, csv_field, markdown, plain
 from helpers.grading.reports import report_gradescope, report_markdown
 from helpers.grading.submission import DISPATCH_OFF
 from tests.grading_support import (
+    BLINDING_INIT,
     HEAD,
     NO_SANDBOX,
     RIGHT_LOOKUP,
@@ -83,25 +84,12 @@ class ScaledEmbedding(nn.Module):
 
     def forward(self, ids):
         return torch.tanh(self.emb(ids).float()) * math.sqrt(self.d_model)"""
-FROZEN_THEN_THAWED = """\
-import math
-import torch
-from torch import nn
-
-
-class ScaledEmbedding(nn.Module):
-    def __init__(self, vocab_size, d_model):
-        super().__init__()
-        self.emb = nn.Embedding(vocab_size, d_model)
-        with torch.no_grad():
-            self.emb.weight.zero_()
-            self.emb.weight[0, 0] = 1e-40
-        self.emb.weight.requires_grad_(False)
-        self.d_model = d_model
-
-    def forward(self, ids):
-        self.emb.weight.requires_grad_(True)
-        return torch.tanh(self.emb(ids)) * math.sqrt(self.d_model)"""
+FROZEN_THEN_THAWED = BLINDING_INIT.replace(  # the same table, frozen until forward thaws it
+    "        self.d_model = d_model\n",
+    "        self.emb.weight.requires_grad_(False)\n        self.d_model = d_model\n",
+).replace(
+    "    def forward(self, ids):\n", "    def forward(self, ids):\n        self.emb.weight.requires_grad_(True)\n"
+)
 # A TiedLMHead with a bias (has_bias), whose kernel hides the bias from the module's record, reaching the server
 # by a bracketed import that a rule on one line of text missed.
 BIAS_HEAD = """\
