@@ -44,7 +44,8 @@ def huge_report() -> dict:
     names = ", ".join(f"`layer.{'x' * 200}.{i}`" for i in range(100_000))
     exercise = {"id": "lookup", "passed": False, "score": 0, "max_score": 2, "diagnosis": "raised",
                 "message": f"load_state_dict fails: {names}", "also": [names] * 1000, "hint": "", "fix": ""}  # fmt: skip
-    errors = [{"cell": i, "type": "ZeroDivisionError", "message": "x" * 10_000} for i in range(100_000)]
+    long_message = "x" * 10_000  # one string, 100,000 references: the test's own memory stays small
+    errors = [{"cell": i, "type": "ZeroDivisionError", "message": long_message} for i in range(100_000)]
     return {"submission": "a.ipynb", "score": 0, "max_score": 2, "exercises": [exercise], "errors": errors,
             "warnings": [], "flag": None, "chapters": [1], "graded": True, "seconds": 1.0, "timings": {}}  # fmt: skip
 
@@ -56,6 +57,18 @@ def test_a_report_is_bounded_as_a_whole_before_it_travels():
     assert len(ex["message"]) == MAX_MESSAGE and ex["message"].endswith("…")
     assert len(ex["also"]) == MAX_NOTES + 1 and ex["also"][-1] == "... and 800 more"
     assert len(report["errors"]) == MAX_NOTES + 1 and "99800 more" in report["errors"][-1]["message"]
+
+
+@pytest.mark.parametrize("length", [MAX_MESSAGE - 1, MAX_MESSAGE, MAX_MESSAGE + 1, 10 * MAX_MESSAGE])
+def test_a_message_is_cut_as_if_cleaned_whole(length):
+    """`bounded` cuts before it cleans (its work bounded by what it keeps): what it shows is what cleaning the
+    whole text and then cutting it would show, escapes and lone surrogates included."""
+    from helpers.grading.escape import clean
+
+    message = ("ab\x1b[2J\ud800\udcff\u202e" * length)[:length]  # \udcff is shown as \\xff: longer
+    whole = clean(message)
+    expected = whole[: MAX_MESSAGE - 1] + "…" if len(whole) > MAX_MESSAGE else whole
+    assert bounded(report_with(message))["exercises"][0]["message"] == expected
 
 
 def report_with(message: str, best_effort: str | None = None) -> dict:

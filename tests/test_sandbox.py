@@ -520,6 +520,13 @@ import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 x86 = os.uname().machine == "x86_64"
 ADD_KEY, REQUEST_KEY, KEYCTL = (248, 249, 250) if x86 else (217, 218, 219)
+PERF_EVENT_OPEN, BPF, USERFAULTFD = (298, 321, 323) if x86 else (241, 280, 282)
+# perf_event_attr: PERF_TYPE_SOFTWARE (1), its size (128 bytes), PERF_COUNT_SW_CPU_CLOCK (0), exclude_kernel and
+# exclude_hv (flags at byte 40): what any process may open at the usual perf_event_paranoid (2). Outside the
+# sandbox an unprivileged process gets a descriptor; inside, whatever the host allows, EPERM.
+perf_event = ctypes.create_string_buffer(128)
+perf_event[0:8] = (1).to_bytes(4, "little") + (128).to_bytes(4, "little")
+perf_event[40:48] = (0x60).to_bytes(8, "little")
 said = {}
 for name, args in {
     "session_id": (KEYCTL, 0, -3, 0),  # KEYCTL_GET_KEYRING_ID of the session keyring
@@ -527,6 +534,9 @@ for name, args in {
     "request_key": (REQUEST_KEY, b"user", b"grader-secret", None, 0),
     "add_key": (ADD_KEY, b"user", b"planted", b"for the next kernel", 19, -3),
     "io_uring_setup": (425, 4, ctypes.create_string_buffer(120)),
+    "perf_event_open": (PERF_EVENT_OPEN, perf_event, 0, -1, -1, 0),  # this process, any CPU
+    "bpf": (BPF, 0, ctypes.create_string_buffer(128), 128),  # BPF_MAP_CREATE of an empty map
+    "userfaultfd": (USERFAULTFD, 1),  # UFFD_USER_MODE_ONLY: what an unprivileged process may ask for
     "x32_unshare": (0x40000000 | 272 if x86 else 97, 0x10000000),
 }.items():
     result = libc.syscall(*args)
@@ -553,8 +563,8 @@ print(done.stdout, done.stderr, file=sys.stderr if done.returncode else sys.stdo
 
 def test_the_sandbox_keeps_nothing_of_the_graders():
     """From inside a kernel's sandbox: the grader's session keyring out of reach (a fresh one, and every keyring
-    system call refused: no secret read, no key planted for the next kernel), io_uring refused, the x32 ABI's
-    unshare refused (by the filter's own test below where this host lacks x32)."""
+    system call refused: no secret read, no key planted for the next kernel), io_uring, perf_event_open, bpf and
+    userfaultfd refused, the x32 ABI's unshare refused (by the filter's own test below where this host lacks x32)."""
     import subprocess
     import sys
 
@@ -565,7 +575,7 @@ def test_the_sandbox_keeps_nothing_of_the_graders():
     eperm, enosys = 1, 38
     assert {k: v for k, v in said.items() if k != "x32_unshare"} == {
         "session_id": (-1, eperm), "search": (-1, eperm), "request_key": (-1, eperm), "add_key": (-1, eperm),
-        "io_uring_setup": (-1, enosys),
+        "io_uring_setup": (-1, enosys), "perf_event_open": (-1, eperm), "bpf": (-1, eperm), "userfaultfd": (-1, eperm),
     }, said  # fmt: skip
     assert said["x32_unshare"][0] == -1, said
 
@@ -590,11 +600,12 @@ def seccomp_verdict(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
 
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
-def test_the_seccomp_filter_refuses_keyrings_io_uring_and_every_other_abi(machine):
+def test_the_seccomp_filter_refuses_keyrings_io_uring_perf_bpf_userfaultfd_and_every_other_abi(machine):
     from helpers.grading import sandbox
 
     program = sandbox.no_user_namespaces(machine)
-    arch, unshare, clone, clone3, keyctl, add_key, request_key = sandbox.SECCOMP_ARCHES[machine]
+    arch, unshare, clone, clone3 = sandbox.SECCOMP_ARCHES[machine]
+    refused = {"x86_64": (250, 248, 249, 298, 321, 323), "aarch64": (219, 217, 218, 241, 280, 282)}[machine]
     allow, eperm, enosys = 0x7FFF0000, 0x00050001, 0x00050026
     expected = {
         (arch, 0, 0): allow,  # read / io_setup
@@ -603,9 +614,8 @@ def test_the_seccomp_filter_refuses_keyrings_io_uring_and_every_other_abi(machin
         (arch, clone, 0x10000000 | 17): eperm,
         (arch, clone, 17): allow,
         (arch, clone3, 0): enosys,
-        (arch, keyctl, 0): eperm,
-        (arch, add_key, 0): eperm,
-        (arch, request_key, 0): eperm,
+        **{(arch, nr, 0): eperm for nr in refused},  # keyctl, add_key, request_key, perf_event_open, bpf, userfaultfd
+        (arch, refused[-1] + 1, 0): allow,  # the call after userfaultfd (membarrier on both)
         (arch, 425, 0): enosys,
         (arch, 426, 0): enosys,
         (arch, 427, 0): enosys,

@@ -101,10 +101,17 @@ def reference_stand_in(graded: frozenset[str] | set[str]) -> str:
 # namespaces: root in a child namespace opens much of the host kernel's attack surface. bubblewrap's
 # --disable-userns would do it, but needs --unshare-user, which run as root maps the kernel's user to
 # the host's root; this filter works for every user, from bubblewrap 0.1 on.
-SECCOMP_ARCHES = {  # machine: (AUDIT_ARCH_*, unshare, clone, clone3, keyctl, add_key, request_key)
-    "x86_64": (0xC000003E, 272, 56, 435, 250, 248, 249),
-    "aarch64": (0xC00000B7, 97, 220, 435, 219, 217, 218),
+SECCOMP_ARCHES = {  # machine: (AUDIT_ARCH_*, unshare, clone, clone3)
+    "x86_64": (0xC000003E, 272, 56, 435),
+    "aarch64": (0xC00000B7, 97, 220, 435),
 }
+# Refused with EPERM: the kernel's keyrings (the grader's session keyring, a key planted for the next kernel),
+# and three calls Docker's default profile refuses too, each a large surface no check needs: perf_event_open
+# (hardware counters: a side channel on other kernels), bpf and userfaultfd (both common in kernel exploits).
+REFUSED = {
+    "x86_64": {"keyctl": 250, "add_key": 248, "request_key": 249, "perf_event_open": 298, "bpf": 321, "userfaultfd": 323},
+    "aarch64": {"keyctl": 219, "add_key": 217, "request_key": 218, "perf_event_open": 241, "bpf": 280, "userfaultfd": 282},
+}  # fmt: skip
 IO_URING = (425, 426, 427)  # io_uring_setup, _enter, _register: the same on both
 X32_BIT = 0x40000000  # x86-64's x32 ABI: the native arch, its system call numbers offset by this bit
 CLONE_NEWUSER = 0x10000000
@@ -119,13 +126,13 @@ LAUNCH = (
 def no_user_namespaces(machine: str | None = None) -> bytes:
     """The filter, for this machine: unshare() and clone() with CLONE_NEWUSER fail with EPERM;
     clone3() with ENOSYS (its flags lie in memory BPF cannot read; libc then falls back to clone);
-    the kernel's keyrings (keyctl, add_key, request_key: the grader's session keyring, a key planted for
-    the next kernel) with EPERM, io_uring (a large surface of its own) with ENOSYS; a system call of any
+    what REFUSED lists with EPERM, io_uring (a large surface of its own) with ENOSYS; a system call of any
     other ABI (i386, x32) with ENOSYS; everything else is allowed."""
-    arch, unshare, clone, clone3, *keys = SECCOMP_ARCHES[machine or platform.machine()]
+    machine = machine or platform.machine()
+    arch, unshare, clone, clone3 = SECCOMP_ARCHES[machine]
     load, jump_if, jump_if_set, jump_ge, ret = 0x20, 0x15, 0x45, 0x35, 0x06  # LD|W|ABS, JMP|JEQ|JSET|JGE|K, RET|K
     allow, refuse = 0x7FFF0000, 0x00050000  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno
-    refused = [(nr, EPERM) for nr in keys] + [(nr, ENOSYS) for nr in (clone3, *IO_URING)]
+    refused = [(nr, EPERM) for nr in REFUSED[machine].values()] + [(nr, ENOSYS) for nr in (clone3, *IO_URING)]
     program = [  # (code, jump if true, jump if false, constant)
         (load, 0, 0, 4),  # seccomp_data.arch
         (jump_if, 1, 0, arch),
@@ -196,7 +203,7 @@ def bwrap_command(scratch: Scratch) -> list[str]:
         "-S",
         "-I",
         "-c",
-        LAUNCH.format(keyctl=SECCOMP_ARCHES[platform.machine()][4]),
+        LAUNCH.format(keyctl=REFUSED[platform.machine()]["keyctl"]),
         str(scratch.seccomp),
     ]
     args = [
