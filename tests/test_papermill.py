@@ -50,16 +50,17 @@ def test_chapters_with_training_declare_their_seeds_and_steps():
             assert tagged and {"SEEDS", "STEPS"} <= assigned(tagged[0].source), f"{folder.name}/{stem}"
 
 
-def test_papermill_runs_chapter_07_with_its_parameters(tmp_path, monkeypatch):
-    """The unfilled chapter 07 runs to the end (its exercises fall back to the reference), with one seed
-    and a few steps instead of three seeds and 120 + 30 steps."""
+def test_papermill_runs_chapter_06_with_its_parameters(tmp_path, monkeypatch):
+    """The unfilled chapter 06 runs to the end (its exercises fall back to the reference), with one seed and three
+    steps instead of three seeds and 120 steps. (Chapter 07 declares the same names, checked above; the browser
+    suite runs it unfilled to the end with fewer seeds and steps too.)"""
     monkeypatch.setenv("PYTHONPATH", str(release.ROOT))  # the kernel imports this checkout's helpers
     monkeypatch.setenv("COURSE_PROGRESS_FILE", "")
-    out = tmp_path / "07.ipynb"
+    out = tmp_path / "06.ipynb"
     papermill.execute_notebook(
-        str(release.CHAPTERS / "07_long_context.ipynb"),
+        str(release.CHAPTERS / "06_comparing.ipynb"),
         str(out),
-        parameters={"SEEDS": [4], "STEPS": 3, "TUNE_STEPS": 2},
+        parameters={"SEEDS": [4], "STEPS": 3},
         cwd=str(tmp_path),
         kernel_name="python3",
         progress_bar=False,
@@ -70,4 +71,4 @@ def test_papermill_runs_chapter_07_with_its_parameters(tmp_path, monkeypatch):
     assert all(cell.execution_count for cell in code), "a cell did not run"
     assert not [o for cell in code for o in cell.outputs if o.output_type == "error"]
     printed = "".join(o.get("text", "") for cell in code for o in cell.outputs if o.output_type == "stream")
-    assert "1 models trained on 32 tokens" in printed and "5 copies fine-tuned on 128 tokens" in printed
+    assert "6 models trained on" in printed, printed[:2000]  # six methods, one seed
