@@ -184,13 +184,14 @@ class InProcess:
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], settings: Settings) -> Called:
         forbidden = tuple(f for f in (safety.from_torch_path(path) for path in settings.forbidden) if f is not None)
-        watch = safety.Watch(forbidden)
+        watch = safety.Watch(forbidden, (args, kwargs))
         called = Called(OK)
         with torch.set_grad_enabled(settings.grad):
             state = safety.TorchState.capture()
             try:
                 with net(settings, watch):
                     called.value = fn(*args, **kwargs)
+                watch.returned(called.value)
             except BaseException as error:
                 outcome = ending_of(error, self.everything)
                 if outcome is None:

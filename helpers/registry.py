@@ -337,6 +337,9 @@ class Exercise:
     check: Callable[[Any, Any], None]  # check(submission, probe): a helpers.probe.Check
     mistakes: dict[str, Callable[..., Any]] = field(default_factory=dict)
     forbidden: tuple[Callable[..., Any], ...] = ()
+    # What a pass also takes from the torch functions the code called (helpers.safety.Watch), said as "that ...":
+    # graded, that is the kernel's word, and the verdict says so (best effort).
+    method_seen: str = ""
     difficulty: int = 1  # 1 (a few lines) .. 3 (a module with several parts)
     importance: int = 2  # 1 (good to know) .. 3 (every transformer does this)
     minutes: int = 10  # a fair estimate for a student who read the section

@@ -24,6 +24,7 @@ import resource
 import signal
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -346,31 +347,78 @@ MATRIX_PRODUCTS = frozenset(
 
 def square_matrix_product() -> None:
     """Stands in `Watch.seen` for a matrix product with a square matrix (..., n, n), n >= 2, among its
-    operands: a rotation or a shift applied to vectors, where any product would also count an outer
-    product that only builds angles, (T, 1) @ (1, d/2) or einsum("t,i->ti")."""
+    operands and an operand made from the call's inputs, whose result the call returns (through any later
+    operations): a rotation or a shift applied to the input. Any product would also count an outer product
+    that only builds angles, (T, 1) @ (1, d/2) or einsum("t,i->ti"), and a decoy, eye(d) @ eye(d), whose
+    result is thrown away or never touched the input."""
+
+
+def matrix_product_of_inputs() -> None:
+    """Stands in `Watch.seen` for a matrix product with an operand made from the call's inputs, whose
+    result the call returns (through any later operations): not a decoy product beside the real work."""
 
 
 def is_square_matrix(operand: object) -> bool:
     return isinstance(operand, torch.Tensor) and operand.dim() >= 2 and operand.shape[-1] == operand.shape[-2] >= 2
 
 
-class Watch(TorchFunctionMode):
-    """Sees every torch function the student's code calls: refuses the
-    forbidden ones and remembers the rest (e.g. "was there a matmul?", "with a square matrix?")."""
+# What a tensor the Watch saw is made from (bits of Watch.made_from): the call's inputs; a matrix product with an
+# operand made from them; such a product with a square matrix among its operands.
+FROM_INPUTS, THROUGH_PRODUCT, THROUGH_SQUARE = 1, 2, 4
 
-    def __init__(self, forbidden: tuple[Callable[..., Any], ...]):
+
+class Watch(TorchFunctionMode):
+    """Sees every torch function the student's code calls: refuses the forbidden ones and remembers the
+    rest (e.g. "was there a matmul?"). It also follows what each tensor is made from, from the call's
+    `inputs` on, so that "its result comes out of a product with a square matrix" cannot be met by a
+    product the code makes and throws away (`returned`)."""
+
+    def __init__(self, forbidden: tuple[Callable[..., Any], ...], inputs: Any = ()):
         super().__init__()
         self.forbidden, self.seen = forbidden, set()  # type: tuple[Callable[..., Any], ...], set[Callable[..., Any]]
+        # id(tensor) -> (a weak reference to it, what it is made from): ids are reused once a tensor is freed
+        self.made_from: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
+        for tensor in tensors_in(inputs):
+            self.mark(tensor, FROM_INPUTS)
+
+    def of(self, tensor: torch.Tensor) -> int:
+        entry = self.made_from.get(id(tensor))
+        return entry[1] if entry is not None and entry[0]() is tensor else 0
+
+    def mark(self, tensor: torch.Tensor, made_from: int) -> None:
+        try:
+            self.made_from[id(tensor)] = (weakref.ref(tensor), made_from | self.of(tensor))
+        except TypeError:  # a tensor-like object that takes no weak reference: nothing to follow
+            pass
 
     def __torch_function__(self, func: Function, types: Types, args: Args = (), kwargs: Kwargs = None) -> Any:
         if func in self.forbidden:
             raise ForbiddenCall(_qualified_name(func))
         self.seen.add(func)
-        if getattr(func, "__name__", "") in MATRIX_PRODUCTS:
-            operands = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else (arg,))]  # einsum's list
-            if any(map(is_square_matrix, operands)):
-                self.seen.add(square_matrix_product)
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        operands = tensors_in(args) + tensors_in(kwargs)
+        made_from = functools.reduce(int.__or__, map(self.of, operands), 0)
+        name = getattr(func, "__name__", "")
+        if name in MATRIX_PRODUCTS and made_from & FROM_INPUTS:
+            made_from |= THROUGH_PRODUCT | (THROUGH_SQUARE if any(map(is_square_matrix, operands)) else 0)
+        if made_from:
+            # what it returns, and what it wrote into: an in-place method (add_, __setitem__, __iadd__), an out=
+            written = tensors_in(args[:1]) if name.endswith("_") or name in IN_PLACE else []
+            for tensor in tensors_in(result) + written + tensors_in(kwargs.get("out")):
+                self.mark(tensor, made_from)
+        return result
+
+    def returned(self, value: Any) -> None:
+        """After the call: which of the products above its returned `value` comes out of."""
+        made_from = functools.reduce(int.__or__, map(self.of, tensors_in(value)), 0)
+        if made_from & THROUGH_PRODUCT:
+            self.seen.add(matrix_product_of_inputs)
+        if made_from & THROUGH_SQUARE:
+            self.seen.add(square_matrix_product)
+
+
+IN_PLACE = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__imatmul__"})
 
 
 def torch_path(func: Callable[..., Any]) -> str:

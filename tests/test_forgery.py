@@ -229,6 +229,9 @@ LOSE_MORE = (
     "meta_table",
     "reply_infinity",
 )
+# Attacks whose code reaches into the grader's machinery in the kernel (helpers.grading), which reports the torch
+# functions a call ran: one_hot_lookup's pass reads them (method_seen), so it is not counted there.
+REACHES_THE_GRADER = ("huge_reply_forced",)
 # The honest classmate's other exercises of chapters 01 and 02: full marks.
 RIGHT_BACKWARD = """\
 def embedding_backward(grad_out, ids, vocab_size, padding_idx=None):
@@ -363,7 +366,9 @@ def test_no_attack_earns_the_points_it_attacks(batch, name):
     results = by_id(report(batch, name))
     attacked = results[ATTACKED.get(name, "lookup")]
     assert (attacked["passed"], attacked["score"]) == (False, 0), attacked
-    if name not in LOSE_MORE:
+    if name in REACHES_THE_GRADER:  # a pass that reads the calls its kernel reports is not counted there
+        assert "reaches into the grader's machinery" in results["one_hot_lookup"]["message"], results["one_hot_lookup"]
+    elif name not in LOSE_MORE:
         assert results["one_hot_lookup"]["passed"], results["one_hot_lookup"]  # grading still works in that kernel
 
 
@@ -395,9 +400,12 @@ def test_what_each_attack_is_told(batch):
 
 def test_best_effort_marks_the_results_that_rest_on_the_kernels_word(batch):
     """A result whose verdict comes from values alone carries no best_effort; a pass of an exercise that
-    forbids functions, or that gradients decide, says what in it is the kernel's word."""
+    forbids functions, that requires one (a matrix product), or that gradients decide, says what in it is the
+    kernel's word."""
     classmate = by_id(batch["reports"]["class__classmate.json"])
     assert "forbids" in classmate["lookup"]["best_effort"]  # no forbidden call seen: the kernel's word
+    # its rows out of a product of its inputs (the point of the exercise): which torch functions ran, its word too
+    assert "matrix product of its inputs, from the torch functions it calls" in classmate["one_hot_lookup"]["best_effort"]
     assert "autograd" in classmate["ScaledEmbedding"]["best_effort"]
     assert "best_effort" not in by_id(report(batch, "tensor_subclass"))["lookup"]  # transposed_weight: values
 

@@ -376,16 +376,32 @@ def rope_from_shift_matrix(x, positions=None, base=10000.0):
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2).to(x.dtype)"""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="helpers/exercises/ch05_rope.py and helpers/safety.py (not the grader's files): 'uses the shift matrix' "
-    "is any (d, d) matrix product during the call, so a decoy eye(d) @ eye(d) beside cos/sin arithmetic passes; the "
-    "Watch should mark a product one of whose operands is derived from x, and such a pass is the kernel's word "
-    "(submission.kernel_said marks no best_effort on it: the registry does not say the verdict reads the calls)",
+DECOY_ONE_HOT = """\
+def one_hot_lookup(weight, ids):
+    spare = torch.eye(2) @ torch.eye(2)  # a decoy product, never used
+    return weight[ids]"""
+FED_BACK_ONE_HOT = """\
+def one_hot_lookup(weight, ids):
+    unused = (weight[:2] @ weight[:2].T).sum()  # a product of the table that feeds nothing returned
+    return weight[ids] + 0 * ids[..., None]"""
+
+
+@pytest.mark.parametrize(
+    "exercise, code, words",
+    [
+        ("rope_from_shift_matrix", DECOY_PRODUCT, "their result is not used"),
+        ("one_hot_lookup", DECOY_ONE_HOT, "its products (matmul) never multiply"),
+        ("one_hot_lookup", FED_BACK_ONE_HOT, "never multiply the ids' one-hot or the table into the rows it returns"),
+    ],
 )
-def test_a_decoy_matrix_product_is_not_the_shift_matrix():
+def test_a_decoy_matrix_product_is_not_the_method(exercise, code, words):
+    """An exercise whose point is a matrix product (RoPE as x @ M_m; a lookup as one-hot @ table) counts only a
+    product one of whose operands is made from the inputs and whose result is what the call returns: a product
+    made beside the real work and thrown away is named, and fails."""
     import torch
 
     namespace = {"torch": torch}
-    exec(DECOY_PRODUCT, namespace)
-    assert not check("rope_from_shift_matrix", namespace["rope_from_shift_matrix"]).passed
+    exec(code, namespace)
+    result = check(exercise, namespace[exercise])
+    assert not result.passed and result.diagnosis in ("method_not_used", "not_a_matrix_product"), str(result)
+    assert words in result.message, result.message

@@ -25,7 +25,7 @@ from helpers.exercises.common import (
 )
 from helpers.probe import Probe, close
 from helpers.registry import Exercise
-from helpers.safety import MATRIX_PRODUCTS, Failure
+from helpers.safety import MATRIX_PRODUCTS, Failure, matrix_product_of_inputs
 
 # Every way to get an embedding without writing one: the functional API, torch's own
 # functions, and the same kernels reached through torch.ops (a packet or an overload).
@@ -218,16 +218,20 @@ def matrix_product(probe: Probe, fn: Callable[..., Any]) -> None:
     if not probe.passed("values"):
         return
     seen = calls_of(probe, fn, probe.randn(11, 7), probe.randint(11, 3, 5))
-    if seen & MATRIX_PRODUCTS:
+    if matrix_product_of_inputs.__name__ in seen:
         return
+    products = sorted(seen & MATRIX_PRODUCTS)
     how = (
-        "by multiplying element by element and summing (a (..., V, d) intermediate)"
+        f"not out of a matrix product: its products ({', '.join(products)}) never multiply the ids' one-hot or the "
+        "table into the rows it returns"
+        if products
+        else "by multiplying element by element and summing (a (..., V, d) intermediate): it never multiplies two matrices"
         if {"mul", "__mul__"} & seen and "sum" in seen
-        else "by indexing the table"
+        else "by indexing the table: it never multiplies two matrices"
     )
     probe.fail(
         "not_a_matrix_product",
-        f"`{probe.name}` gives the right rows, but {how}: it never multiplies two matrices.",
+        f"`{probe.name}` gives the right rows, but {how}.",
         hint="A one-hot row of length V holds a single 1: times the (V, d) weight, it picks out exactly one row. That product is the point of this exercise.",
         fix="Build the one-hot, `F.one_hot(ids, num_classes=weight.shape[0]).to(weight.dtype)` of shape (..., V), and return it `@ weight`.",
     )
@@ -523,6 +527,7 @@ EXERCISES = [
         check=check_lookup,
         mistakes={"transposed_weight": transposed},
         forbidden=EMBEDDING_APIS,
+        method_seen="that it multiplies no matrices",
         difficulty=1,
         importance=3,
         minutes=5,
@@ -539,6 +544,7 @@ EXERCISES = [
         mistakes={"transposed_weight": transposed},
         advice=ONE_HOT_DTYPE_ADVICE,
         forbidden=EMBEDDING_APIS,
+        method_seen="that its rows come out of a matrix product of its inputs",
         difficulty=1,
         importance=2,
         minutes=10,

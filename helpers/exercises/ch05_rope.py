@@ -301,8 +301,8 @@ def check_rope_from_shift_matrix(fn: Callable, probe: Probe) -> None:
     if square_matrix_product.__name__ not in seen:
         products = sorted(seen & MATRIX_PRODUCTS)
         how = (
-            f"its matrix products ({', '.join(products)}) have no (d, d) matrix among their operands: they build angles or "
-            "tables, and the pairs are turned some other way"
+            f"none of its matrix products ({', '.join(products)}) multiplies x by a (d, d) matrix into what it returns: "
+            "they build angles or tables, or their result is not used, and the pairs are turned some other way"
             if products
             else "it turns the pairs some other way (your rope_interleaved, complex numbers, cos/sin arithmetic)"
         )
@@ -618,6 +618,7 @@ EXERCISES = [
             "rope_ignores_positions": shift_matrix_ignores_positions,
             "wrong_base": shift_matrix_base_not_passed,
         },
+        method_seen="that its result comes out of x times (d, d) matrices",
         difficulty=2,
         importance=1,
         minutes=15,

@@ -41,10 +41,12 @@ SEEN_IN_KERNEL = {
     "changed_global_state": "torch's settings it changed",
     "mutated_input": "the inputs or parameters it changed in place",
     "not_a_matrix_product": "the torch functions it calls",
+    "method_not_used": "the torch functions it calls",
 }
 FORBIDDEN_NONE_SEEN = "that it calls none of the torch functions this exercise forbids"
 AUTOGRAD_SEEN = "that its outputs are tied to autograd, and the gradients autograd gave"
 ATTRIBUTES_SEEN = "its module's Python attributes ({}), which only its kernel reports"
+METHOD_SEEN = "{}, from the torch functions it calls"
 MODULES_SEEN = "what its modules hold (their parameters, buffers and submodules), which only its kernel lists"
 BEST_EFFORT = "{}: seen inside the student's kernel, which the student controls (values, shapes, dtypes and devices are compared by the grader)"
 # Code that switches off what sees torch calls in the kernel (torch's function dispatch and its modes): by name, or
@@ -397,20 +399,24 @@ class Submission:
         reaches the grader's machinery in its kernel (which reports them)."""
         observed = [SEEN_IN_KERNEL[result["diagnosis"]]] if result["diagnosis"] in SEEN_IN_KERNEL else []
         if result["passed"]:
-            forbidden = bool(get(exercise.id).forbidden)
+            forbidden, method = bool(get(exercise.id).forbidden), get(exercise.id).method_seen
             named = ", ".join(f"`{name}`" for name in (attributes or [])[:5])
             kernel_word = [ATTRIBUTES_SEEN.format(named)] * bool(attributes) + [MODULES_SEEN] * modules
+            kernel_word += [METHOD_SEEN.format(method)] * bool(method)
             observed += [FORBIDDEN_NONE_SEEN] * forbidden + [AUTOGRAD_SEEN] * (autograd > 0) + kernel_word
             hidden, reaches = self.switches_off, self.reaches_grader
-            if forbidden and hidden is not None:
+            if (forbidden or method) and hidden is not None:
+                reads = "this exercise forbids some of them" if forbidden else "this exercise's verdict reads them"
                 message = (
                     f"Not counted: cell {hidden} switches off torch's function dispatch, which hides from the grader "
-                    f"the torch functions `{exercise.id}` calls, and this exercise forbids some of them."
+                    f"the torch functions `{exercise.id}` calls, and {reads}."
                 )
-                result = self.verdict(exercise, False, "forbidden_api", message)
-                observed = [FORBIDDEN_NONE_SEEN]
+                result = self.verdict(exercise, False, "forbidden_api" if forbidden else "method_not_used", message)
+                observed = [FORBIDDEN_NONE_SEEN] * forbidden + [METHOD_SEEN.format(method)] * bool(method)
             elif kernel_word and reaches is not None:
-                what = " and ".join([named] * bool(attributes) + ["what its modules hold"] * modules)
+                what = " and ".join(
+                    [named] * bool(attributes) + ["what its modules hold"] * modules + ["the torch functions it calls"] * bool(method)
+                )
                 message = (
                     f"Not counted: cell {reaches} reaches into the grader's machinery in the kernel (helpers.grading), "
                     f"which reports {what} to the grader, and this exercise's verdict reads them."
