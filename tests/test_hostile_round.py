@@ -389,7 +389,7 @@ def one_hot_lookup(weight, ids):
 @pytest.mark.parametrize(
     "exercise, code, words",
     [
-        ("rope_from_shift_matrix", DECOY_PRODUCT, "their result is not used"),
+        ("rope_from_shift_matrix", DECOY_PRODUCT, "their result is not what it returns"),
         ("one_hot_lookup", DECOY_ONE_HOT, "its products (matmul) never multiply"),
         ("one_hot_lookup", FED_BACK_ONE_HOT, "never multiply the ids' one-hot or the table into the rows it returns"),
     ],

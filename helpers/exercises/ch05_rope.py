@@ -301,14 +301,14 @@ def check_rope_from_shift_matrix(fn: Callable, probe: Probe) -> None:
     if square_matrix_product.__name__ not in seen:
         products = sorted(seen & MATRIX_PRODUCTS)
         how = (
-            f"none of its matrix products ({', '.join(products)}) multiplies x by a (d, d) matrix into what it returns: "
-            "they build angles or tables, or their result is not used, and the pairs are turned some other way"
+            f"its matrix products ({', '.join(products)}) build angles or tables, or their result is not what it "
+            "returns, and the pairs are turned some other way"
             if products
             else "it turns the pairs some other way (your rope_interleaved, complex numbers, cos/sin arithmetic)"
         )
         probe.fail(
             "method_not_used",
-            f"`{probe.name}` gives interleaved RoPE, but never multiplies x by a (d, d) matrix: {how}, not with chapter "
+            f"`{probe.name}` gives interleaved RoPE, but never multiplies x by a (d, d) matrix into what it returns: {how}, not with chapter "
             "03's relative_shift_matrix.",
             hint="The exercise is the identity itself: at position m, RoPE is x @ M_m, with M_m = relative_shift_matrix(m, d, base). "
             "Building it that way is what shows that chapter 03's shift and RoPE are one rotation.",
