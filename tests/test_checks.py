@@ -116,7 +116,9 @@ def test_every_exercise_runs_a_device_pass_or_says_why_and_declares_the_calls_it
     calls_of = common.calls_of
     for module in [m for name, m in sys.modules.items() if name.startswith("helpers.exercises")]:
         if getattr(module, "calls_of", None) is calls_of:
-            monkeypatch.setattr(module, "calls_of", lambda probe, *a: (read.append(probe.exercise.id), calls_of(probe, *a))[1])
+            monkeypatch.setattr(
+                module, "calls_of", lambda probe, *a: (read.append(probe.exercise.id), calls_of(probe, *a))[1]
+            )
     for exercise in all_exercises().values():
         right = next(fn for ex, fn in RIGHT if ex == exercise.id)
         assert check(exercise.id, right).passed

@@ -405,7 +405,9 @@ def test_best_effort_marks_the_results_that_rest_on_the_kernels_word(batch):
     classmate = by_id(batch["reports"]["class__classmate.json"])
     assert "forbids" in classmate["lookup"]["best_effort"]  # no forbidden call seen: the kernel's word
     # its rows out of a product of its inputs (the point of the exercise): which torch functions ran, its word too
-    assert "matrix product of its inputs, from the torch functions it calls" in classmate["one_hot_lookup"]["best_effort"]
+    assert (
+        "matrix product of its inputs, from the torch functions it calls" in classmate["one_hot_lookup"]["best_effort"]
+    )
     assert "autograd" in classmate["ScaledEmbedding"]["best_effort"]
     assert "best_effort" not in by_id(report(batch, "tensor_subclass"))["lookup"]  # transposed_weight: values
 

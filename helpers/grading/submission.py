@@ -415,7 +415,9 @@ class Submission:
                 observed = [FORBIDDEN_NONE_SEEN] * forbidden + [METHOD_SEEN.format(method)] * bool(method)
             elif kernel_word and reaches is not None:
                 what = " and ".join(
-                    [named] * bool(attributes) + ["what its modules hold"] * modules + ["the torch functions it calls"] * bool(method)
+                    [named] * bool(attributes)
+                    + ["what its modules hold"] * modules
+                    + ["the torch functions it calls"] * bool(method)
                 )
                 message = (
                     f"Not counted: cell {reaches} reaches into the grader's machinery in the kernel (helpers.grading), "
