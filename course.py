@@ -77,10 +77,14 @@ ANOTHER_CPU = {
 
 
 def run(*cmd: str | Path, env: dict[str, str] | None = None, **kwargs: Any) -> int:
+    return start(*cmd, env=env, **kwargs).wait()
+
+
+def start(*cmd: str | Path, env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.Popen[Any]:
     print("$", " ".join([*(f"{k}={v}" for k, v in (env or {}).items()), *map(str, cmd)]), flush=True)
     kwargs.setdefault("cwd", ROOT)
     inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # see setup's bytecode
-    return subprocess.call([str(c) for c in cmd], env={**inherited, **OFFLINE, **(env or {})}, **kwargs)
+    return subprocess.Popen([str(c) for c in cmd], env={**inherited, **OFFLINE, **(env or {})}, **kwargs)
 
 
 def setup() -> None:
@@ -174,54 +178,50 @@ def test(extra: list[str]) -> int:
         "tests/sanitize.cfg",
         "--nbval-current-env",
     ]
-    suites: dict[str, list[Any] | tuple[list[Any], dict[str, str]]] = {
-        # worksteal: a few tests grade whole batches of notebooks; an idle worker takes over the rest of the queue.
-        "unit and checker tests": [
-            *pytest,
-            "-n",
-            unit,
-            "--dist",
-            "worksteal",
-            "tests",
-            "--ignore=tests/test_browser.py",
-        ],
-        # --dist loadfile: a notebook's cells share one kernel, so they must stay on one worker. The last
-        # chapters first: they train models and take longest, and no worker is left with one at the end.
-        "solutions, outputs compared (nbval)": nbval,
+    unit_tests = [*pytest, "-n", unit, "--dist", "worksteal", "tests", "--ignore=tests/test_browser.py"]
+    # worksteal: a few tests grade whole batches of notebooks; an idle worker takes over the rest of the queue.
+    # nbval, --dist loadfile: a notebook's cells share one kernel, so they must stay on one worker. The last
+    # chapters first: they train models and take longest, and no worker is left with one at the end.
+    in_turn = {
+        "solutions, outputs compared (nbval)": (nbval, {}),
         # The same stored outputs, on what another CPU would do: they must print nothing that depends on it.
         "solutions again, AVX2 held and one thread (nbval)": (nbval, ANOTHER_CPU),
     }
     if has_browser:
         # It runs every chapter, unfilled, top to bottom in JupyterLab and fails on any error or stderr
         # output: what nbval-lax checks, and more. Without a browser nbval-lax does it instead. The solutions
-        # nbval has just executed are only opened and rendered there. Two workers, each with its own server
+        # nbval executes are only opened and rendered there. Two workers, each with its own server
         # and Chromium: much of a notebook's time is the page waiting, not a core working.
-        suites["JupyterLab in Chromium: chapters run, render and respond; solutions render"] = [
-            *pytest,
-            "-n",
-            browsers,
-            "--dist",
-            "worksteal",
-            "tests/test_browser.py",
-        ]
+        beside_name = "JupyterLab in Chromium: chapters run, render and respond; solutions render"
+        beside = [*pytest, "-n", browsers, "--dist", "worksteal", "tests/test_browser.py"]
     else:
         print("\nSKIPPING the browser suite: no chromium (install Debian's `chromium`; see README).\n")
-        suites["chapters, unfilled, run without error (nbval-lax)"] = [
-            *pytest,
-            "-n",
-            notebooks,
-            "--dist",
-            "loadfile",
-            "--nbval-lax",
-            "chapters",
-            "--nbval-current-env",
-        ]
+        beside_name = "chapters, unfilled, run without error (nbval-lax)"
+        beside = [*pytest, "-n", notebooks, "--dist", "loadfile", "--nbval-lax", "chapters", "--nbval-current-env"]
     failed = []
-    for name, suite in suites.items():
-        cmd, env = suite if isinstance(suite, tuple) else (suite, {})
-        print(f"\n=== {name} ===", flush=True)
-        if run(*cmd, env={**SHARED_CORES, **env}):
-            failed.append(name)
+    print("\n=== unit and checker tests ===", flush=True)
+    if run(*unit_tests, env=SHARED_CORES):
+        failed.append("unit and checker tests")
+    # Then the chapters, both nbval passes in turn and the browser suite beside them, its output held back until
+    # they end: the browser suite leaves a core idle much of its time (pages waiting, kernels starting), which
+    # nbval fills. One after the other they took 83 + 88 + 149 s on two cores (2026-11-28).
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as log:
+        print(f"\n=== {beside_name}: started, its output follows the nbval passes ===", flush=True)
+        browser = start(*beside, env=SHARED_CORES, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            for name, (cmd, env) in in_turn.items():
+                print(f"\n=== {name} ===", flush=True)
+                if run(*cmd, env={**SHARED_CORES, **env}):
+                    failed.append(name)
+            if browser.wait():
+                failed.append(beside_name)
+        finally:
+            if browser.poll() is None:  # interrupted: the suite beside goes too
+                browser.kill()
+                browser.wait()
+            log.seek(0)
+            print(f"\n=== {beside_name} ===", flush=True)
+            shutil.copyfileobj(log, sys.stdout)
     print("\n" + ("FAILED: " + ", ".join(failed) if failed else "All suites passed."))
     return 1 if failed else 0
 
