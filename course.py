@@ -77,7 +77,12 @@ ANOTHER_CPU = {
 
 
 def run(*cmd: str | Path, env: dict[str, str] | None = None, **kwargs: Any) -> int:
-    return start(*cmd, env=env, **kwargs).wait()
+    with start(*cmd, env=env, **kwargs) as process:
+        try:
+            return process.wait()
+        except BaseException:  # as subprocess.call: an interrupt takes the command with it
+            process.kill()
+            raise
 
 
 def start(*cmd: str | Path, env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.Popen[Any]:
